@@ -1,0 +1,73 @@
+"""The porter command line: global options and command registration. Commands live in
+`porter/commands/`; the work lives in the domain packages."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from porter import __version__
+from porter.cliutil import app_state
+from porter.commands import register_all
+from porter.errors import ExitCode, PorterError
+from porter.output import Reporter
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 ok; 1 findings, failed checks or unknown diagnosis; 2 usage or input error; "
+    "3 environment or host error; 4 internal error (a porter bug); 130 interrupted."
+)
+
+app = typer.Typer(
+    name="porter",
+    help="Keep AI software running on Huawei Ascend NPUs while its upstreams move.\n\n" + EXIT_CODES_HELP,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"porter {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    json_: bool = typer.Option(False, "--json", help="JSON output for every command (same as the per-command flag)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or status lines on stderr."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Use this porter.yaml instead of searching upward."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    state = app_state(ctx)
+    state.json_mode = json_
+    state.quiet = quiet
+    state.config_path = config
+
+
+register_all(app)
+
+
+def main() -> None:
+    try:
+        app()
+    except PorterError as exc:  # raised outside a command context (e.g. while loading config)
+        Reporter(json_mode="--json" in sys.argv).error(exc)
+        sys.exit(int(exc.exit_code))
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        sys.exit(130)
+    except Exception:  # noqa: BLE001 - a bug: show it and say so
+        import traceback
+
+        traceback.print_exc()
+        sys.stderr.write("porter: internal error (exit 4); please report it with the traceback above\n")
+        sys.exit(int(ExitCode.INTERNAL))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""Shared plumbing for command modules: the global state, the `--json` option, and the
+context that turns PorterErrors into a rendered message and a documented exit code."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import typer
+
+from porter.config import PorterConfig, load_config
+from porter.errors import ExitCode, PorterError
+from porter.output import Reporter
+
+JSON_HELP = "Print one JSON document with a stable, versioned schema instead of tables."
+
+
+def json_option() -> bool:
+    return typer.Option(False, "--json", help=JSON_HELP)
+
+
+@dataclass
+class AppState:
+    json_mode: bool = False
+    quiet: bool = False
+    config_path: Path | None = None
+    _config: PorterConfig | None = field(default=None, repr=False)
+
+    def config(self) -> PorterConfig:
+        if self._config is None:
+            self._config = load_config(explicit=self.config_path)
+        return self._config
+
+
+def app_state(ctx: typer.Context) -> AppState:
+    root = ctx.find_root()
+    if not isinstance(root.obj, AppState):
+        root.obj = AppState()
+    return root.obj
+
+
+@contextmanager
+def command_context(ctx: typer.Context, command: str, json_flag: bool = False) -> Iterator[tuple[Reporter, AppState]]:
+    """Yields (reporter, state); a PorterError inside becomes an error report and its exit code."""
+    state = app_state(ctx)
+    reporter = Reporter(json_mode=json_flag or state.json_mode, quiet=state.quiet)
+    try:
+        yield reporter, state
+    except PorterError as exc:
+        reporter.error(exc, command)
+        raise typer.Exit(int(exc.exit_code)) from None
+    except KeyboardInterrupt:
+        reporter.err.print("[red]interrupted[/]: nothing was left half-written")
+        raise typer.Exit(130) from None
+
+
+def exit_with(code: ExitCode | int) -> None:
+    raise typer.Exit(int(code))

@@ -1,0 +1,167 @@
+"""Configuration: `porter.yaml` in the project (or `[tool.porter]` in its pyproject.toml),
+then the user file `$XDG_CONFIG_HOME/porter/config.yaml`, then built-in defaults.
+
+The project is found by walking up from the working directory. Relative paths in a config
+file are relative to that file's directory.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from porter.errors import InputError
+from porter.yamlio import load_yaml_file
+
+# The repository this package was installed from (editable installs): bundled knowledge lives here.
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+
+KNOWN_KEYS = {
+    "knowledge_dir",
+    "cache_dir",
+    "runs_dir",
+    "forks_file",
+    "upstreams_file",
+    "hosts",
+    "offline",
+    "diagnose",
+}
+
+
+def xdg_dir(var: str, fallback: str) -> Path:
+    base = os.environ.get(var)
+    return Path(base) if base else Path.home() / fallback
+
+
+@dataclass(frozen=True)
+class PorterConfig:
+    project_root: Path | None
+    knowledge_dir: Path
+    cache_dir: Path
+    runs_dir: Path
+    forks_file: Path
+    upstreams_file: Path
+    user_config_dir: Path
+    offline: bool = False
+    hosts: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+    sources: tuple[str, ...] = ()
+
+    @property
+    def patterns_dir(self) -> Path:
+        return self.knowledge_dir / "patterns"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "project_root": str(self.project_root) if self.project_root else None,
+            "knowledge_dir": str(self.knowledge_dir),
+            "cache_dir": str(self.cache_dir),
+            "runs_dir": str(self.runs_dir),
+            "forks_file": str(self.forks_file),
+            "upstreams_file": str(self.upstreams_file),
+            "user_config_dir": str(self.user_config_dir),
+            "offline": self.offline,
+            "hosts": sorted(self.hosts),
+            "sources": list(self.sources),
+        }
+
+
+def find_project_root(start: Path) -> tuple[Path | None, dict[str, Any], str | None]:
+    """Walk up from `start` to the first porter.yaml or pyproject.toml with [tool.porter]."""
+    start = start.resolve()
+    for directory in (start, *start.parents):
+        candidate = directory / "porter.yaml"
+        if candidate.is_file():
+            data = load_yaml_file(candidate) or {}
+            if not isinstance(data, dict):
+                raise InputError(f"{candidate}: expected a mapping at the top level")
+            return directory, data, str(candidate)
+        pyproject = directory / "pyproject.toml"
+        if pyproject.is_file():
+            try:
+                doc = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+                raise InputError(f"{pyproject}: invalid TOML: {exc}") from exc
+            section = doc.get("tool", {}).get("porter")
+            if section is not None:
+                if not isinstance(section, dict):
+                    raise InputError(f"{pyproject}: [tool.porter] must be a table")
+                return directory, section, f"{pyproject} [tool.porter]"
+    return None, {}, None
+
+
+def _resolve(base: Path, value: Any, key: str, source: str) -> Path:
+    if not isinstance(value, str) or not value:
+        raise InputError(f"{source}: `{key}` must be a non-empty path string")
+    path = Path(os.path.expandvars(os.path.expanduser(value)))
+    return path if path.is_absolute() else (base / path)
+
+
+def load_config(cwd: Path | None = None, explicit: Path | None = None) -> PorterConfig:
+    cwd = Path.cwd() if cwd is None else cwd
+    config_home = xdg_dir("XDG_CONFIG_HOME", ".config") / "porter"
+    cache_home = xdg_dir("XDG_CACHE_HOME", ".cache") / "porter"
+    data_home = xdg_dir("XDG_DATA_HOME", ".local/share") / "porter"
+
+    layers: list[tuple[Path, dict[str, Any], str]] = []
+    user_file = config_home / "config.yaml"
+    if user_file.is_file():
+        data = load_yaml_file(user_file) or {}
+        if not isinstance(data, dict):
+            raise InputError(f"{user_file}: expected a mapping at the top level")
+        layers.append((config_home, data, str(user_file)))
+
+    project_root: Path | None
+    if explicit is not None:
+        explicit = explicit.expanduser()
+        if not explicit.is_file():
+            raise InputError(f"config file {explicit} does not exist", hint="check the --config path")
+        data = load_yaml_file(explicit) or {}
+        if not isinstance(data, dict):
+            raise InputError(f"{explicit}: expected a mapping at the top level")
+        project_root = explicit.resolve().parent
+        layers.append((project_root, data, str(explicit)))
+    else:
+        project_root, data, source = find_project_root(cwd)
+        if source and project_root is not None:
+            layers.append((project_root, data, source))
+
+    merged: dict[str, Any] = {}
+    paths: dict[str, Path] = {}
+    hosts: dict[str, Any] = {}
+    for base, data, source in layers:
+        unknown = sorted(set(data) - KNOWN_KEYS)
+        if unknown:
+            raise InputError(
+                f"{source}: unknown key(s) {', '.join(unknown)}",
+                hint=f"known keys: {', '.join(sorted(KNOWN_KEYS))}",
+            )
+        for key in ("knowledge_dir", "cache_dir", "runs_dir", "forks_file", "upstreams_file"):
+            if key in data:
+                paths[key] = _resolve(base, data[key], key, source)
+        if "hosts" in data:
+            if not isinstance(data["hosts"], dict):
+                raise InputError(f"{source}: `hosts` must be a mapping of host name to profile")
+            hosts.update(data["hosts"])
+        merged.update(data)
+
+    # Bundled data: the project's own knowledge/ when it has one, else the installed repository's.
+    default_root = project_root if project_root and (project_root / "knowledge").is_dir() else PACKAGE_ROOT
+    knowledge_dir = paths.get("knowledge_dir", default_root / "knowledge")
+    env_cache = os.environ.get("PORTER_CACHE_DIR")
+    return PorterConfig(
+        project_root=project_root,
+        knowledge_dir=knowledge_dir,
+        cache_dir=Path(env_cache) if env_cache else paths.get("cache_dir", cache_home),
+        runs_dir=paths.get("runs_dir", (project_root / "runs") if project_root else data_home / "runs"),
+        forks_file=paths.get("forks_file", default_root / "forks" / "forks.yaml"),
+        upstreams_file=paths.get("upstreams_file", knowledge_dir / "upstreams.yaml"),
+        user_config_dir=config_home,
+        offline=bool(merged.get("offline", False)) or os.environ.get("PORTER_OFFLINE") == "1",
+        hosts=hosts,
+        raw=merged,
+        sources=tuple(s for _, _, s in layers),
+    )

@@ -1,0 +1,46 @@
+"""The one YAML loader: safe loading, errors that name the file and line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from porter.errors import InputError
+
+
+def load_yaml_text(text: str, source: str = "<text>") -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        where = ""
+        mark = getattr(exc, "problem_mark", None)
+        if mark is not None:
+            where = f" at line {mark.line + 1}, column {mark.column + 1}"
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(
+            f"{source}: invalid YAML{where}: {problem}",
+            hint="fix the YAML syntax in that file (indentation, quoting, colons)",
+        ) from exc
+
+
+def load_yaml_file(path: Path) -> Any:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise InputError(f"{path}: no such file", hint="check the path") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read: {exc}", hint="check permissions and encoding (UTF-8)") from exc
+    return load_yaml_text(text, str(path))
+
+
+def dump_yaml(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
+
+
+def write_yaml_atomic(path: Path, data: Any, header: str = "") -> None:
+    """Write YAML through a temporary file and rename, so readers never see half a file."""
+    from porter.fsutil import atomic_write_text
+
+    atomic_write_text(Path(path), header + dump_yaml(data))
