@@ -1,0 +1,302 @@
+"""W8A8-MXFP8 rollout quantisation: the OCP MX format with E4M3 elements and E8M0 shared scales.
+
+The trainer always sends full-precision weights; only the rollout side quantises, as in the
+production framework's Ascend 950 path. Which tensors are quantised is decided by a ModelSlim-style
+`quant_model_description.json` next to the rollout checkpoint. On an NPU with the MX kernel we call
+`torch_npu.npu_dynamic_mx_quant`; everywhere else the reference quantiser below is used.
+
+Format facts (OCP Microscaling spec v1.0, E4M3 element type):
+  * a group is 32 consecutive elements along the last axis; a row of K elements has ceil(K/32)
+    scales (a short last group is padded with zeros for the amax only);
+  * shared exponent E = floor(log2(amax of the group)) - 8, where 8 is E4M3's largest exponent;
+    it is stored as the uint8 E + 127 (E8M0, 255 is reserved for NaN);
+  * element = x / 2**E rounded to float8_e4m3fn and clamped to +-448 (the scaled group maximum lies
+    in [256, 512), so the largest element of a group can saturate).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+import torch
+
+GROUP_SIZE = 32
+E4M3_MAX = 448.0
+E4M3_EMAX = 8  # floor(log2(448))
+E4M3_MANTISSA_BITS = 3
+E4M3_MIN_NORMAL_EXP = -6  # smallest normal E4M3 value is 2**-6
+SCALE_BIAS = 127
+W8A8_MXFP8 = "W8A8_MXFP8"
+FLOAT = "FLOAT"
+DESCRIPTION_FILE = "quant_model_description.json"
+SCALE_SUFFIX = "_scale"
+_KNOWN_TYPES = {W8A8_MXFP8, FLOAT}
+
+
+class MXFP8ConfigError(ValueError):
+    """The quantisation setup cannot work: missing/incompatible description, external server, ..."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message if not hint else f"{message} ({hint})")
+        self.message = message
+        self.hint = hint
+
+
+class MXFP8LifecycleError(RuntimeError):
+    """prepare/finalize called out of order, or a conflicting worker extension."""
+
+
+# --------------------------------------------------------------------------- reference quantiser
+
+
+def _grouped(x: torch.Tensor, group_size: int) -> tuple[torch.Tensor, int]:
+    """View the last axis as (groups, group_size), zero-padding a short last group."""
+    k = x.shape[-1]
+    groups = math.ceil(k / group_size)
+    pad = groups * group_size - k
+    if pad:
+        x = torch.nn.functional.pad(x, (0, pad))
+    return x.reshape(*x.shape[:-1], groups, group_size), k
+
+
+def shared_exponent(amax: torch.Tensor) -> torch.Tensor:
+    """E = floor(log2(amax)) - 8, clamped to E8M0's range; an all-zero group gets the minimum."""
+    # frexp gives amax = m * 2**e with m in [0.5, 1): floor(log2(amax)) = e - 1, exactly.
+    _, e = torch.frexp(amax.float())
+    exp = (e.to(torch.int32) - 1) - E4M3_EMAX
+    exp = torch.where(amax > 0, exp, torch.full_like(exp, -SCALE_BIAS))
+    return exp.clamp(-SCALE_BIAS, SCALE_BIAS)
+
+
+def quantize_mx_reference(x: torch.Tensor, group_size: int = GROUP_SIZE) -> tuple[torch.Tensor, torch.Tensor]:
+    """Quantise along the last axis. Returns (float8_e4m3fn elements, uint8 biased scales)."""
+    if x.dim() < 1 or x.shape[-1] == 0:
+        raise ValueError(f"cannot MX-quantise a tensor of shape {tuple(x.shape)}")
+    groups, k = _grouped(x.float(), group_size)
+    exp = shared_exponent(groups.abs().amax(dim=-1))
+    scaled = groups / torch.exp2(exp.float()).unsqueeze(-1)
+    # Clamp before the cast: some backends turn out-of-range float8 conversions into NaN.
+    q = scaled.clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    q = q.reshape(*x.shape[:-1], -1)[..., :k]
+    return q, (exp + SCALE_BIAS).to(torch.uint8)
+
+
+def dequantize_mx(
+    q: torch.Tensor, scale: torch.Tensor, group_size: int = GROUP_SIZE, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    """Inverse of the quantiser: element * 2**(scale - 127), per group."""
+    k = q.shape[-1]
+    if scale.shape[-1] != math.ceil(k / group_size) or scale.shape[:-1] != q.shape[:-1]:
+        raise ValueError(
+            f"scale shape {tuple(scale.shape)} does not match elements {tuple(q.shape)} with group size {group_size}"
+        )
+    groups, _ = _grouped(q.float(), group_size)
+    factor = torch.exp2(scale.to(torch.int32).float() - SCALE_BIAS).unsqueeze(-1)
+    out = (groups * factor).reshape(*q.shape[:-1], -1)[..., :k]
+    return out.to(dtype)
+
+
+def error_bound(x: torch.Tensor, scale: torch.Tensor, group_size: int = GROUP_SIZE) -> torch.Tensor:
+    """Largest |dequant(quant(x)) - x| the format allows, per element (derived, not fitted).
+
+    Normal E4M3 range: round-to-nearest with 3 mantissa bits, so at most half a ULP = |x| / 16.
+    Subnormal range (scaled |x| < 2**-6): spacing 2**-9, so at most 2**(E - 10) absolute.
+    Saturation (scaled |x| > 448): the clamp error itself, at most |x| / 8 since scaled |x| < 512.
+    """
+    k = x.shape[-1]
+    exp = scale.to(torch.int32).float() - SCALE_BIAS
+    step = torch.exp2(exp).repeat_interleave(group_size, dim=-1)[..., :k]
+    ax = x.float().abs()
+    scaled = ax / step
+    rounding = torch.maximum(ax * 2.0 ** -(E4M3_MANTISSA_BITS + 1), step * 2.0 ** (E4M3_MIN_NORMAL_EXP - E4M3_MANTISSA_BITS - 1))
+    saturation = (scaled - E4M3_MAX).clamp(min=0) * step
+    return torch.where(scaled > E4M3_MAX, saturation + rounding, rounding)
+
+
+# --------------------------------------------------------------------------- device dispatch
+
+
+def npu_mx_quant_available() -> bool:
+    """True when torch_npu exposes the MX kernel (Ascend 950); never imports torch_npu eagerly."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch_npu") is None:
+        return False
+    try:
+        import torch_npu  # type: ignore[import-not-found]
+    except Exception:  # a broken vendor install is "not available", the reference still works
+        return False
+    return hasattr(torch_npu, "npu_dynamic_mx_quant") and hasattr(torch_npu, "float8_e4m3fn")
+
+
+def quantize_mx_npu(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    import torch_npu  # type: ignore[import-not-found]
+
+    q, scale = torch_npu.npu_dynamic_mx_quant(x.to(torch.bfloat16), axis=-1, dst_type=torch_npu.float8_e4m3fn)
+    # The kernel's scale carries extra trailing dims; the production code merges the last two and
+    # drops a trailing singleton to get (rows, groups).
+    if scale.dim() >= 2:
+        scale = scale.reshape(*scale.shape[:-2], scale.shape[-2] * scale.shape[-1])
+    if scale.dim() > q.dim() and scale.shape[-1] == 1:
+        scale = scale.squeeze(-1)
+    if scale.dtype != torch.uint8 and scale.element_size() == 1:
+        scale = scale.view(torch.uint8)  # E8M0 bytes, whatever dtype the kernel labels them with
+    return q, scale
+
+
+def quantize_mx(x: torch.Tensor, backend: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
+    """`backend`: "reference", "npu", or "auto" (npu kernel when present and the tensor is on an NPU)."""
+    if backend == "reference":
+        return quantize_mx_reference(x)
+    if backend == "npu" or (backend == "auto" and x.device.type == "npu" and npu_mx_quant_available()):
+        if not npu_mx_quant_available():
+            raise MXFP8ConfigError(
+                "torch_npu.npu_dynamic_mx_quant is not available", "MX kernels need Ascend 950; use backend='reference'"
+            )
+        return quantize_mx_npu(x)
+    if backend != "auto":
+        raise ValueError(f"unknown MX quantisation backend {backend!r}; expected auto, reference or npu")
+    return quantize_mx_reference(x)
+
+
+# --------------------------------------------------------------------------- description
+
+
+@dataclass(frozen=True)
+class QuantDescription:
+    """A ModelSlim `quant_model_description.json`: per-tensor quant types plus a few globals."""
+
+    entries: Mapping[str, str]
+    group_size: int = GROUP_SIZE
+    quant_method: str = "ascend"
+    source: str = ""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, checkpoint_dir: str | Path) -> "QuantDescription":
+        path = Path(checkpoint_dir) / DESCRIPTION_FILE
+        if not path.is_file():
+            raise MXFP8ConfigError(
+                f"no {DESCRIPTION_FILE} in {checkpoint_dir}",
+                "--vllm-quantization ascend needs the ModelSlim description in the --hf-checkpoint directory",
+            )
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise MXFP8ConfigError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from exc
+        return cls.from_dict(raw, source=str(path))
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any], source: str = "<dict>") -> "QuantDescription":
+        if not isinstance(raw, Mapping):
+            raise MXFP8ConfigError(f"{source}: expected a JSON object, got {type(raw).__name__}")
+        method = raw.get("quant_method", "ascend")
+        if method != "ascend":
+            raise MXFP8ConfigError(f"{source}: quant_method is {method!r}, expected 'ascend'")
+        group = raw.get("group_size", GROUP_SIZE)
+        if group != GROUP_SIZE:
+            raise MXFP8ConfigError(f"{source}: group_size is {group!r}; W8A8_MXFP8 needs {GROUP_SIZE}")
+        entries = {k: v for k, v in raw.items() if isinstance(v, str) and k not in ("quant_method", "model_quant_type", "version")}
+        extra = {k: v for k, v in raw.items() if k not in entries and k not in ("quant_method", "group_size")}
+        unknown = sorted({v for v in entries.values()} - _KNOWN_TYPES)
+        if unknown:
+            raise MXFP8ConfigError(
+                f"{source}: unsupported quant types {unknown}",
+                f"only {W8A8_MXFP8} and {FLOAT} are supported (no MXFP4 or int8 schemes)",
+            )
+        if W8A8_MXFP8 not in entries.values():
+            raise MXFP8ConfigError(f"{source}: no tensor is marked {W8A8_MXFP8}; this is not an MXFP8 description")
+        for name, kind in entries.items():
+            if kind == W8A8_MXFP8 and not name.endswith("weight"):
+                raise MXFP8ConfigError(f"{source}: {name} is marked {W8A8_MXFP8} but only weights can be quantised")
+        return cls(entries=dict(entries), group_size=group, quant_method=method, source=source, extra=extra)
+
+    def is_eligible(self, name: str) -> bool:
+        return self.entries.get(name) == W8A8_MXFP8
+
+    def validate_against(self, shapes: Mapping[str, tuple[int, ...]]) -> None:
+        """Fail with a precise message when the description and the rollout model disagree."""
+        missing = sorted(n for n in shapes if n not in self.entries)
+        extra = sorted(n for n in self.entries if n not in shapes)
+        flat = sorted(n for n, s in shapes.items() if self.is_eligible(n) and len(s) < 2)
+        problems = []
+        if missing:
+            problems.append(f"{len(missing)} model tensors not described (first: {missing[0]})")
+        if extra:
+            problems.append(f"{len(extra)} described tensors not in the model (first: {extra[0]})")
+        if flat:
+            problems.append(f"{len(flat)} tensors marked {W8A8_MXFP8} are not matrices (first: {flat[0]})")
+        if problems:
+            raise MXFP8ConfigError(
+                f"{self.source or 'quant description'} does not match the rollout model: " + "; ".join(problems),
+                "regenerate the description for this checkpoint",
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"quant_method": self.quant_method, "group_size": self.group_size, **dict(self.extra), **dict(self.entries)}
+
+
+def describe_model(
+    shapes: Mapping[str, tuple[int, ...]], eligible: Callable[[str, tuple[int, ...]], bool] | None = None
+) -> QuantDescription:
+    """Build a description for a model: linear projection weights MXFP8, the rest FLOAT (ModelSlim's default)."""
+    if eligible is None:
+        def eligible(name: str, shape: tuple[int, ...]) -> bool:
+            return (
+                name.endswith("proj.weight") and len(shape) == 2 and ".layers." in name
+            )
+    entries = {n: (W8A8_MXFP8 if eligible(n, tuple(s)) else FLOAT) for n, s in shapes.items()}
+    return QuantDescription(entries=entries, extra={"model_quant_type": W8A8_MXFP8})
+
+
+def write_description(checkpoint_dir: str | Path, description: QuantDescription) -> Path:
+    from porter.fsutil import atomic_write_text
+
+    path = Path(checkpoint_dir) / DESCRIPTION_FILE
+    atomic_write_text(path, json.dumps(description.to_dict(), indent=2, sort_keys=True) + "\n")
+    return path
+
+
+# --------------------------------------------------------------------------- conversion
+
+
+def quantize_named_tensors(
+    named: Iterable[tuple[str, torch.Tensor]], description: QuantDescription, backend: str = "auto"
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """Eligible weights become `name -> e4m3` and `name_scale -> uint8`; the rest pass through as the same object."""
+    for name, tensor in named:
+        if description.is_eligible(name):
+            q, scale = quantize_mx(tensor.detach(), backend=backend)
+            yield name, q
+            yield name + SCALE_SUFFIX, scale
+        else:
+            yield name, tensor
+
+
+def dequantize_named_tensors(
+    named: Iterable[tuple[str, torch.Tensor]], dtype: torch.dtype = torch.float32
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """Pair each e4m3 tensor with its `_scale` and yield the dequantised weight (the rollout forward's view)."""
+    pending: dict[str, torch.Tensor] = {}
+    scales: dict[str, torch.Tensor] = {}
+    for name, tensor in named:
+        if name.endswith(SCALE_SUFFIX) and tensor.dtype == torch.uint8:
+            base = name[: -len(SCALE_SUFFIX)]
+            if base in pending:
+                yield base, dequantize_mx(pending.pop(base), tensor, dtype=dtype)
+            else:
+                scales[base] = tensor
+        elif tensor.dtype == torch.float8_e4m3fn:
+            if name in scales:
+                yield name, dequantize_mx(tensor, scales.pop(name), dtype=dtype)
+            else:
+                pending[name] = tensor
+        else:
+            yield name, tensor
+    if pending or scales:
+        lost = sorted(pending) + sorted(s + SCALE_SUFFIX for s in scales)
+        raise MXFP8ConfigError(f"MXFP8 update is incomplete: missing scale or elements for {lost[:3]} ({len(lost)} in all)")
