@@ -1,0 +1,100 @@
+"""`porter diagnose [FILE|-]`: match a trace or log against the knowledge base.
+
+Exit codes: 0 a known cause was found, 1 unknown, 2 unusable input (missing file, directory,
+empty input, bad --env).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import BinaryIO, List, Optional
+
+import typer
+
+from porter.cliutil import command_context, json_option
+
+
+class _CountingReader:
+    """Wraps a binary stream and counts bytes, so empty input is detected without buffering."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+        self.bytes = 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.raw.read(n)
+        self.bytes += len(data)
+        return data
+
+
+def open_input(source: str | None):
+    from porter.errors import InputError
+
+    if source in (None, "-"):
+        if source is None and sys.stdin.isatty():
+            raise InputError("no input: pass a trace file or pipe one into stdin", hint="porter diagnose trace.txt  or  ... | porter diagnose -")
+        return "-", sys.stdin.buffer
+    path = Path(source)
+    if path.is_dir():
+        raise InputError(f"{source} is a directory, not a trace file", hint="pass one log or trace file")
+    try:
+        return str(path), path.open("rb")
+    except FileNotFoundError:
+        raise InputError(f"{source}: no such file", hint="check the path, or use - to read stdin") from None
+    except OSError as exc:
+        raise InputError(f"{source}: cannot read: {exc.strerror or exc}", hint="check permissions") from None
+
+
+def resolve_patterns_dir(state, kb: Optional[Path]) -> tuple[Path, Path | None]:
+    cfg = state.config()
+    if kb is not None:
+        patterns = kb / "patterns" if (kb / "patterns").is_dir() else kb
+        return patterns, cfg.cache_dir
+    return cfg.patterns_dir, cfg.cache_dir
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("diagnose")
+    def diagnose(
+        ctx: typer.Context,
+        source: Optional[str] = typer.Argument(None, metavar="[FILE|-]", help="Trace or log file; '-' or nothing reads stdin."),
+        top: int = typer.Option(3, "--top", "-k", min=1, max=20, help="How many matches to show."),
+        env: List[str] = typer.Option([], "--env", help="Installed versions: package==version (repeatable) or a smoke-report JSON file."),
+        explain: bool = typer.Option(False, "--explain", help="Show how each match was scored."),
+        kb: Optional[Path] = typer.Option(None, "--kb", help="Knowledge directory (or its patterns/ folder) instead of the configured one."),
+        json_: bool = json_option(),
+    ) -> None:
+        """Diagnose a trace: known cause, fix and verify command, or `unknown` with the signals found.
+
+        Exit 0 when a known cause matched, 1 when unknown, 2 for unusable input.
+        """
+        with command_context(ctx, "diagnose", json_) as (reporter, state):
+            from porter.errors import InputError
+            from porter.kb.env import parse_env
+            from porter.kb.loader import load_kb
+            from porter.kb.matcher import diagnose_stream
+            from porter.kb.render import diagnose_payload, render_diagnosis
+
+            facts = parse_env(env)
+            name, stream = open_input(source)
+            patterns_dir, cache_dir = resolve_patterns_dir(state, kb)
+            loaded = load_kb(patterns_dir, cache_dir)
+            if not loaded.entries:
+                reporter.status(f"warning: no knowledge-base entries under {patterns_dir}; every trace will be unknown")
+            elif loaded.problems:
+                reporter.status(f"note: {len(loaded.problems)} knowledge-base problem(s); run `porter kb lint`")
+            reader = _CountingReader(stream)
+            try:
+                diag = diagnose_stream(loaded.compiled(), reader, facts, top)
+            finally:
+                if stream is not sys.stdin.buffer:
+                    stream.close()
+            if reader.bytes == 0:
+                raise InputError(f"{name}: empty input, nothing to diagnose", hint="pass the file that holds the traceback or log")
+            kb_info = {"entries": len(loaded.entries), "patterns_dir": str(patterns_dir), "cached": loaded.from_cache}
+            payload = diagnose_payload(diag, name, kb_info, explain)
+            if facts:
+                payload["env"] = facts
+            reporter.emit("diagnose", payload, lambda console: render_diagnosis(console, payload, explain))
+            raise typer.Exit(0 if diag.status == "match" else 1)

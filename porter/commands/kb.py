@@ -1,0 +1,206 @@
+"""`porter kb list|show|search|lint|eval`: browse and check the knowledge base."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from porter.cliutil import command_context, json_option
+
+kb_app = typer.Typer(help="Browse and check the knowledge base (knowledge/patterns/<layer>/<ID>.yaml).", no_args_is_help=True)
+
+KB_OPTION_HELP = "Knowledge directory (or its patterns/ folder) instead of the configured one."
+
+
+def _patterns_dir(state, kb: Optional[Path]) -> Path:
+    if kb is not None:
+        return kb / "patterns" if (kb / "patterns").is_dir() else kb
+    return state.config().patterns_dir
+
+
+def _load(state, kb: Optional[Path]):
+    from porter.kb.loader import load_kb
+
+    return load_kb(_patterns_dir(state, kb), state.config().cache_dir)
+
+
+@kb_app.command("list")
+def kb_list(
+    ctx: typer.Context,
+    layer: Optional[str] = typer.Option(None, "--layer", "-l", help="Only this layer (e.g. vllm-ascend)."),
+    kb: Optional[Path] = typer.Option(None, "--kb", help=KB_OPTION_HELP),
+    json_: bool = json_option(),
+) -> None:
+    """List entries: id, layer, kind and title."""
+    with command_context(ctx, "kb.list", json_) as (reporter, state):
+        from porter.errors import UsageError
+        from porter.kb.render import entry_summary
+        from porter.kb.schema import LAYERS
+
+        if layer is not None and layer not in LAYERS:
+            raise UsageError(f"unknown layer {layer!r}", hint=f"layers: {', '.join(LAYERS)}")
+        entries = sorted((e for e in _load(state, kb).entries if layer is None or e.layer == layer), key=lambda e: (e.layer, e.id))
+        payload = {"layer": layer, "count": len(entries), "entries": [entry_summary(e) for e in entries]}
+
+        def render(console) -> None:
+            from rich.markup import escape
+            from rich.table import Table
+
+            table = Table(title=f"knowledge base: {len(entries)} entries" + (f" in {layer}" if layer else ""), title_justify="left")
+            for col in ("id", "layer", "kind", "title"):
+                table.add_column(col, overflow="fold")
+            for e in entries:
+                table.add_row(e.id, e.layer, e.kind, escape(e.title))
+            console.print(table)
+
+        reporter.emit("kb.list", payload, render)
+
+
+@kb_app.command("show")
+def kb_show(
+    ctx: typer.Context,
+    entry_id: str = typer.Argument(..., metavar="ID", help="Entry id (e.g. VLLM-001) or an alias (e.g. NPU-CP-002)."),
+    kb: Optional[Path] = typer.Option(None, "--kb", help=KB_OPTION_HELP),
+    json_: bool = json_option(),
+) -> None:
+    """Show one entry: signatures, cause, fix, verify, discriminators."""
+    with command_context(ctx, "kb.show", json_) as (reporter, state):
+        from porter.errors import InputError
+        from porter.kb.render import entry_detail, render_entry
+
+        entries = _load(state, kb).entries
+        wanted = entry_id.strip()
+        entry = next((e for e in entries if e.id.upper() == wanted.upper()), None)
+        if entry is None:
+            by_alias = [e for e in entries if wanted in e.aliases]
+            if len(by_alias) == 1:
+                entry = by_alias[0]
+            elif by_alias:
+                raise InputError(f"{wanted!r} is an alias of several entries: {', '.join(e.id for e in by_alias)}", hint="show one of them by id")
+        if entry is None:
+            raise InputError(f"no entry {wanted!r}", hint=f"try `porter kb search {wanted}` or `porter kb list`")
+        reporter.emit("kb.show", {"entry": entry_detail(entry)}, lambda console: render_entry(console, entry))
+
+
+@kb_app.command("search")
+def kb_search(
+    ctx: typer.Context,
+    text: str = typer.Argument(..., help="Words or an error message to look for."),
+    limit: int = typer.Option(10, "--limit", "-n", min=1, max=100, help="How many results."),
+    kb: Optional[Path] = typer.Option(None, "--kb", help=KB_OPTION_HELP),
+    json_: bool = json_option(),
+) -> None:
+    """Fuzzy search over ids, aliases, titles and symptoms."""
+    with command_context(ctx, "kb.search", json_) as (reporter, state):
+        from porter.kb.render import entry_summary
+        from porter.kb.search import search_entries
+
+        results = search_entries(_load(state, kb).entries, text, limit)
+        payload = {"query": text, "results": [{**entry_summary(e), "score": s} for e, s in results]}
+
+        def render(console) -> None:
+            from rich.markup import escape
+            from rich.table import Table
+
+            if not results:
+                console.print("no entry matches")
+                return
+            table = Table(title=f"search: {escape(text)}", title_justify="left")
+            for col in ("score", "id", "layer", "title"):
+                table.add_column(col, overflow="fold")
+            for e, s in results:
+                table.add_row(f"{s:.0f}", e.id, e.layer, escape(e.title))
+            console.print(table)
+
+        reporter.emit("kb.search", payload, render)
+
+
+def _render_eval(console, ev: dict) -> None:
+    from rich.markup import escape
+
+    console.print(
+        f"[bold]corpus[/] {escape(ev['corpus'])}: top-1 {ev['top1']:.1%} ({ev['top1_correct']}/{ev['positives']}), "
+        f"top-3 {ev['top3']:.1%} ({ev['top3_correct']}/{ev['positives']}); "
+        f"negatives/unknown wrongly matched: {len(ev['false_positives'])}/{ev['negatives_and_unknown']}",
+        soft_wrap=True,
+    )
+    for c in ev["false_positives"]:
+        console.print(f"  [red]false positive[/] {escape(c['file'])} ({c['kind']}): got {', '.join(c['got'])}", soft_wrap=True)
+    for c in ev["misses"]:
+        got = ", ".join(c["got"]) or "unknown"
+        mark = "top-3 only" if c["top3"] else "miss"
+        console.print(f"  [yellow]{mark}[/] {escape(c['file'])}: expected {', '.join(c['expected'])}, got {escape(got)}", soft_wrap=True)
+
+
+@kb_app.command("lint")
+def kb_lint(
+    ctx: typer.Context,
+    corpus: Optional[Path] = typer.Option(None, "--corpus", help="Also score a labelled corpus directory (index.yaml + traces)."),
+    no_examples: bool = typer.Option(False, "--no-examples", help="Skip diagnosing every entry's example files."),
+    kb: Optional[Path] = typer.Option(None, "--kb", help=KB_OPTION_HELP),
+    json_: bool = json_option(),
+) -> None:
+    """Validate every entry: schema, ids, safe regexes, version ranges, related ids, examples top-1.
+
+    Exit 1 when there are errors (warnings alone pass). With --corpus, misses and false positives
+    on the corpus also fail the lint.
+    """
+    with command_context(ctx, "kb.lint", json_) as (reporter, state):
+        from porter.kb.lint import lint
+
+        patterns = _patterns_dir(state, kb)
+        report = lint(patterns, check_examples=not no_examples, display_base=Path.cwd())
+        payload = {"lint": report.to_dict()}
+        failed = not report.ok
+        ev = None
+        if corpus is not None:
+            from porter.kb.evaluate import evaluate
+            from porter.kb.loader import load_entries
+
+            ev = evaluate(load_entries(patterns).compiled(), corpus).to_dict()
+            payload["corpus"] = ev
+            failed = failed or bool(ev["false_positives"] or ev["misses"])
+
+        def render(console) -> None:
+            from rich.markup import escape
+
+            for p in report.problems:
+                colour = "red" if p.severity == "error" else "yellow"
+                console.print(f"[{colour}]{p.severity}[/] {escape(str(p))}", soft_wrap=True)
+            verdict = "[green]clean[/]" if report.ok else f"[red]{len(report.errors)} error(s)[/]"
+            console.print(
+                f"kb lint: {report.entries} entries in {report.files} files, {report.regexes_checked} regexes, "
+                f"{report.examples_checked} examples checked: {verdict}, {len(report.warnings)} warning(s)"
+            )
+            if ev is not None:
+                _render_eval(console, ev)
+
+        reporter.emit("kb.lint", payload, render)
+        raise typer.Exit(1 if failed else 0)
+
+
+@kb_app.command("eval")
+def kb_eval(
+    ctx: typer.Context,
+    corpus: Path = typer.Argument(..., help="Corpus directory with index.yaml (e.g. tests/data/seed-traces)."),
+    env: list[str] = typer.Option([], "--env", help="Installed versions: package==version or a smoke-report JSON file."),
+    kb: Optional[Path] = typer.Option(None, "--kb", help=KB_OPTION_HELP),
+    json_: bool = json_option(),
+) -> None:
+    """Score the knowledge base on a labelled corpus: top-1/top-3, false positives, misses.
+
+    Exit 1 when any case is wrong.
+    """
+    with command_context(ctx, "kb.eval", json_) as (reporter, state):
+        from porter.kb.env import parse_env
+        from porter.kb.evaluate import evaluate
+
+        ev = evaluate(_load(state, kb).compiled(), corpus, parse_env(env)).to_dict()
+        reporter.emit("kb.eval", {"corpus": ev}, lambda console: _render_eval(console, ev))
+        raise typer.Exit(1 if (ev["false_positives"] or ev["misses"]) else 0)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(kb_app, name="kb")

@@ -1,0 +1,55 @@
+"""Installed-version facts for `porter diagnose --env`.
+
+Each `--env` value is either `package==version` or a JSON file: a smoke report
+(`porter smoke --json` / `python -m vime.smoke`, whose `environment.packages` maps names to
+versions), a bare environment-facts document (`packages` at the top), or a flat mapping.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+from porter.errors import InputError
+from porter.kb.matcher import normalise_package
+
+
+def _from_mapping(doc: Any, source: str) -> dict[str, str]:
+    if not isinstance(doc, dict):
+        raise InputError(f"{source}: expected a JSON object", hint="pass a smoke report or {\"package\": \"version\"}")
+    env = doc.get("environment") if isinstance(doc.get("environment"), dict) else doc
+    facts: dict[str, str] = {}
+    packages = env.get("packages") if isinstance(env.get("packages"), dict) else None
+    flat = packages if packages is not None else {k: v for k, v in env.items() if isinstance(v, str)}
+    for name, version in flat.items():
+        if isinstance(version, str) and version:
+            facts[normalise_package(name)] = version
+    cann = env.get("cann")
+    if isinstance(cann, dict) and isinstance(cann.get("version"), str):
+        facts["cann"] = cann["version"]
+    return facts
+
+
+def parse_env(values: Iterable[str]) -> dict[str, str]:
+    facts: dict[str, str] = {}
+    for value in values:
+        value = value.strip()
+        if "==" in value and not Path(value).exists():
+            name, _, version = value.partition("==")
+            if not name.strip() or not version.strip():
+                raise InputError(f"--env {value!r}: expected package==version", hint="e.g. --env torch_npu==2.7.1")
+            facts[normalise_package(name.strip())] = version.strip()
+            continue
+        path = Path(value)
+        if not path.is_file():
+            raise InputError(
+                f"--env {value!r}: neither package==version nor an existing JSON file",
+                hint="use --env torch_npu==2.7.1 or --env smoke-report.json",
+            )
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise InputError(f"--env {value}: not readable JSON: {exc}", hint="pass the file written by `porter smoke --json`") from exc
+        facts.update(_from_mapping(doc, value))
+    return facts

@@ -1,0 +1,327 @@
+"""Signals in a trace: error blocks, the exception chain, error codes, frame packages.
+
+`Extractor.feed()` sees every (de-prefixed) line once and keeps only bounded state: a short
+window before each error-ish line, at most `MAX_BLOCKS` blocks (the first few and the latest),
+and capped lists. That is what lets a 50 MB log stream through in constant memory.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, deque
+from dataclasses import dataclass, field
+
+MAX_BLOCKS_HEAD = 8
+MAX_BLOCKS_TAIL = 24
+MAX_BLOCK_LINES = 120
+MAX_EXCEPTIONS = 60
+MAX_CODES = 60
+CONTEXT_BEFORE = 3
+
+# Top-level package (as seen in a frame path) -> the KB layer it hints at.
+PACKAGE_LAYER: dict[str, str] = {
+    "torch_npu": "torch-npu",
+    "vllm_ascend": "vllm-ascend",
+    "vllm": "vllm",
+    "triton": "triton-ascend",
+    "triton_ascend": "triton-ascend",
+    "bishengir": "bishengir",
+    "transformers": "transformers",
+    "mindspeed": "mindspeed",
+    "mindspeed_llm": "mindspeed",
+    "mindspeed_rl": "mindspeed",
+    "megatron": "mindspeed",
+    "ray": "ray",
+    "verl": "rl",
+    "easyr1": "rl",
+    "slime": "rl",
+    "vime": "rl",
+    "miles": "rl",
+    "openrlhf": "rl",
+    "sglang": "sglang",
+    "sgl_kernel_npu": "sglang",
+    "sgl_kernel": "sglang",
+    "tilelang": "tilelang",
+    "tvm": "tilelang",
+    "pip": "packaging",
+    "setuptools": "build",
+    "huggingface_hub": "transformers",
+}
+_OTHER_PACKAGES = frozenset({"torch", "numpy", "accelerate", "deepspeed", "peft", "safetensors", "datasets", "apex", "flash_attn"})
+
+_TRACEBACK = "Traceback (most recent call last)"
+_CHAIN_MARKERS = (
+    "During handling of the above exception, another exception occurred",
+    "The above exception was the direct cause of the following exception",
+)
+_FRAME = re.compile(r'^\s*File "(?P<path>[^"]{1,1000})", line (?P<line>\d+)')
+# "pkg.mod.SomeError: message" at the start of a line (tracebacks end with one; one-line errors are one)
+_EXCEPTION = re.compile(
+    r"^(?P<type>(?:[A-Za-z_][\w]{0,80}\.){0,8}[A-Za-z_]\w{0,80}"
+    r"(?:Error|Exception|Exit|Interrupt|Failed|Fault|Warning|Invalid|NotFound|Timeout|Unavailable|Denied))"
+    r"(?::\s?(?P<msg>.*))?$"
+)
+_ERRORISH = re.compile(
+    r"(?i)(?:\b(?:error|errors|exception|failed|failure|fatal|abort(?:ed)?|panic|segmentation fault|core dumped"
+    r"|cannot|can't|could not|couldn't|unable to|no such file|not found|not supported|unsupported|permission denied"
+    r"|refused|unreachable|timed out|timeout|out of memory|oom|killed|illegal|invalid|mismatch|undefined symbol"
+    r"|errcode|retcode|ret is)\b|\bE[A-Z]\d{4}\b|\bERR\d{5}\b)"
+)
+_DMESG = re.compile(r"^\[\s{0,8}\d{1,8}\.\d{3,9}\]|\b(?:uda_|devdrv_|davinci|hdc_|dms_)\w*")
+
+# Error codes: (family, pattern). Group 1 is the code as reported.
+_CODES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("cann", re.compile(r"\b(E[A-Z]\d{4})\b")),  # EZ9999, EE1001, EI0006, EJ0001, EL0005
+    ("cann", re.compile(r"\b(ERR\d{5})\b")),
+    ("cann", re.compile(r"(?i)\b(?:error[ _]?code|errcode|err_code|error)(?:\s+is)?\s*[=:]?\s*\[?(\d{6})\b")),  # 507899, 161002
+    ("cann", re.compile(r"\b(507\d{3})\b")),  # runtime 507xxx codes are distinctive even without "code"
+    ("cann", re.compile(r"\b(retCode=0x[0-9a-fA-F]+)")),
+    ("driver", re.compile(r"(?i)\b(drvRetCode=\d+)")),
+    ("driver", re.compile(r"(?i)\bret is (-?\d{1,6})\b")),
+    ("driver", re.compile(r"(?i)\bdcmi\b[^\n]{0,80}?\bret(?:urn)?(?: code)?\s*[=:]\s*(-?\d{1,6})\b")),
+)
+_CODE_LAYER_HINT = {"cann": "cann", "driver": "driver"}
+
+
+@dataclass(frozen=True)
+class ExceptionInfo:
+    type: str
+    message: str
+    line: int
+
+    @property
+    def text(self) -> str:
+        return f"{self.type}: {self.message}" if self.message else self.type
+
+
+@dataclass
+class Block:
+    kind: str  # traceback | error | dmesg
+    start: int
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.lines) - 1
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "start_line": self.start, "end_line": self.end, "lines": list(self.lines)}
+
+
+@dataclass
+class Signals:
+    exceptions: list[ExceptionInfo]
+    codes: list[tuple[str, str, int]]  # (code, family, line)
+    packages: list[tuple[str, int]]  # (package, frame count), most frequent first
+    layer_hints: list[str]
+    blocks: list[Block]
+    blocks_dropped: int
+    error_lines: int
+    lines: int
+
+    @property
+    def empty(self) -> bool:
+        return not (self.exceptions or self.codes or self.blocks)
+
+    def error_texts(self, limit: int = 40) -> list[str]:
+        """Distinct texts worth fuzzy-matching: exception lines, then error-ish block lines."""
+        seen: dict[str, None] = {}
+        for exc in self.exceptions:
+            seen.setdefault(exc.text, None)
+        for block in self.blocks:
+            for line in block.lines:
+                if block.kind != "traceback" and _ERRORISH.search(line):
+                    seen.setdefault(line.strip(), None)
+        return [t for t in seen if len(t) >= 12][:limit]
+
+    def to_dict(self) -> dict:
+        return {
+            "exceptions": [{"type": e.type, "message": e.message, "line": e.line} for e in self.exceptions],
+            "codes": [{"code": c, "family": f, "line": n} for c, f, n in self.codes],
+            "packages": [{"package": p, "frames": n, "layer": PACKAGE_LAYER.get(p)} for p, n in self.packages],
+            "layer_hints": list(self.layer_hints),
+            "blocks": [b.to_dict() for b in self.blocks],
+            "blocks_dropped": self.blocks_dropped,
+            "error_lines": self.error_lines,
+            "lines": self.lines,
+        }
+
+
+def package_of(path: str) -> str | None:
+    parts = [p for p in re.split(r"[\\/]", path) if p]
+    for marker in ("site-packages", "dist-packages"):
+        if marker in parts:
+            i = len(parts) - 1 - parts[::-1].index(marker)
+            if i + 1 < len(parts):
+                name = parts[i + 1]
+                name = name[:-3] if name.endswith(".py") else name
+                return name.split("-")[0] or None
+    for part in parts[:-1]:
+        if part in PACKAGE_LAYER or part in _OTHER_PACKAGES:
+            return part
+    return None
+
+
+def is_errorish(text: str) -> bool:
+    return bool(_ERRORISH.search(text))
+
+
+class Extractor:
+    """Feed de-prefixed lines in order; `signals()` summarises what was seen."""
+
+    def __init__(self) -> None:
+        self._before: deque[tuple[int, str]] = deque(maxlen=CONTEXT_BEFORE)
+        self._head: list[Block] = []
+        self._tail: deque[Block] = deque(maxlen=MAX_BLOCKS_TAIL)
+        self._blocks_seen = 0
+        self._current: Block | None = None
+        self._state = ""  # "", "tb" (inside a traceback), "exc" (just after its exception line)
+        self._gap = 0
+        self._exceptions: dict[tuple[str, str], ExceptionInfo] = {}
+        self._codes: dict[str, tuple[str, str, int]] = {}
+        self._packages: Counter[str] = Counter()
+        self._error_lines = 0
+        self._lines = 0
+
+    # -- block bookkeeping -------------------------------------------------
+    def _open(self, kind: str, number: int, text: str, with_context: bool) -> None:
+        self._close()
+        start_lines = list(self._before) if with_context else []
+        start = start_lines[0][0] if start_lines else number
+        self._current = Block(kind, start, [t for _, t in start_lines] + [text])
+        self._gap = 0
+
+    def _append(self, text: str) -> None:
+        block = self._current
+        if block is not None and len(block.lines) < MAX_BLOCK_LINES:
+            block.lines.append(text)
+
+    def _close(self) -> None:
+        block = self._current
+        if block is None:
+            return
+        self._current = None
+        self._state = ""
+        while block.lines and not block.lines[-1].strip():
+            block.lines.pop()
+        self._blocks_seen += 1
+        if len(self._head) < MAX_BLOCKS_HEAD:
+            self._head.append(block)
+        else:
+            self._tail.append(block)
+
+    def _record_exception(self, number: int, text: str) -> bool:
+        m = _EXCEPTION.match(text)
+        if not m:
+            return False
+        key = (m.group("type"), (m.group("msg") or "").strip())
+        if key not in self._exceptions and len(self._exceptions) < MAX_EXCEPTIONS:
+            self._exceptions[key] = ExceptionInfo(key[0], key[1], number)
+        return True
+
+    def _record_codes(self, number: int, text: str) -> None:
+        for family, pattern in _CODES:
+            for m in pattern.finditer(text):
+                code = m.group(1)
+                if code not in self._codes and len(self._codes) < MAX_CODES:
+                    self._codes[code] = (code, family, number)
+
+    # -- the state machine -------------------------------------------------
+    def feed(self, number: int, text: str) -> None:
+        self._lines = number
+        stripped = text.strip()
+        if stripped.startswith(_TRACEBACK):
+            if self._state in ("tb", "exc") and self._current is not None and self._current.kind == "traceback":
+                self._append(text)  # a chained traceback continues the block
+            else:
+                self._open("traceback", number, text, with_context=False)
+            self._state = "tb"
+            self._error_lines += 1
+            return
+        if self._state == "tb":
+            frame = _FRAME.match(text)
+            if frame:
+                pkg = package_of(frame.group("path"))
+                if pkg:
+                    self._packages[pkg] += 1
+                self._append(text)
+                return
+            if not stripped or text[:1].isspace() or stripped.startswith(("^", "~", "...", "[Previous line repeated")):
+                self._append(text)  # source lines, carets, elisions
+                return
+            self._append(text)
+            self._record_exception(number, stripped)
+            self._record_codes(number, text)
+            self._error_lines += 1
+            self._state, self._gap = "exc", 0
+            return
+        if self._state == "exc":
+            if stripped.startswith(_CHAIN_MARKERS):
+                self._append(text)
+                self._state = "tb"
+                return
+            if not stripped:
+                self._append(text)
+                return
+            if self._gap < 4 and not _EXCEPTION.match(stripped):
+                self._gap += 1
+                self._append(text)  # continuation of a multi-line exception message
+                if is_errorish(text):
+                    self._error_lines += 1
+                    self._record_codes(number, text)
+                return
+            self._close()
+        # outside a traceback
+        if text.lstrip().startswith('File "') and _FRAME.match(text):
+            # an excerpt that lost its "Traceback" header: treat the frames as a traceback
+            self._open("traceback", number, text, with_context=False)
+            pkg = package_of(_FRAME.match(text).group("path"))
+            if pkg:
+                self._packages[pkg] += 1
+            self._state = "tb"
+            self._before.append((number, text))
+            return
+        errorish = is_errorish(text)
+        is_exc = bool(stripped) and self._record_exception(number, stripped)
+        dmesg = bool(_DMESG.search(text)) if (errorish or "uda_" in text or "devdrv" in text) else False
+        if errorish or is_exc or dmesg:
+            self._error_lines += 1
+            self._record_codes(number, text)
+            kind = "dmesg" if dmesg else "error"
+            if self._current is not None and self._current.kind == kind and self._gap <= 1:
+                self._append(text)
+                self._gap = 0
+            else:
+                self._open(kind, number, text, with_context=True)
+        elif self._current is not None:
+            self._gap += 1
+            if self._gap > 1:
+                self._close()
+            else:
+                self._append(text)
+        self._before.append((number, text))
+
+    def signals(self) -> Signals:
+        self._close()
+        blocks = self._head + list(self._tail)
+        hints: Counter[str] = Counter()
+        for pkg, count in self._packages.items():
+            layer = PACKAGE_LAYER.get(pkg)
+            if layer:
+                hints[layer] += count
+        for _, family, _ in self._codes.values():
+            layer = _CODE_LAYER_HINT.get(family)
+            if layer:
+                hints[layer] += 2
+        if any(b.kind == "dmesg" for b in blocks):
+            hints["driver"] += 1
+        return Signals(
+            exceptions=list(self._exceptions.values()),
+            codes=list(self._codes.values()),
+            packages=self._packages.most_common(12),
+            layer_hints=[layer for layer, _ in hints.most_common()],
+            blocks=blocks,
+            blocks_dropped=self._blocks_seen - len(blocks),
+            error_lines=self._error_lines,
+            lines=self._lines,
+        )

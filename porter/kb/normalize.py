@@ -1,0 +1,141 @@
+"""Turn any byte stream into clean text lines, and lines into the forms the matcher uses.
+
+- `iter_lines`: streaming decode (invalid UTF-8 replaced, NULs dropped, CRLF/CR -> LF) with a
+  bounded line length, so a 50 MB log or a 1 GB line never sits in memory whole.
+- `clean_line`: ANSI/CSI escapes and control characters removed; the text is otherwise verbatim.
+- `strip_prefix`: rank/process/timestamp/log-level prefixes removed (signatures match this).
+- `fuzzy_form`: paths, numbers, addresses, PIDs and shapes replaced by placeholders (fuzzy matching).
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from typing import BinaryIO, Iterable, Iterator
+
+CHUNK_SIZE = 1 << 20
+MAX_LINE_CHARS = 32_768  # longer lines are cut; signatures sit near the start of a line
+
+_ANSI = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor movement, erase line
+    r"|\x1b\][^\x07\x1b]{0,512}(?:\x07|\x1b\\)"  # OSC: window titles, hyperlinks
+    r"|\x1b[@-Z\\-_]"  # two-byte escapes
+    r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
+)
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_NEWLINES = re.compile(r"\r\n|\r|\n")
+
+# One prefix at a time; applied repeatedly because prefixes stack:
+# "(RayWorker pid=1) [rank3]: 2024-01-01 10:00:00 ERROR ..."
+_PREFIXES = re.compile(
+    r"""^(?:
+        \((?:[A-Za-z_][\w.:-]{0,80}\s+)?pid=\d+(?:,\s*ip=[\w.:-]{1,64})?\)\s*   # (RayWorker pid=123) (pid=5, ip=1.2.3.4)
+      | \[rank\s?\d{1,6}\]:?\s*                                               # [rank3]:
+      | \[\d{1,6},\d{1,6}\]<std(?:out|err)>:\s?                              # [1,0]<stderr>: (mpirun)
+      | rank\s?\d{1,6}:\s+                                                    # rank3: (torchrun --tee)
+      | \[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]\s*  # [2024-05-01 12:00:00,123]
+      | \d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\s*(?:\|\s*)?  # 2024-05-01T12:00:00.123Z
+      | \[\s{0,8}\d{1,8}\.\d{3,9}\]\s*                                        # dmesg [ 1234.567890]
+      | (?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\s+\d\d-\d\d\s\d\d:\d\d:\d\d(?:\.\d+)?\s*(?:\[[^\]\s]{1,120}\]\s*)?  # vllm: INFO 05-01 12:00:00 [core.py:12]
+      | \[(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE|EVENT)\]\s*   # [ERROR]
+      | [IWEF]\d{4}\s\d\d:\d\d:\d\d(?:\.\d+)?\s+\d+\s+[\w.-]{1,80}:\d+\]\s*  # glog / Ray C++: E0501 12:00:00.1 123 file.cc:45]
+    )""",
+    re.VERBOSE,
+)
+# A level word is only a prefix right after a timestamp (a bare "ERROR: ..." is message text, e.g. pip's).
+_LEVEL_AFTER_TS = re.compile(r"^(?:-\s*)?(?:\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]?)(?:\s*[-:|]\s*|\s+)")
+
+
+def iter_lines(stream: BinaryIO, max_line: int = MAX_LINE_CHARS) -> Iterator[str]:
+    """Yield decoded lines without their terminators. Never raises on content."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pending = ""
+    skipping = False  # inside an over-long line: drop characters until its end
+    while True:
+        chunk = stream.read(CHUNK_SIZE)
+        final = not chunk
+        text = decoder.decode(chunk, final=final) if chunk else decoder.decode(b"", final=True)
+        if "\x00" in text:
+            text = text.replace("\x00", "")
+        text = pending + text
+        pending = ""
+        if not final and text.endswith("\r"):
+            # "\r\n" may straddle the chunk boundary: keep the "\r" for the next round
+            pending, text = "\r", text[:-1]
+        pos = 0
+        for m in _NEWLINES.finditer(text):
+            if skipping:
+                skipping = False
+            else:
+                yield text[pos : m.start()][:max_line]
+            pos = m.end()
+        tail = text[pos:]
+        if final:
+            if tail and not skipping:
+                yield tail[:max_line]
+            return
+        if skipping:
+            continue
+        if len(tail) > max_line:
+            yield tail[:max_line]
+            skipping = True
+        else:
+            pending = tail + pending
+
+
+def iter_text_lines(text: str, max_line: int = MAX_LINE_CHARS) -> Iterator[str]:
+    """`iter_lines` for an in-memory string (tests, fixtures)."""
+    for line in _NEWLINES.split(text.replace("\x00", "")):
+        yield line[:max_line]
+    # note: a trailing newline yields a final empty line, which is harmless for matching
+
+
+def clean_line(line: str) -> str:
+    """Remove terminal escapes and control characters; keep the message text verbatim."""
+    if "\x1b" in line or "\x9b" in line:
+        line = _ANSI.sub("", line)
+    if _CONTROL.search(line):
+        line = _CONTROL.sub("", line)
+    return line.rstrip()
+
+
+def strip_prefix(line: str) -> str:
+    """Drop stacked rank / process / timestamp / log-level prefixes from a clean line."""
+    for _ in range(6):
+        m = _PREFIXES.match(line)
+        if not m or m.end() == 0:
+            break
+        after_timestamp = line[:1].isdigit() or line.startswith("[") and line[1:2].isdigit()
+        line = line[m.end() :]
+        if after_timestamp:
+            lv = _LEVEL_AFTER_TS.match(line)
+            if lv:
+                line = line[lv.end() :]
+    return line
+
+
+_PATH = re.compile(r"(?:[A-Za-z]:)?(?:~|\.{1,2})?(?:/[\w.@+~-]+){2,}/?")
+_HEX = re.compile(r"\b0x[0-9a-fA-F]+\b")
+_PID = re.compile(r"\b(pid|tid|ppid)([=: ]\s*)\d+", re.IGNORECASE)
+_LINENO = re.compile(r"\bline \d+")
+_SHAPE = re.compile(r"(?:torch\.Size\()?\[\s*-?\d+(?:\s*,\s*-?\d+)+\s*\]\)?|\(\s*\d+(?:\s*,\s*\d+)+\s*\)")
+_NUM = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![\w])")
+_SPACE = re.compile(r"\s+")
+
+
+def fuzzy_form(line: str) -> str:
+    """Placeholder form for fuzzy comparison: variable parts replaced, case folded."""
+    line = _PATH.sub("<path>", line)
+    line = _HEX.sub("<hex>", line)
+    line = _PID.sub(lambda m: f"{m.group(1)}{m.group(2)}<n>", line)
+    line = _LINENO.sub("line <n>", line)
+    line = _SHAPE.sub("<shape>", line)
+    line = _NUM.sub("<n>", line)
+    return _SPACE.sub(" ", line).strip().lower()
+
+
+def prepare(lines: Iterable[str]) -> Iterator[tuple[int, str, str]]:
+    """Yield (1-based line number, clean line, de-prefixed line)."""
+    for number, raw in enumerate(lines, 1):
+        clean = clean_line(raw)
+        yield number, clean, strip_prefix(clean) if clean else clean

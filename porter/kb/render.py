@@ -1,0 +1,172 @@
+"""Payloads (the `--json` schemas) and rich renderings for diagnose and kb commands.
+
+Every string that came from a trace passes through `porter.redact` here, so neither the JSON
+nor the tables can print a secret that was in the input.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from porter.kb.matcher import Diagnosis, Match
+from porter.kb.schema import KBEntry
+from porter.redact import redact_text
+
+MAX_BLOCKS_SHOWN = 6
+MAX_BLOCK_LINES_SHOWN = 40
+
+
+def _r(text: str) -> str:
+    return redact_text(text) if text else text
+
+
+def entry_summary(entry: KBEntry) -> dict[str, Any]:
+    return {"id": entry.id, "title": entry.title, "layer": entry.layer, "kind": entry.kind, "severity": entry.severity, "path": entry.path}
+
+
+def entry_detail(entry: KBEntry) -> dict[str, Any]:
+    d = entry.to_dict()
+    d["signatures"] = {"match": entry.match, "items": [
+        {s.kind: s.pattern, "weight": s.weight, **({"required": s.required} if entry.match == "all" else {})} for s in entry.signatures
+    ]}
+    d.pop("match", None)
+    return d
+
+
+def match_payload(rank: int, m: Match, explain: bool) -> dict[str, Any]:
+    e = m.entry
+    out: dict[str, Any] = {
+        "rank": rank,
+        "id": e.id,
+        "title": e.title,
+        "layer": e.layer,
+        "kind": e.kind,
+        "severity": e.severity,
+        "confidence": m.confidence,
+        "method": m.method,
+        "aliases": list(e.aliases),
+        "matched_lines": [{**ml.to_dict(), "text": _r(ml.text)} for ml in m.lines],
+        "root_cause": e.root_cause,
+        "fix": list(e.fix),
+        "verify": e.verify,
+        "discriminators": list(e.discriminators),
+        "related": list(e.related),
+        "references": list(e.references),
+        "version_notes": list(m.version_notes),
+    }
+    if explain:
+        out["explain"] = m.explain
+    return out
+
+
+def near_payload(m: Match, explain: bool) -> dict[str, Any]:
+    out = {"id": m.entry.id, "title": m.entry.title, "layer": m.entry.layer, "confidence": m.confidence, "method": m.method,
+           "matched_lines": [{**ml.to_dict(), "text": _r(ml.text)} for ml in m.lines[:3]]}
+    if explain:
+        out["explain"] = m.explain
+    return out
+
+
+def signals_payload(diag: Diagnosis, full: bool) -> dict[str, Any]:
+    s = diag.signals.to_dict()
+    for exc in s["exceptions"]:
+        exc["message"] = _r(exc["message"])
+    blocks = s["blocks"] if full else s["blocks"][-2:]
+    s["blocks"] = [{**b, "lines": [_r(line) for line in b["lines"][:MAX_BLOCK_LINES_SHOWN]]} for b in blocks[-MAX_BLOCKS_SHOWN:]]
+    return s
+
+
+def diagnose_payload(diag: Diagnosis, source: str, kb_info: dict[str, Any], explain: bool = False) -> dict[str, Any]:
+    return {
+        "input": {"source": source, "lines": diag.signals.lines},
+        "status": diag.status,
+        "matches": [match_payload(i, m, explain) for i, m in enumerate(diag.matches, 1)],
+        "close": diag.close,
+        "near_misses": [near_payload(m, explain) for m in diag.near_misses],
+        "signals": signals_payload(diag, full=diag.status == "unknown"),
+        "kb": kb_info,
+    }
+
+
+# -- rich rendering ------------------------------------------------------------------------------
+def render_diagnosis(console, payload: dict[str, Any], explain: bool = False) -> None:
+    from rich.markup import escape
+    from rich.panel import Panel
+    from rich.table import Table
+
+    src = escape(payload["input"]["source"])
+    if payload["status"] == "match":
+        matches = payload["matches"]
+        console.print(f"[bold green]diagnosis[/] for {src} ({payload['input']['lines']} lines): {len(matches)} match(es)")
+        for m in matches:
+            head = f"#{m['rank']} [bold]{m['id']}[/] {escape(m['title'])}  [dim]({m['layer']}, {m['method']}, confidence {m['confidence']:.2f})[/]"
+            body: list[str] = []
+            for ml in m["matched_lines"][:6]:
+                where = f"line {ml['line']}" if ml["line"] else "fuzzy"
+                body.append(f"[cyan]{where}[/]: {escape(ml['text'][:300])}")
+            if m["rank"] == 1 or payload["close"]:
+                body.append(f"\n[bold]cause[/]: {escape(m['root_cause'])}")
+                body.append("[bold]fix[/]:")
+                body.extend(f"  {i}. {escape(step)}" for i, step in enumerate(m["fix"], 1))
+                body.append(f"[bold]verify[/]: {escape(m['verify'])}")
+                if m["aliases"]:
+                    body.append(f"[dim]aliases: {escape(', '.join(m['aliases']))}[/]")
+            for note in m["version_notes"]:
+                body.append(f"[yellow]version[/]: {escape(note)}")
+            if explain and "explain" in m:
+                body.append(f"[dim]score: {escape(str(m['explain']))}[/]")
+            console.print(Panel("\n".join(body), title=head, title_align="left", expand=True))
+        if payload["close"]:
+            console.print("[yellow]the top matches are close[/]; tell them apart with:")
+            for m in matches[:2]:
+                for d in m["discriminators"] or ["(no discriminator recorded)"]:
+                    console.print(f"  [bold]{m['id']}[/]: {escape(d)}")
+        return
+
+    console.print(f"[bold yellow]unknown[/]: no knowledge-base entry matches {src} ({payload['input']['lines']} lines)")
+    sig = payload["signals"]
+    if sig["exceptions"]:
+        console.print("[bold]exception chain[/]:")
+        for exc in sig["exceptions"][-8:]:
+            console.print(f"  line {exc['line']}: {escape(exc['type'])}: {escape(exc['message'][:300])}")
+    if sig["codes"]:
+        console.print("[bold]error codes[/]: " + escape(", ".join(f"{c['code']} ({c['family']})" for c in sig["codes"][:12])))
+    if sig["packages"]:
+        console.print("[bold]frame packages[/]: " + escape(", ".join(f"{p['package']}×{p['frames']}" for p in sig["packages"][:8])))
+    if sig["layer_hints"]:
+        console.print("[bold]layer hints[/]: " + ", ".join(sig["layer_hints"]))
+    if not (sig["exceptions"] or sig["codes"] or sig["blocks"]):
+        console.print("[dim]no error lines were found in the input[/]")
+    elif sig["blocks"]:
+        last = sig["blocks"][-1]
+        console.print(f"[bold]last error block[/] (lines {last['start_line']}-{last['end_line']}):")
+        for line in last["lines"][-15:]:
+            console.print("  " + escape(line[:300]))
+    if payload["near_misses"]:
+        table = Table(title="near misses (below the match threshold)", title_justify="left")
+        for col in ("id", "title", "confidence", "method"):
+            table.add_column(col)
+        for m in payload["near_misses"]:
+            table.add_row(m["id"], escape(m["title"]), f"{m['confidence']:.2f}", m["method"])
+        console.print(table)
+
+
+def render_entry(console, entry: KBEntry) -> None:
+    from rich.markup import escape
+
+    console.print(f"[bold]{entry.id}[/] {escape(entry.title)}  [dim]{entry.layer} · {entry.kind} · {entry.severity} · {escape(entry.path)}[/]")
+    console.print(f"\n[bold]signatures[/] (match: {entry.match})")
+    for s in entry.signatures:
+        req = "" if entry.match == "any" else (" required" if s.required else " optional")
+        console.print(f"  {s.kind:7} w={s.weight:.2f}{req}  {escape(s.pattern)}")
+    sections = [("symptoms", entry.symptoms), ("fix", entry.fix), ("discriminators", entry.discriminators),
+                ("related", entry.related), ("references", entry.references), ("aliases", entry.aliases), ("examples", entry.examples)]
+    if entry.applies_to:
+        console.print("\n[bold]applies to[/]: " + ", ".join(f"{v.package} {v.versions}" for v in entry.applies_to))
+    console.print(f"\n[bold]root cause[/]\n  {escape(entry.root_cause)}")
+    for name, items in sections:
+        if items:
+            console.print(f"\n[bold]{name}[/]")
+            for i, item in enumerate(items, 1):
+                console.print(f"  {i if name == 'fix' else '-'}{'.' if name == 'fix' else ''} {escape(item)}")
+    console.print(f"\n[bold]verify[/]\n  {escape(entry.verify)}")
