@@ -8,7 +8,7 @@ import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from porter.errors import EnvironmentProblem
 
@@ -95,3 +95,86 @@ def run(
             details={"argv": list(argv), "returncode": result.returncode},
         )
     return result
+
+
+def run_streaming(
+    argv: Sequence[str],
+    *,
+    on_line: Callable[[str, str], None] | None = None,
+    input_bytes: bytes | None = None,
+    cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+) -> Completed:
+    """Like `run`, but each output line goes to `on_line(stream, line)` as it arrives
+    (stream is "stdout" or "stderr") and stdin may carry bytes (an archive).
+    On timeout or interrupt the whole process group is killed; output read so far is kept."""
+    import threading
+    import time
+
+    argv = [str(a) for a in argv]
+    full_env = dict(os.environ if env is None else env)
+    if extra_env:
+        full_env.update(extra_env)
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=str(cwd) if cwd else None,
+            env=full_env,
+            stdin=subprocess.PIPE if input_bytes is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except FileNotFoundError as exc:
+        raise EnvironmentProblem(
+            f"cannot run {argv[0]!r}: not found", hint=f"install {argv[0]} or put it on PATH"
+        ) from exc
+    except PermissionError as exc:
+        raise EnvironmentProblem(f"cannot run {argv[0]!r}: permission denied") from exc
+
+    chunks: dict[str, list[str]] = {"stdout": [], "stderr": []}
+    lock = threading.Lock()
+
+    def pump(name: str, pipe) -> None:
+        for raw in iter(pipe.readline, b""):
+            line = raw.decode("utf-8", errors="replace")
+            with lock:
+                chunks[name].append(line)
+                if on_line is not None:
+                    on_line(name, line.rstrip("\r\n"))
+        pipe.close()
+
+    def feed() -> None:
+        try:
+            proc.stdin.write(input_bytes)  # type: ignore[union-attr]
+            proc.stdin.close()  # type: ignore[union-attr]
+        except (BrokenPipeError, OSError):
+            pass  # the command exited early; its exit status tells why
+
+    threads = [
+        threading.Thread(target=pump, args=("stdout", proc.stdout), daemon=True),
+        threading.Thread(target=pump, args=("stderr", proc.stderr), daemon=True),
+    ]
+    if input_bytes is not None:
+        threads.append(threading.Thread(target=feed, daemon=True))
+    for t in threads:
+        t.start()
+    timed_out = False
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(proc)
+    except BaseException:  # KeyboardInterrupt included: leave nothing running
+        _kill_group(proc)
+        raise
+    for t in threads:
+        # Pipes close when the group is gone; a grandchild that escaped the group could hold
+        # them open, so never wait forever.
+        t.join(timeout=None if deadline is None else max(1.0, deadline - time.monotonic() + 1.0))
+    with lock:
+        out, err = "".join(chunks["stdout"]), "".join(chunks["stderr"])
+    return Completed(tuple(argv), proc.returncode, out, err, timed_out)

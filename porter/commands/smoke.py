@@ -1,0 +1,203 @@
+"""`porter smoke`: verify the vime stack on a host and keep the verdict.
+
+  porter smoke --host NAME [--level L0..L3] [--gates G1,G4] [--stack FILE] [--timeout S] [--json]
+  porter smoke --compare PREVIOUS [--host NAME]     what changed (new failures, metric drift)
+  porter smoke --report FILE.html                   gate values over time, per host
+
+Exit codes: 0 every check passed or skipped; 1 a check failed, or --compare found a regression;
+2 bad options; 3 the host could not be reached or the run broke (timeout, killed, no python).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from porter.cliutil import command_context, json_option
+
+_GATE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,40}$")
+LEVEL_NAMES = ("L0", "L1", "L2", "L3")
+
+
+def parse_gates(text: str | None) -> list[str]:
+    from porter.errors import UsageError
+
+    gates = [g.strip() for g in (text or "").split(",") if g.strip()]
+    bad = [g for g in gates if not _GATE.match(g)]
+    if bad:
+        raise UsageError(f"invalid gate id(s): {', '.join(bad)}", hint="gate ids look like G1, G4 (comma-separated)")
+    return gates
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("smoke")
+    def smoke(
+        ctx: typer.Context,
+        host: Optional[str] = typer.Option(None, "--host", help="Host profile to run on (`porter hosts list`)."),
+        level: str = typer.Option("L3", "--level", help="Highest level: L0 env, L1 imports, L2 device ops, L3 vime gates."),
+        gates: Optional[str] = typer.Option(None, "--gates", help="Only these L3 gates, comma-separated (implies L3)."),
+        stack: Optional[Path] = typer.Option(None, "--stack", help="Stack file to ship and verify (default vime/stack.yaml)."),
+        timeout: Optional[float] = typer.Option(None, "--timeout", help="Time limit on the host in seconds (default: profile)."),
+        compare: Optional[str] = typer.Option(
+            None, "--compare", help="A previous run (directory, result.json, HOST/RUN_ID or HOST) to compare with."
+        ),
+        drift: float = typer.Option(0.10, "--drift", help="Relative change of a measured value reported as drift."),
+        report: Optional[Path] = typer.Option(None, "--report", help="Write a self-contained HTML report of stored runs."),
+        keep_remote: bool = typer.Option(False, "--keep-remote", help="Keep the run directory on the host."),
+        json_: bool = json_option(),
+    ) -> None:
+        """Run the vime smoke levels on a host; compare runs; write the HTML history."""
+        with command_context(ctx, "smoke", json_) as (reporter, state):
+            from porter.errors import UsageError
+
+            if level not in LEVEL_NAMES:
+                raise UsageError(f"unknown level {level!r}", hint="use one of L0, L1, L2, L3")
+            gate_list = parse_gates(gates)
+            if gate_list:
+                level = "L3"
+            if timeout is not None and timeout <= 0:
+                raise UsageError("--timeout must be a positive number of seconds")
+            if not host and not compare and not report:
+                raise UsageError("nothing to do", hint="pass --host NAME to run, --compare PREVIOUS, or --report FILE.html")
+            config = state.config()
+            from porter.smoke.store import RunStore
+
+            store = RunStore(config.runs_dir)
+            previous = store.resolve(compare) if compare else None
+            payload: dict[str, Any] = {}
+            exit_code = 0
+            run = None
+            if host:
+                run = _run(reporter, config, store, host, level, gate_list, stack, timeout, keep_remote)
+                payload["run"] = run.to_dict()
+                exit_code = run.exit_code
+            comparison = None
+            if previous is not None:
+                newer = run.to_dict() if run is not None else _latest_after(store, previous)
+                from porter.smoke.compare import compare_runs
+
+                comparison = compare_runs(previous.data, newer, tolerance=drift)
+                payload["comparison"] = comparison.to_dict()
+                if comparison.regressed and exit_code == 0:
+                    exit_code = 1
+            if report is not None:
+                from porter.fsutil import atomic_write_text
+                from porter.smoke.report import render_html
+
+                atomic_write_text(report, render_html(r.data for r in store.runs()))
+                payload["report_file"] = str(report)
+            payload["exit_code"] = exit_code
+
+            def render(console) -> None:
+                if run is not None:
+                    _render_run(console, run)
+                if comparison is not None:
+                    _render_comparison(console, comparison)
+                if report is not None:
+                    console.print(f"HTML report written to {report}")
+
+            reporter.emit("smoke", payload, render)
+            if run is not None and run.error is not None and not reporter.json_mode:
+                reporter.error(run.error, "smoke")
+            if exit_code:
+                raise typer.Exit(exit_code)
+
+
+def _latest_after(store, previous) -> dict[str, Any]:
+    from porter.errors import InputError
+
+    runs = [r for r in store.runs(previous.host) if r.run_id > previous.run_id]
+    if not runs:
+        raise InputError(
+            f"no run of host {previous.host} newer than {previous.run_id}",
+            hint=f"run `porter smoke --host {previous.host} --compare {previous.host}/{previous.run_id}`",
+        )
+    return runs[-1].data
+
+
+def _run(reporter, config, store, host_name, level, gates, stack_path, timeout, keep_remote):
+    from porter.hosts import get_host
+    from porter.smoke.diagnosis import Diagnoser
+    from porter.smoke.runner import SmokeRequest, SmokeRunner
+    from porter.stack import load_stack
+
+    profile = get_host(config, host_name)
+    stack = load_stack(stack_path)
+    ship_root = (stack_path.parent if stack_path else None) or config.project_root or Path.cwd()
+    extras = []
+    for rel in stack.get("ship", []):
+        source = (ship_root / rel).resolve()
+        if source.is_dir():
+            extras.append((source, rel))
+    runner = SmokeRunner(
+        store,
+        on_line=lambda line: reporter.status(line),
+        diagnoser_factory=lambda env: Diagnoser(config.patterns_dir, config.cache_dir, env),
+    )
+    request = SmokeRequest(profile=profile, level=level, gates=gates, stack=stack, timeout_s=timeout,
+                           keep_remote=keep_remote, ship_extra=extras)
+    return runner.execute(request)
+
+
+def _fmt_values(values: dict[str, Any]) -> str:
+    parts = []
+    for key, value in values.items():
+        if isinstance(value, (list, dict)):
+            continue
+        parts.append(f"{key}={value:.3g}" if isinstance(value, float) else f"{key}={value}")
+    return ", ".join(parts)
+
+
+def _render_run(console, run) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from porter.stack import summary
+
+    state = "[green]OK[/]" if run.exit_code == 0 else ("[red]FAILED[/]" if run.exit_code == 1 else "[red]ERROR[/]")
+    console.print(f"smoke {escape(run.level)} on [bold]{escape(run.host)}[/] ({escape(run.transport)}): {state}")
+    stack_lines = summary(run.stack or {})
+    console.print("stack: " + (escape(", ".join(stack_lines)) if stack_lines else "no pins (vime/stack.yaml is empty)"))
+    if run.report is not None:
+        table = Table(show_lines=False)
+        for column in ("level", "check", "verdict", "measured", "threshold", "time"):
+            table.add_column(column)
+        colours = {"pass": "green", "fail": "red", "error": "magenta", "skip": "dim"}
+        for r in run.report.results:
+            measured = _fmt_values(r.values)
+            if r.reason:
+                measured = f"{measured} ({r.reason})" if measured else r.reason
+            table.add_row(r.level, escape(r.gate), f"[{colours.get(r.verdict, 'white')}]{r.verdict}[/]",
+                          escape(measured), escape(_fmt_values(r.thresholds)), f"{r.duration_s:.2f}s")
+        console.print(table)
+    for gate, found in run.diagnoses.items():
+        matches = found.get("matches") or []
+        if matches:
+            console.print(f"[bold]{escape(gate)}[/] likely cause:")
+            for m in matches:
+                console.print(f"  {escape(m['id'])} ({m['confidence']:.2f}) {escape(m['title'])}")
+        else:
+            console.print(f"[bold]{escape(gate)}[/]: no known cause ({escape(found.get('status', 'unknown'))}); "
+                          f"see `porter diagnose {escape(str(run.path))}/log.txt`")
+    if run.path is not None:
+        console.print(f"[dim]run stored in {escape(str(run.path))}[/]")
+
+
+def _render_comparison(console, comparison) -> None:
+    from rich.markup import escape
+
+    console.print(f"compared {escape(comparison.old_run)} -> {escape(comparison.new_run)}: "
+                  + ("[red]regressed[/]" if comparison.regressed else "[green]no new failures[/]"))
+    for label, items in (("new failures", comparison.new_failures), ("fixed", comparison.fixed),
+                         ("still failing", comparison.still_failing), ("new checks", comparison.added),
+                         ("gone", comparison.removed)):
+        if items:
+            console.print(f"  {label}: {escape(', '.join(items))}")
+    if comparison.error_change:
+        console.print(f"  run-level error: {comparison.error_change}")
+    for d in comparison.drift:
+        change = "new non-zero" if d.rel_change in (float("inf"), float("-inf")) else f"{d.rel_change:+.1%}"
+        console.print(f"  drift {escape(d.gate)}.{escape(d.metric)}: {d.old:.4g} -> {d.new:.4g} ({change})")

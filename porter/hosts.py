@@ -1,0 +1,296 @@
+"""Host profiles: where `porter smoke` runs and how to reach it.
+
+Profiles come from three places, later ones overriding earlier ones by name:
+the bundled `local` host, `$XDG_CONFIG_HOME/porter/hosts.yaml` (user hosts), and the `hosts:`
+mapping of the project's porter.yaml (or the user config.yaml). A profile is validated once,
+here, so transports can trust every field.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from porter.errors import InputError
+
+TRANSPORTS = ("local", "ssh", "ssh+container")
+DEVICE_KINDS = ("cpu", "cuda", "npu-a2", "npu-a3", "npu-a5")
+ENGINES = ("docker", "podman")
+CONTAINER_MODES = ("exec", "run")
+DEFAULT_WORKDIR = "/tmp/porter-runs"
+DEFAULT_TIMEOUT_S = 900.0
+
+PROFILE_KEYS = {
+    "transport", "address", "port", "user", "identity_file", "ssh_config", "ssh_options", "connect_timeout",
+    "container", "setup", "env", "device_kind", "visible_devices", "workdir", "python", "timeout",
+    "description",
+}
+CONTAINER_KEYS = {"engine", "mode", "name", "image", "binds", "default_binds", "privileged", "extra_args", "host_setup"}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SSH_OPTION = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
+_CONTAINER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    engine: str = "docker"  # docker | podman, or an absolute path to one of them
+    mode: str = "exec"  # exec: into a running container; run: a fresh `--rm` container per run
+    name: str = ""  # exec: the running container
+    image: str = ""  # run: the image
+    binds: tuple[str, ...] = ()  # extra "SRC:DST[:ro]" binds added to the Ascend set
+    default_binds: bool = True  # the Ascend driver bind set for npu device kinds
+    privileged: bool = False
+    extra_args: tuple[str, ...] = ()  # appended to `run` before the image (e.g. --shm-size=64g)
+    host_setup: tuple[str, ...] = ()  # shell lines run on the host before the engine command
+
+    @property
+    def engine_name(self) -> str:
+        return PurePosixPath(self.engine).name
+
+
+@dataclass(frozen=True)
+class HostProfile:
+    name: str
+    transport: str = "local"
+    address: str = ""  # ssh destination: host, user@host, or a ~/.ssh/config alias
+    port: int | None = None
+    user: str | None = None
+    identity_file: str | None = None
+    ssh_config: str | None = None  # passed as `ssh -F`; default: the user's ~/.ssh/config
+    ssh_options: tuple[tuple[str, str], ...] = ()  # `-o Key=Value`, e.g. ProxyJump
+    connect_timeout: int = 10
+    container: ContainerSpec | None = None
+    setup: tuple[str, ...] = ()  # shell lines run before python (e.g. source .../set_env.sh)
+    env: tuple[tuple[str, str], ...] = ()
+    device_kind: str = "cpu"
+    visible_devices: tuple[int, ...] = ()
+    workdir: str = DEFAULT_WORKDIR
+    python: str = "python3"
+    timeout: float = DEFAULT_TIMEOUT_S
+    description: str = ""
+    source: str = "bundled"
+
+    @property
+    def device_family(self) -> str:
+        """cpu, cuda or npu: what `torch` calls the device."""
+        return "npu" if self.device_kind.startswith("npu") else self.device_kind
+
+    @property
+    def is_remote(self) -> bool:
+        return self.transport != "local"
+
+    def env_dict(self) -> dict[str, str]:
+        return dict(self.env)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["ssh_options"] = dict(self.ssh_options)
+        out["env"] = dict(self.env)
+        out["setup"] = list(self.setup)
+        out["visible_devices"] = list(self.visible_devices)
+        if self.container is not None:
+            out["container"]["binds"] = list(self.container.binds)
+            out["container"]["extra_args"] = list(self.container.extra_args)
+            out["container"]["host_setup"] = list(self.container.host_setup)
+        return out
+
+
+def bundled_local() -> HostProfile:
+    # The interpreter running porter is the one that has the vime extra installed.
+    return HostProfile(
+        name="local",
+        transport="local",
+        python=sys.executable,
+        description="this machine, the python running porter",
+        source="bundled",
+    )
+
+
+def _fail(name: str, source: str, message: str, hint: str | None = None) -> InputError:
+    return InputError(f"host {name!r} ({source}): {message}", hint=hint)
+
+
+def _str_list(name: str, source: str, key: str, value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _fail(name, source, f"`{key}` must be a list of strings")
+    if any("\n" in v or "\0" in v for v in value):
+        raise _fail(name, source, f"`{key}` entries must be single lines")
+    return tuple(value)
+
+
+def _parse_container(name: str, source: str, value: Any) -> ContainerSpec:
+    if isinstance(value, str):
+        value = {"name": value}
+    if not isinstance(value, dict):
+        raise _fail(name, source, "`container` must be a container name or a mapping")
+    unknown = sorted(set(value) - CONTAINER_KEYS)
+    if unknown:
+        raise _fail(name, source, f"unknown container key(s) {', '.join(unknown)}",
+                    hint=f"known keys: {', '.join(sorted(CONTAINER_KEYS))}")
+    engine = str(value.get("engine", "docker"))
+    if PurePosixPath(engine).name not in ENGINES or (("/" in engine) and not engine.startswith("/")):
+        raise _fail(name, source, f"container engine {engine!r} is not docker or podman",
+                    hint="use `engine: docker`, `engine: podman` or an absolute path to one of them")
+    mode = str(value.get("mode", "exec"))
+    if mode not in CONTAINER_MODES:
+        raise _fail(name, source, f"container mode {mode!r} is not one of {', '.join(CONTAINER_MODES)}")
+    spec = ContainerSpec(
+        engine=engine,
+        mode=mode,
+        name=str(value.get("name", "")),
+        image=str(value.get("image", "")),
+        binds=_str_list(name, source, "container.binds", value.get("binds")),
+        default_binds=bool(value.get("default_binds", True)),
+        privileged=bool(value.get("privileged", False)),
+        extra_args=_str_list(name, source, "container.extra_args", value.get("extra_args")),
+        host_setup=_str_list(name, source, "container.host_setup", value.get("host_setup")),
+    )
+    if mode == "exec" and not (spec.name and _CONTAINER_NAME.match(spec.name)):
+        raise _fail(name, source, "container mode `exec` needs `container.name` (a running container)")
+    if mode == "run" and (not spec.image or spec.image.startswith("-")):
+        raise _fail(name, source, "container mode `run` needs `container.image`")
+    for bind in spec.binds:
+        if bind.count(":") not in (1, 2) or not bind.startswith("/"):
+            raise _fail(name, source, f"bind {bind!r} is not SRC:DST[:ro] with absolute paths")
+    return spec
+
+
+def parse_profile(name: str, data: Any, source: str) -> HostProfile:
+    """Validate one profile mapping; every problem names the host, the file and the field."""
+    if not _NAME.match(name):
+        raise InputError(f"{source}: host name {name!r} must be letters, digits, '.', '_' or '-'")
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise _fail(name, source, "a host profile must be a mapping")
+    unknown = sorted(set(data) - PROFILE_KEYS)
+    if unknown:
+        raise _fail(name, source, f"unknown key(s) {', '.join(unknown)}", hint=f"known keys: {', '.join(sorted(PROFILE_KEYS))}")
+    transport = str(data.get("transport", "ssh" if data.get("address") else "local"))
+    if transport not in TRANSPORTS:
+        raise _fail(name, source, f"transport {transport!r} is not one of {', '.join(TRANSPORTS)}")
+    address = str(data.get("address", "") or "")
+    if transport != "local":
+        if not address:
+            raise _fail(name, source, f"transport {transport} needs `address` (host, user@host or an ssh alias)")
+        if address.startswith("-") or any(c.isspace() for c in address):
+            raise _fail(name, source, f"address {address!r} is not a host name")
+    container = None
+    if transport == "ssh+container":
+        if "container" not in data:
+            raise _fail(name, source, "transport ssh+container needs a `container` section")
+        container = _parse_container(name, source, data["container"])
+    elif "container" in data:
+        raise _fail(name, source, "`container` is only used with transport ssh+container")
+
+    port = data.get("port")
+    if port is not None and (not isinstance(port, int) or not 0 < port < 65536):
+        raise _fail(name, source, f"port {port!r} is not a TCP port number")
+    options = data.get("ssh_options") or {}
+    if not isinstance(options, dict):
+        raise _fail(name, source, "`ssh_options` must be a mapping of OpenSSH option to value")
+    for key, value in options.items():
+        if not _SSH_OPTION.match(str(key)) or "\n" in str(value):
+            raise _fail(name, source, f"ssh option {key!r} is not an OpenSSH option name")
+    env = data.get("env") or {}
+    if not isinstance(env, dict) or not all(_ENV_KEY.match(str(k)) for k in env):
+        raise _fail(name, source, "`env` must map variable names (letters, digits, _) to values")
+    device_kind = str(data.get("device_kind", "cpu"))
+    if device_kind not in DEVICE_KINDS:
+        raise _fail(name, source, f"device_kind {device_kind!r} is not one of {', '.join(DEVICE_KINDS)}")
+    visible = data.get("visible_devices") or []
+    if isinstance(visible, int):
+        visible = [visible]
+    if isinstance(visible, str):
+        visible = [v for v in visible.split(",") if v.strip()]
+    try:
+        visible_ids = tuple(int(v) for v in visible)
+    except (TypeError, ValueError):
+        raise _fail(name, source, f"visible_devices {visible!r} must be device numbers") from None
+    if any(v < 0 for v in visible_ids):
+        raise _fail(name, source, "visible_devices must be non-negative")
+    if container is not None and container.mode == "run" and device_kind.startswith("npu") and not visible_ids:
+        raise _fail(name, source, "a `run` container on an NPU host needs `visible_devices` (host chip ids)",
+                    hint="for example `visible_devices: [0, 1]`; check `porter hosts check` for free chips")
+    workdir = str(data.get("workdir", DEFAULT_WORKDIR))
+    if not workdir.startswith("/") or workdir.rstrip("/") in ("", "/tmp", "/home", "/root") or "\n" in workdir:
+        raise _fail(name, source, f"workdir {workdir!r} must be an absolute directory of its own (runs live under it)")
+    timeout = data.get("timeout", DEFAULT_TIMEOUT_S)
+    if not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise _fail(name, source, f"timeout {timeout!r} must be a positive number of seconds")
+    connect_timeout = data.get("connect_timeout", 10)
+    if not isinstance(connect_timeout, int) or connect_timeout <= 0:
+        raise _fail(name, source, "connect_timeout must be a positive whole number of seconds")
+    python = str(data.get("python", "python3"))
+    if not python or python.startswith("-") or any(c.isspace() for c in python):
+        raise _fail(name, source, f"python {python!r} must be a command name or a path")
+    user = data.get("user")
+    return HostProfile(
+        name=name,
+        transport=transport,
+        address=address,
+        port=port,
+        user=str(user) if user else None,
+        identity_file=os.path.expanduser(str(data["identity_file"])) if data.get("identity_file") else None,
+        ssh_config=os.path.expanduser(str(data["ssh_config"])) if data.get("ssh_config") else None,
+        ssh_options=tuple((str(k), str(v)) for k, v in options.items()),
+        connect_timeout=connect_timeout,
+        container=container,
+        setup=_str_list(name, source, "setup", data.get("setup")),
+        env=tuple((str(k), str(v)) for k, v in env.items()),
+        device_kind=device_kind,
+        visible_devices=visible_ids,
+        workdir=workdir.rstrip("/"),
+        python=python,
+        timeout=float(timeout),
+        description=str(data.get("description", "")),
+        source=source,
+    )
+
+
+def user_hosts_file(config_dir: Path) -> Path:
+    return config_dir / "hosts.yaml"
+
+
+def _load_user_file(path: Path) -> dict[str, Any]:
+    from porter.yamlio import load_yaml_file
+
+    data = load_yaml_file(path) or {}
+    if isinstance(data, dict) and set(data) == {"hosts"}:
+        data = data["hosts"] or {}
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a mapping of host name to profile")
+    return data
+
+
+def load_hosts(config: Any) -> dict[str, HostProfile]:
+    """All profiles by name: bundled `local`, then the user's hosts.yaml, then config `hosts:`."""
+    hosts = {"local": bundled_local()}
+    user_file = user_hosts_file(Path(config.user_config_dir))
+    if user_file.is_file():
+        for name, data in _load_user_file(user_file).items():
+            hosts[str(name)] = parse_profile(str(name), data, str(user_file))
+    config_source = next((s for s in reversed(getattr(config, "sources", ())) if s), "porter.yaml")
+    for name, data in (config.hosts or {}).items():
+        hosts[str(name)] = parse_profile(str(name), data, config_source)
+    return hosts
+
+
+def get_host(config: Any, name: str) -> HostProfile:
+    hosts = load_hosts(config)
+    if name not in hosts:
+        raise InputError(
+            f"unknown host {name!r}",
+            hint=f"known hosts: {', '.join(sorted(hosts))}; add one under `hosts:` in porter.yaml "
+            f"or in {user_hosts_file(Path(config.user_config_dir))}",
+        )
+    return hosts[name]

@@ -1,0 +1,49 @@
+"""The archive shipped to a host: the vime runtime (with its shims) and the stack being verified."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+from typing import Any, Iterable
+
+STACK_FILE = "porter-stack.json"
+_SKIP_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache"}
+_SKIP_SUFFIXES = (".pyc", ".pyo")
+
+
+def runtime_root() -> Path:
+    import vime.results  # a module file: `vime` itself may load as a namespace in editable installs
+
+    return Path(vime.results.__file__).resolve().parent
+
+
+def _walk(root: Path) -> Iterable[Path]:
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if any(part in _SKIP_DIRS for part in rel.parts) or path.suffix in _SKIP_SUFFIXES:
+            continue
+        if path.is_file():
+            yield path
+
+
+def build_bundle(stack: dict[str, Any], extra: Iterable[tuple[Path, str]] = ()) -> bytes:
+    """A tar.gz with `vime/`, `porter-stack.json` and any (source dir, archive name) extras.
+    Members get fixed mtimes and owners, so the same inputs give the same bytes."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=6) as tar:
+
+        def add_bytes(name: str, data: bytes, mode: int = 0o644) -> None:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = mode
+            info.mtime = 0
+            tar.addfile(info, io.BytesIO(data))
+
+        sources = [(runtime_root(), "vime"), *extra]
+        for root, arcname in sources:
+            for path in _walk(root):
+                add_bytes(f"{arcname}/{path.relative_to(root).as_posix()}", path.read_bytes())
+        add_bytes(STACK_FILE, json.dumps(stack, indent=2, sort_keys=True, default=str).encode())
+    return buffer.getvalue()

@@ -1,0 +1,78 @@
+"""Shell scripts porter sends to a host. Every value that comes from a profile or the command
+line is quoted once with `shlex.quote`; setup lines are the profile's own shell, run as written."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Mapping, Sequence
+
+# Exit statuses the run script uses for problems it detects before python starts.
+EXIT_TOOLS_MISSING = 94
+EXIT_SETUP_FAILED = 95
+EXIT_WORKDIR_MISSING = 96
+EXIT_PYTHON_MISSING = 97
+EXIT_TIMEOUT = 124  # from `timeout`
+PGID_FILE = ".porter-pgid"
+
+
+def q(value: object) -> str:
+    return shlex.quote(str(value))
+
+
+def setup_lines(setup: Sequence[str]) -> list[str]:
+    """Each setup line runs in the script's shell (so `source` works); a failure stops the run."""
+    return [
+        f"{{ {line}\n}} || {{ echo {q('porter: setup line failed: ' + line)} >&2; exit {EXIT_SETUP_FAILED}; }}"
+        for line in setup
+    ]
+
+
+def export_lines(env: Mapping[str, str]) -> list[str]:
+    return [f"export {key}={q(value)}" for key, value in env.items()]
+
+
+def run_script(
+    *,
+    setup: Sequence[str],
+    cwd: str,
+    python: str,
+    argv: Sequence[str],
+    timeout_s: float,
+) -> str:
+    """Run `python argv...` in `cwd` as the leader of a new session (its pgid is written to
+    cwd/.porter-pgid so a second connection can kill the whole group) under `timeout`."""
+    lines: list[str] = []
+    lines += setup_lines(setup)
+    lines += [
+        f"cd {q(cwd)} 2>/dev/null || {{ echo {q('porter: run directory missing on the host: ' + cwd)} >&2; exit {EXIT_WORKDIR_MISSING}; }}",
+        "for tool in setsid timeout; do command -v $tool >/dev/null 2>&1 || "
+        f"{{ echo \"porter: $tool not found on the host (install util-linux/coreutils)\" >&2; exit {EXIT_TOOLS_MISSING}; }}; done",
+        # The shipped runtime shadows any installed copy; whatever setup put on the path stays.
+        f"export PYTHONPATH={q(cwd)}${{PYTHONPATH:+:$PYTHONPATH}}",
+        f"command -v {q(python)} >/dev/null 2>&1 || {{ echo {q('porter: python not found on the host: ' + python)} >&2; exit {EXIT_PYTHON_MISSING}; }}",
+        # setsid: a new session, so the group is ours alone; timeout signals that group, then KILLs it.
+        "exec setsid -w bash -c 'echo $$ > \"$0\"; exec timeout -k 5 \"$@\"' "
+        + " ".join(q(a) for a in (f"{cwd}/{PGID_FILE}", f"{timeout_s:g}", python, *argv)),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def kill_script(cwd: str) -> str:
+    """Kill the process group recorded by `run_script`: TERM, a moment, then KILL."""
+    pgid_file = q(f"{cwd}/{PGID_FILE}")
+    return (
+        f"pg=$(cat {pgid_file} 2>/dev/null) || exit 0\n"
+        '[ -n "$pg" ] || exit 0\n'
+        'kill -TERM -- "-$pg" 2>/dev/null || exit 0\n'
+        "for i in 1 2 3 4 5 6 7 8 9 10; do kill -0 -- \"-$pg\" 2>/dev/null || exit 0; sleep 0.2; done\n"
+        'kill -KILL -- "-$pg" 2>/dev/null\n'
+        "exit 0\n"
+    )
+
+
+def unpack_script(dest: str) -> str:
+    return f"mkdir -p {q(dest)} && tar -xzf - -C {q(dest)}\n"
+
+
+def remove_script(dest: str) -> str:
+    return f"rm -rf -- {q(dest)}\n"
