@@ -190,12 +190,14 @@ def export_draft_hf(
 
 # --------------------------------------------------------------------------- verification
 
+FAULTS = ("no_residual", "accept_all")  # test knobs: break the sampler's exactness / greedy equality
+
 
 @dataclass
 class SpecStats:
     """Acceptance bookkeeping (the numbers a serving stack reports for speculative decoding)."""
 
-    rounds: int = 0
+    rounds: int = 0  # target forwards, per sequence
     proposed: int = 0
     accepted: int = 0
     emitted: int = 0
@@ -237,62 +239,6 @@ class SpecStats:
         }
 
 
-def verify_greedy(draft: torch.Tensor, n_draft: torch.Tensor, target_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Temperature 0. draft [B,k], n_draft [B], target_logits [B,k+1,V].
-
-    Returns (tokens [B,k+1], n_accepted [B], n_emitted [B]); row b emits tokens[b, :n_emitted[b]].
-    """
-    best = target_logits.argmax(dim=-1)  # [B, k+1]
-    k = draft.shape[1]
-    idx = torch.arange(k, device=draft.device)
-    ok = (draft == best[:, :k]) & (idx < n_draft.unsqueeze(1))
-    n_acc = _leading_true(ok)
-    tokens = best.clone()
-    tokens[:, :k] = torch.where(idx < n_acc.unsqueeze(1), draft, best[:, :k])
-    return tokens, n_acc, n_acc + 1
-
-
-def verify_sampled(
-    draft: torch.Tensor,
-    n_draft: torch.Tensor,
-    draft_probs: torch.Tensor | None,
-    target_probs: torch.Tensor,
-    generator: torch.Generator | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Exact rejection sampling. draft [B,k]; draft_probs [B,k,V] (None = a deterministic proposal,
-    i.e. one-hot q, as for n-gram drafts); target_probs [B,k+1,V] (already temperature/top-k/top-p processed).
-    """
-    bsz, k = draft.shape
-    vocab = target_probs.shape[-1]
-    device = target_probs.device
-    idx = torch.arange(k, device=device)
-    if draft_probs is None:
-        draft_probs = torch.nn.functional.one_hot(draft, vocab).to(target_probs.dtype)
-    p_d = target_probs[:, :k].gather(-1, draft.unsqueeze(-1)).squeeze(-1)
-    q_d = draft_probs.gather(-1, draft.unsqueeze(-1)).squeeze(-1)
-    u = torch.rand((bsz, k), generator=generator, device=device, dtype=target_probs.dtype)
-    ok = (u * q_d < p_d) & (idx < n_draft.unsqueeze(1))
-    n_acc = _leading_true(ok)
-    # The distribution of the token after the accepted prefix: residual if a draft was rejected there,
-    # the plain target distribution if we ran out of drafts (bonus token).
-    rows = torch.arange(bsz, device=device)
-    p_j = target_probs[rows, n_acc]
-    q_j = torch.zeros_like(p_j)
-    rejected = n_acc < n_draft
-    if k:
-        q_pad = torch.cat([draft_probs, torch.zeros_like(draft_probs[:, :1])], dim=1)
-        q_j = torch.where(rejected.unsqueeze(1), q_pad[rows, n_acc], q_j)
-    residual = (p_j - q_j).clamp(min=0)
-    mass = residual.sum(-1, keepdim=True)
-    # p == q on the support leaves no residual mass; then p itself is the right distribution.
-    residual = torch.where(mass > 0, residual / mass.clamp(min=torch.finfo(mass.dtype).tiny), p_j)
-    last = torch.multinomial(residual, 1, generator=generator).squeeze(-1)
-    tokens = torch.zeros((bsz, k + 1), dtype=torch.long, device=device)
-    tokens[:, :k] = draft
-    tokens[rows, n_acc] = last
-    return tokens, n_acc, n_acc + 1
-
-
 def _leading_true(mask: torch.Tensor) -> torch.Tensor:
     """Number of leading True values per row."""
     if mask.shape[1] == 0:
@@ -300,22 +246,99 @@ def _leading_true(mask: torch.Tensor) -> torch.Tensor:
     return mask.long().cumprod(dim=1).sum(dim=1)
 
 
+def verify_greedy(
+    draft: torch.Tensor, n_draft: torch.Tensor, target_logits: torch.Tensor, fault: str | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Temperature 0. draft [B,k], n_draft [B], target_logits [B,k+1,V].
+
+    Returns (tokens [B,k+1], n_accepted [B]); row b emits tokens[b, :n_accepted[b] + 1].
+    """
+    best = target_logits.argmax(dim=-1)
+    k = draft.shape[1]
+    idx = torch.arange(k, device=draft.device)
+    agree = torch.ones_like(draft, dtype=torch.bool) if fault == "accept_all" else draft == best[:, :k]
+    n_acc = _leading_true(agree & (idx < n_draft.unsqueeze(1)))
+    tokens = best.clone()
+    tokens[:, :k] = torch.where(idx < n_acc.unsqueeze(1), draft, best[:, :k])
+    return tokens, n_acc
+
+
+def _draw(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Inverse-CDF draw, one uniform per row (the engine's sampling rule)."""
+    cdf = probs.double().cumsum(-1)
+    idx = torch.searchsorted(cdf, (u.double() * cdf[:, -1]).unsqueeze(-1), right=True).squeeze(-1)
+    return idx.clamp_(max=probs.shape[-1] - 1)
+
+
+def verify_sampled(
+    draft: torch.Tensor,
+    n_draft: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    target_probs: torch.Tensor,
+    uniforms: torch.Tensor,
+    fault: str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exact rejection sampling.
+
+    draft [B,k]; draft_probs [B,k,V] (None = deterministic proposal, i.e. one-hot q, as for n-gram
+    drafts); target_probs [B,k+1,V] (processed: temperature/top-k/top-p); uniforms [B,k+1] in [0,1):
+    the first k decide acceptance, the last draws the correction or bonus token.
+    Returns (tokens [B,k+1], n_accepted [B]).
+    """
+    bsz, k = draft.shape
+    vocab = target_probs.shape[-1]
+    device = target_probs.device
+    idx = torch.arange(k, device=device)
+    target_probs = target_probs.double()
+    if draft_probs is None:
+        draft_probs = torch.nn.functional.one_hot(draft, vocab).double()
+    draft_probs = draft_probs.double()
+    p_d = target_probs[:, :k].gather(-1, draft.unsqueeze(-1)).squeeze(-1)
+    q_d = draft_probs.gather(-1, draft.unsqueeze(-1)).squeeze(-1)
+    ok = (uniforms[:, :k].double() * q_d < p_d) & (idx < n_draft.unsqueeze(1))
+    n_acc = _leading_true(ok)
+    rows = torch.arange(bsz, device=device)
+    p_j = target_probs[rows, n_acc]
+    rejected = n_acc < n_draft  # else we ran out of drafts: a bonus token from p itself
+    q_pad = torch.cat([draft_probs, torch.zeros_like(draft_probs[:, :1])], dim=1)
+    q_j = torch.where(rejected.unsqueeze(1), q_pad[rows, n_acc], torch.zeros_like(p_j))
+    residual = p_j if fault == "no_residual" else (p_j - q_j).clamp(min=0)
+    # p == q on the support leaves no residual mass; then p itself is the right distribution.
+    residual = torch.where(residual.sum(-1, keepdim=True) > 0, residual, p_j)
+    tokens = torch.zeros((bsz, k + 1), dtype=torch.long, device=device)
+    tokens[:, :k] = draft
+    tokens[rows, n_acc] = _draw(residual, uniforms[:, k])
+    return tokens, n_acc
+
+
 # --------------------------------------------------------------------------- proposers
+
+
+@dataclass
+class Sampler:
+    """The engine's processing (temperature -> top-k -> top-p) as a distribution."""
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0
+
+    def logprobs(self, logits: torch.Tensor) -> torch.Tensor:
+        from vime.rollout.sampling import process_logits
+
+        shape = logits.shape
+        flat = process_logits(logits.reshape(-1, shape[-1]), self.temperature, self.top_k, self.top_p)
+        return flat.reshape(shape)
 
 
 class Proposer(Protocol):
     def propose(
-        self, tokens: torch.Tensor, lengths: torch.Tensor, k: int, sampler: "Sampler", generator: torch.Generator | None
+        self, tokens: torch.Tensor, lengths: torch.Tensor, k: int, sampler: Sampler, generators: list[torch.Generator]
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Return (draft [B,k], n_draft [B], draft_probs [B,k,V] or None for deterministic drafts)."""
-        ...
-
-
-class Sampler(Protocol):
-    greedy: bool
-
-    def probs(self, logits: torch.Tensor) -> torch.Tensor:
-        """Processed (temperature/top-k/top-p) distribution over the last axis."""
         ...
 
 
@@ -326,20 +349,19 @@ class NgramProposer:
     max_n: int = 3
     min_n: int = 1
 
-    def propose(self, tokens, lengths, k, sampler, generator):
+    def propose(self, tokens, lengths, k, sampler, generators):
         bsz = tokens.shape[0]
         draft = torch.zeros((bsz, k), dtype=torch.long, device=tokens.device)
         n_draft = torch.zeros(bsz, dtype=torch.long, device=tokens.device)
         rows = tokens.tolist()
         for b in range(bsz):
-            seq = rows[b][: int(lengths[b])]
-            found = self._lookup(seq, k)
+            found = self.lookup(rows[b][: int(lengths[b])], k)
             if found:
                 draft[b, : len(found)] = torch.tensor(found, dtype=torch.long)
                 n_draft[b] = len(found)
         return draft, n_draft, None
 
-    def _lookup(self, seq: list[int], k: int) -> list[int]:
+    def lookup(self, seq: list[int], k: int) -> list[int]:
         for n in range(min(self.max_n, len(seq) - 1), self.min_n - 1, -1):
             tail = seq[-n:]
             for start in range(len(seq) - n - 1, -1, -1):
@@ -350,11 +372,11 @@ class NgramProposer:
 
 @dataclass
 class DraftModelProposer:
-    """A small causal LM drafts k tokens autoregressively, sampling from its own processed distribution."""
+    """A small causal LM drafts k tokens autoregressively from its own processed distribution."""
 
     logits_fn: Callable[[torch.Tensor], torch.Tensor]  # tokens [B,T] -> logits [B,T,V]
 
-    def propose(self, tokens, lengths, k, sampler, generator):
+    def propose(self, tokens, lengths, k, sampler, generators):
         bsz = tokens.shape[0]
         rows = torch.arange(bsz, device=tokens.device)
         work = torch.cat([tokens, torch.zeros((bsz, k), dtype=tokens.dtype, device=tokens.device)], dim=1)
@@ -363,81 +385,209 @@ class DraftModelProposer:
         for i in range(k):
             pos = lengths + i
             logits = self.logits_fn(work[:, : int(pos.max())])[rows, pos - 1].float()
+            probs = sampler.logprobs(logits).exp()
             if sampler.greedy:
                 nxt = logits.argmax(-1)
-                probs_out.append(torch.nn.functional.one_hot(nxt, logits.shape[-1]).float())
             else:
-                probs = sampler.probs(logits)
-                nxt = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-                probs_out.append(probs)
+                u = torch.stack([torch.rand((), generator=g, dtype=torch.float64) for g in generators])
+                nxt = _draw(probs, u.to(probs.device))
+            probs_out.append(probs)
             draft[:, i] = nxt
             work[rows, pos] = nxt
         n_draft = torch.full((bsz,), k, dtype=torch.long, device=tokens.device)
-        return draft, n_draft, torch.stack(probs_out, dim=1) if k else None
+        return draft, n_draft, torch.stack(probs_out, dim=1)
 
 
 # --------------------------------------------------------------------------- decoding loop
 
 
 @dataclass
-class SpecOutput:
-    tokens: list[list[int]]  # generated tokens per sequence (without the prompt)
+class SpecResult:
+    tokens: torch.Tensor  # [B, max_new] emitted tokens, pad after the end
+    logprobs: torch.Tensor  # [B, max_new] processed target logprobs of the emitted tokens
+    mask: torch.Tensor  # [B, max_new] float, 1 where a token was emitted
     stats: SpecStats
 
 
-def speculative_generate(
+def decode(
     target_logits_fn: Callable[[torch.Tensor], torch.Tensor],
     proposer: Proposer,
-    prompts: list[list[int]],
+    prompts: torch.Tensor,
     *,
     k: int,
     max_new_tokens: int,
     sampler: Sampler,
-    generator: torch.Generator | None = None,
-    pad_id: int = 0,
-    device: torch.device | str = "cpu",
-) -> SpecOutput:
-    """Generate with draft-then-verify rounds. `target_logits_fn(tokens [B,T]) -> logits [B,T,V]` is
-    the target model's causal forward; right padding is harmless because attention is causal.
+    generators: list[torch.Generator],
+    eos_token_id: int | None = None,
+    pad_token_id: int = 0,
+    fault: str | None = None,
+) -> SpecResult:
+    """Draft-then-verify rounds over a batch whose rows advance at different speeds.
+
+    `target_logits_fn(tokens [B,T]) -> logits [B,T,V]` is the target's causal forward. Rows are right
+    padded; causal attention keeps padding from touching earlier positions. Each row consumes exactly
+    k+1 uniforms from its own generator per round, so a row's output does not depend on the batch.
     """
     if k < 1:
         raise SpeculativeConfigError(f"num_speculative_tokens must be >= 1, got {k}")
-    bsz = len(prompts)
-    lengths = torch.tensor([len(p) for p in prompts], dtype=torch.long, device=device)
-    start = lengths.clone()
-    cap = int(lengths.max()) + max_new_tokens + k + 1
-    tokens = torch.full((bsz, cap), pad_id, dtype=torch.long, device=device)
-    for b, p in enumerate(prompts):
-        tokens[b, : len(p)] = torch.tensor(p, dtype=torch.long)
+    if fault is not None and fault not in FAULTS:
+        raise ValueError(f"unknown speculative-decoding fault {fault!r}; use one of {FAULTS}")
+    device = prompts.device
+    bsz, plen = prompts.shape
+    cap = plen + max_new_tokens + k + 1
+    seq = torch.full((bsz, cap), pad_token_id, dtype=torch.long, device=device)
+    seq[:, :plen] = prompts
+    lengths = torch.full((bsz,), plen, dtype=torch.long, device=device)
+    out_lp = torch.zeros((bsz, cap), dtype=torch.float32, device=device)
+    done = torch.zeros(bsz, dtype=torch.bool, device=device)
     stats = SpecStats()
-    rows = torch.arange(bsz, device=device)
-    active = torch.ones(bsz, dtype=torch.bool, device=device)
-    while bool(active.any()):
-        act = active.nonzero().squeeze(-1)
-        sub_tokens, sub_len = tokens[act], lengths[act]
-        draft, n_draft, q = proposer.propose(sub_tokens, sub_len, k, sampler, generator)
+    while not bool(done.all()):
+        act = (~done).nonzero().squeeze(-1)
+        sub, sub_len = seq[act], lengths[act]
+        gens = [generators[int(i)] for i in act]
+        draft, n_draft, q = proposer.propose(sub, sub_len, k, sampler, gens)
         draft = draft[:, :k]
-        # Write the drafts after each row's prefix and score prefix + drafts in one target forward.
-        probe = sub_tokens.clone()
-        sub_rows = torch.arange(len(act), device=device)
+        n_draft = torch.minimum(n_draft, max_new_tokens - (sub_len - plen))  # no drafts past the end
+        r = torch.arange(len(act), device=device)
+        probe = sub.clone()
         for i in range(k):
-            probe[sub_rows, sub_len + i] = draft[:, i]
-        width = int((sub_len + k).max())
-        logits = target_logits_fn(probe[:, :width]).float()
+            probe[r, sub_len + i] = draft[:, i]
+        logits = target_logits_fn(probe[:, : int((sub_len + k).max())]).float()
         pos = (sub_len - 1).unsqueeze(1) + torch.arange(k + 1, device=device)
-        tgt = logits[sub_rows.unsqueeze(1), pos]  # [B, k+1, V]
+        tgt_logits = logits[r.unsqueeze(1), pos]  # [b, k+1, V]
+        tgt_lp = sampler.logprobs(tgt_logits)
         if sampler.greedy:
-            out, n_acc, n_emit = verify_greedy(draft, n_draft, tgt)
+            emitted, n_acc = verify_greedy(draft, n_draft, tgt_logits, fault)
         else:
-            out, n_acc, n_emit = verify_sampled(draft, n_draft, q, sampler.probs(tgt), generator)
-        remaining = max_new_tokens - (sub_len - start[act])
-        n_emit = torch.minimum(n_emit, remaining)
+            u = torch.stack([torch.rand(k + 1, generator=g, dtype=torch.float64) for g in gens]).to(device)
+            emitted, n_acc = verify_sampled(draft, n_draft, q, tgt_lp.exp(), u, fault)
+        n_emit = torch.minimum(n_acc + 1, max_new_tokens - (sub_len - plen))
+        if eos_token_id is not None:
+            is_eos = (emitted == eos_token_id) & (torch.arange(k + 1, device=device) < n_emit.unsqueeze(1))
+            first = torch.where(is_eos.any(1), is_eos.long().argmax(1) + 1, n_emit)
+            n_emit = torch.minimum(n_emit, first)
+            hit_eos = is_eos.any(1)
+        else:
+            hit_eos = torch.zeros_like(n_emit, dtype=torch.bool)
         stats.add(n_draft, torch.minimum(n_acc, n_emit), n_emit, k)
+        chosen_lp = tgt_lp.gather(-1, emitted.unsqueeze(-1)).squeeze(-1)
         for i in range(k + 1):
             keep = i < n_emit
-            tokens[act[keep], (sub_len + i)[keep]] = out[keep, i]
+            seq[act[keep], (sub_len + i)[keep]] = emitted[keep, i]
+            out_lp[act[keep], (sub_len + i)[keep]] = chosen_lp[keep, i]
         lengths[act] = sub_len + n_emit
-        active = (lengths - start) < max_new_tokens
-    del rows
-    out_tokens = [tokens[b, int(start[b]) : int(lengths[b])].tolist() for b in range(bsz)]
-    return SpecOutput(tokens=out_tokens, stats=stats)
+        done[act] = hit_eos | ((lengths[act] - plen) >= max_new_tokens)
+    resp = seq[:, plen : plen + max_new_tokens]
+    width = torch.arange(max_new_tokens, device=device)
+    mask = (width < (lengths - plen).unsqueeze(1)).float()
+    tokens = torch.where(mask.bool(), resp, torch.full_like(resp, pad_token_id))
+    logprobs = out_lp[:, plen : plen + max_new_tokens] * mask
+    return SpecResult(tokens=tokens, logprobs=logprobs, mask=mask, stats=stats)
+
+
+# --------------------------------------------------------------------------- engine seam
+
+
+@dataclass
+class SpeculativeSetup:
+    """A parsed config plus a ready proposer (tests and gates build one with an in-memory draft)."""
+
+    config: SpeculativeConfig
+    proposer: Proposer
+    fault: str | None = None
+
+
+def _draft_from_checkpoint(engine: Any, cfg: SpeculativeConfig) -> DraftModelProposer:
+    from vime.rollout.engine import RolloutEngine
+
+    if not cfg.model:
+        raise SpeculativeConfigError(
+            f"method '{cfg.method}' needs 'model': the compact runtime has no MTP layers, so give a draft checkpoint"
+        )
+    path = Path(cfg.model)
+    weights = path / "model.safetensors"
+    if not weights.is_file():
+        raise SpeculativeConfigError(f"speculative config: draft model {path} has no model.safetensors")
+    cache = engine.__dict__.setdefault("_spec_drafts", {})
+    key = (str(path.resolve()), weights.stat().st_mtime_ns)
+    if key not in cache:
+        draft = RolloutEngine.from_hf(path, device=engine.device, dtype=engine.dtype)
+        if draft.config.vocab_size != engine.config.vocab_size:
+            raise SpeculativeConfigError(
+                f"draft model {path} has vocab {draft.config.vocab_size}, the target has {engine.config.vocab_size}"
+            )
+        cache[key] = draft
+    return DraftModelProposer(lambda toks, m=cache[key].model: m(toks))
+
+
+def resolve(speculative: Any, engine: Any) -> SpeculativeSetup:
+    """Accept a JSON string, a dict, a SpeculativeConfig or a ready SpeculativeSetup."""
+    if isinstance(speculative, SpeculativeSetup):
+        return speculative
+    cfg = speculative if isinstance(speculative, SpeculativeConfig) else parse_speculative_config(speculative)
+    if cfg.method == "ngram":
+        return SpeculativeSetup(cfg, NgramProposer(cfg.prompt_lookup_max, cfg.prompt_lookup_min))
+    return SpeculativeSetup(cfg, _draft_from_checkpoint(engine, cfg))
+
+
+def generate(
+    engine: Any,
+    prompts: Any,
+    *,
+    speculative: Any,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    rollout_seed: int = 42,
+    rollout_id: int = 0,
+    sample_indices: list[int] | None = None,
+    eos_token_id: int | None = None,
+    pad_token_id: int = 0,
+    record_routing: bool = False,
+) -> Any:
+    """The engine's `generate(..., speculative=...)`: same arguments, same RolloutOutput, plus
+    `stats["spec_decode"]` with the acceptance metrics."""
+    from vime.model import RoutingReplay
+    from vime.rollout.engine import RolloutOutput
+    from vime.rollout.sampling import make_generators
+
+    setup = resolve(speculative, engine)
+    engine._check_ready()
+    if max_new_tokens < 1:
+        raise ValueError("max_new_tokens must be >= 1")
+    batch = engine._as_batch(prompts)
+    indices = list(range(batch.shape[0])) if sample_indices is None else [int(i) for i in sample_indices]
+    if len(indices) != batch.shape[0]:
+        raise ValueError(f"{len(indices)} sample indices for {batch.shape[0]} prompts")
+    with torch.no_grad():
+        result = decode(
+            lambda toks: engine.model(toks),
+            setup.proposer,
+            batch,
+            k=setup.config.num_speculative_tokens,
+            max_new_tokens=max_new_tokens,
+            sampler=Sampler(temperature, top_k, top_p),
+            generators=make_generators(rollout_seed, rollout_id, indices),
+            eos_token_id=eos_token_id,
+            pad_token_id=pad_token_id,
+            fault=setup.fault,
+        )
+        routing = None
+        if record_routing and engine.config.is_moe:
+            # Routing of every token the target consumed, as one forward records it (drafts that were
+            # rejected never count): the same tensor layout as the plain engine's record.
+            recorder = RoutingReplay("record")
+            full = torch.cat([batch, result.tokens], dim=1)[:, :-1]
+            engine.model(full, routing=recorder)
+            routing = recorder.recorded()
+    return RolloutOutput(
+        prompt_tokens=batch,
+        response_tokens=result.tokens,
+        logprobs=result.logprobs,
+        loss_mask=result.mask,
+        sample_indices=indices,
+        weight_version=engine.weight_version,
+        routing=routing,
+        stats={"spec_decode": {"method": setup.config.method, "k": setup.config.num_speculative_tokens, **result.stats.to_dict()}},
+    )

@@ -300,3 +300,163 @@ def dequantize_named_tensors(
     if pending or scales:
         lost = sorted(pending) + sorted(s + SCALE_SUFFIX for s in scales)
         raise MXFP8ConfigError(f"MXFP8 update is incomplete: missing scale or elements for {lost[:3]} ({len(lost)} in all)")
+
+
+# --------------------------------------------------------------------------- rollout worker extension
+
+EXTENSION_NAME = "vime.quant.mxfp8.MXFP8RolloutExtension"
+
+
+class MXFP8RolloutExtension:
+    """The rollout worker's MXFP8 extension (the production AscendMXFP8WorkerExtension, in-process).
+
+    Installed on an engine, it wraps the engine's weight-update verbs:
+      start_weight_update  -> native start, then `prepare()`: restore eligible modules to their loading
+                              layout (clear `_mxfp8_transformed`), wrap the loader; nested prepare fails.
+      update_weights       -> eligible weights are quantised to (e4m3, uint8 scale) pairs, everything
+                              else passes through as the same object; the loader pairs them and hands
+                              the engine the dequantised weight (what the rollout forward computes with).
+      finish_weight_update -> completeness check of the MXFP8 pairs, then the native finish (which
+                              promotes the version), then `finalize(success=True)`: markers set,
+                              loader restored. Any failure aborts the update (old weights, old version)
+                              and calls `finalize(success=False)` without masking the original error.
+    The trainer keeps sending full-precision weights; only this side quantises.
+    """
+
+    def __init__(self, engine: Any, description: QuantDescription, *, backend: str = "auto") -> None:
+        self.engine = engine
+        self.description = description
+        self.backend = backend
+        self.prepared = False
+        self.events: list[str] = []
+        self.last_pairs: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}  # name -> (q, scale) of the last update
+        self.passthrough: dict[str, torch.Tensor] = {}  # name -> object handed through unquantised (identity check)
+        self._native: dict[str, Callable[..., Any]] = {}
+        self._expected = [n for n in description.entries if description.is_eligible(n)]
+
+    # ----- installation
+    @classmethod
+    def install(
+        cls,
+        engine: Any,
+        checkpoint_dir: str | Path | None = None,
+        *,
+        description: QuantDescription | None = None,
+        worker_extension_cls: str | None = None,
+        external_server: bool = False,
+        backend: str = "auto",
+    ) -> "MXFP8RolloutExtension":
+        """Fail closed: an external server, a user worker extension or a description that does not
+        fit the engine's model all stop here with a message that says what to change."""
+        if external_server:
+            raise MXFP8ConfigError(
+                "--vllm-quantization ascend cannot drive an external rollout server",
+                "the quantising worker extension must run inside an engine vime starts",
+            )
+        if worker_extension_cls and worker_extension_cls != EXTENSION_NAME:
+            raise MXFP8LifecycleError(
+                f"--vllm-worker-extension-cls {worker_extension_cls} conflicts with the MXFP8 worker extension; "
+                "remove it or drop --vllm-quantization ascend"
+            )
+        existing = getattr(engine, "worker_extension", None)
+        if existing is not None and not isinstance(existing, cls):
+            raise MXFP8LifecycleError(
+                f"engine already carries worker extension {type(existing).__name__}; refusing to stack MXFP8 on it"
+            )
+        if existing is not None:
+            return existing  # installing twice is a no-op
+        if description is None:
+            if checkpoint_dir is None:
+                raise MXFP8ConfigError("MXFP8 needs a quant description or the checkpoint directory that holds one")
+            description = QuantDescription.load(checkpoint_dir)
+        description.validate_against({n: tuple(t.shape) for n, t in engine.named_weights().items()})
+        ext = cls(engine, description, backend=backend)
+        for verb in ("start_weight_update", "update_weights", "finish_weight_update", "abort_weight_update"):
+            ext._native[verb] = getattr(engine, verb)
+        engine.start_weight_update = ext.start_weight_update
+        engine.update_weights = ext.update_weights
+        engine.finish_weight_update = ext.finish_weight_update
+        engine.abort_weight_update = ext.abort_weight_update
+        engine.worker_extension = ext
+        return ext
+
+    def _modules(self) -> dict[str, torch.nn.Module]:
+        """Owning module of each eligible weight (the linear layer)."""
+        model = self.engine.model
+        return {n: model.get_submodule(n.rsplit(".", 1)[0]) for n in self._expected}
+
+    # ----- lifecycle
+    def prepare(self) -> None:
+        if self.prepared:
+            raise MXFP8LifecycleError("prepare_ascend_mxfp8_weight_update called twice without finalize")
+        for name, module in self._modules().items():
+            if getattr(module, "_mxfp8_transformed", False):
+                # restore_weights_for_rl_loading: back to the plain layout the loader writes into
+                module._mxfp8_original_shapes = {name.rsplit(".", 1)[1]: tuple(module.weight.shape)}
+                module._mxfp8_transformed = False
+        self.last_pairs = {}
+        self.passthrough = {}
+        self.prepared = True
+        self.events.append("prepare")
+
+    def finalize(self, success: bool) -> None:
+        """Idempotent: a second call, or a call after a failed update, changes nothing."""
+        if not self.prepared:
+            self.events.append(f"finalize:{'ok' if success else 'failed'}:noop")
+            return
+        self.prepared = False
+        if success:
+            for module in self._modules().values():
+                if not getattr(module, "_mxfp8_transformed", False):
+                    module._mxfp8_transformed = True  # process_weights_after_loading ran for it
+        self.events.append(f"finalize:{'ok' if success else 'failed'}")
+
+    # ----- wrapped verbs
+    def start_weight_update(self, is_checkpoint_format: bool = True) -> None:
+        self._native["start_weight_update"](is_checkpoint_format=is_checkpoint_format)
+        try:
+            self.prepare()
+        except BaseException:
+            self._native["abort_weight_update"]()
+            raise
+
+    def update_weights(self, chunk: Any) -> int:
+        if not self.prepared:
+            raise MXFP8LifecycleError("update_weights outside prepare/finalize")
+        items = list(chunk.items() if hasattr(chunk, "items") else chunk)
+        wire = list(quantize_named_tensors(items, self.description, backend=self.backend))
+        originals = {n: t for n, t in items}
+        for name, t in wire:
+            if name.endswith(SCALE_SUFFIX) and name[: -len(SCALE_SUFFIX)] in originals:
+                continue
+            if self.description.is_eligible(name):
+                continue
+            self.passthrough[name] = t
+        by_name = dict(wire)
+        for name in originals:
+            if self.description.is_eligible(name):
+                self.last_pairs[name] = (by_name[name], by_name[name + SCALE_SUFFIX])
+        params = self.engine.named_weights()
+        loaded = {}
+        for name, t in dequantize_named_tensors(wire, dtype=torch.float32):
+            loaded[name] = t.to(params[name].dtype) if name in params and t.dtype != params[name].dtype else t
+        return self._native["update_weights"](loaded)
+
+    def finish_weight_update(self, weight_version: int | None = None) -> int:
+        try:
+            missing = [n for n in self._expected if n not in self.last_pairs]
+            if missing:
+                raise MXFP8ConfigError(
+                    f"MXFP8 update incomplete: {len(missing)} quantised weights missing (e.g. {missing[:3]})"
+                )
+            version = self._native["finish_weight_update"](weight_version)
+        except BaseException:
+            self._native["abort_weight_update"]()
+            self.finalize(success=False)
+            raise
+        self.finalize(success=True)
+        return version
+
+    def abort_weight_update(self) -> None:
+        self._native["abort_weight_update"]()
+        self.finalize(success=False)
