@@ -1,0 +1,215 @@
+"""Perform a ShimGroup on a fork tree (a porter worktree, never the user's checkout).
+
+Plugin code is edited with libcst so formatting and comments survive: import lines are split
+when they mix moved and unmoved names, and class members are appended to the class body.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import libcst as cst
+from libcst.helpers import get_full_name_for_node
+
+from porter.errors import InputError
+from porter.fsutil import atomic_write_text
+from porter.shims.model import ImportMove, MemberAdd, ShimGroup
+
+
+@dataclass(frozen=True)
+class AppliedGroup:
+    group: ShimGroup
+    changed: tuple[str, ...]  # fork paths written, sorted
+    rewritten_imports: int  # import statements rewritten
+    missed_moves: tuple[ImportMove, ...]  # sites that were not a plain `from X import name` line
+
+
+class _ImportRewriter(cst.CSTTransformer):
+    def __init__(self, moves: dict[tuple[str, str], str]):
+        self.moves = moves
+        self.modules = {module for module, _ in moves}
+        # The same upstream name imported through another path of the same package (a re-export).
+        self.by_name = {name: (module.split(".")[0], module, shim) for (module, name), shim in moves.items()}
+        self.done: set[tuple[str, str]] = set()
+        self.count = 0
+
+    def _shim_for(self, module: str, name: str) -> tuple[str, str] | None:
+        """(shim module, the move's module) for `from module import name`, or None."""
+        if (module, name) in self.moves:
+            return self.moves[(module, name)], module
+        hit = self.by_name.get(name)
+        if hit and module.split(".")[0] == hit[0]:
+            return hit[2], hit[1]
+        return None
+
+    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
+        if len(updated.body) != 1 or not isinstance(updated.body[0], cst.ImportFrom):
+            return updated
+        node = updated.body[0]
+        if node.relative or node.module is None:
+            return updated
+        module = get_full_name_for_node(node.module) or ""
+        if module not in self.modules and module.split(".")[0] not in {v[0] for v in self.by_name.values()}:
+            return updated
+        if isinstance(node.names, cst.ImportStar):
+            # `from m import *` still brings the unmoved names; the moved ones come from the shims.
+            shims: dict[str, list[str]] = defaultdict(list)
+            for (mod, name), shim in sorted(self.moves.items()):
+                if mod == module:
+                    shims[shim].append(name)
+                    self.done.add((mod, name))
+            extra = [cst.parse_statement(f"from {shim} import {', '.join(names)}\n") for shim, names in shims.items()]
+            self.count += 1
+            return cst.FlattenSentinel([updated, *extra])
+        kept: list[cst.ImportAlias] = []
+        moved: dict[str, list[str]] = defaultdict(list)
+        for alias in node.names:
+            name = get_full_name_for_node(alias.name) or ""
+            hit = self._shim_for(module, name)
+            if hit is None:
+                kept.append(alias)
+                continue
+            shim, move_module = hit
+            asname = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else None
+            moved[shim].append(f"{name} as {asname}" if asname and asname != name else name)
+            self.done.add((move_module, name))
+        if not moved:
+            return updated
+        self.count += 1
+        new = [cst.parse_statement(f"from {shim} import {', '.join(names)}\n") for shim, names in moved.items()]
+        if kept:
+            kept[-1] = kept[-1].with_changes(comma=node.names[-1].comma)
+            first = updated.with_changes(body=[node.with_changes(names=kept)])
+            return cst.FlattenSentinel([first, *new])
+        # Every name moved: the shim import takes the original line's comments.
+        new[0] = new[0].with_changes(leading_lines=updated.leading_lines, trailing_whitespace=updated.trailing_whitespace)
+        return cst.FlattenSentinel(new)
+
+
+def rewrite_imports(source: str, moves: dict[tuple[str, str], str]) -> tuple[str, int, set[tuple[str, str]]]:
+    """Rewrite `from M import name` for each (M, name) in `moves` to import from the shim module.
+
+    Returns the new source, the number of statements rewritten and the (M, name) pairs done.
+    """
+    module = cst.parse_module(source)
+    rewriter = _ImportRewriter(moves)
+    return module.visit(rewriter).code, rewriter.count, rewriter.done
+
+
+class _MemberAdder(cst.CSTTransformer):
+    def __init__(self, adds: list[MemberAdd]):
+        self.adds = adds
+        self.applied: set[tuple[str, str]] = set()
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef):
+        # First class of that name wins; plugin class names are unique per file in practice.
+        wanted = [a for a in self.adds if a.class_name == updated.name.value and (a.class_name, a.member) not in self.applied]
+        if not wanted:
+            return updated
+        body = updated.body
+        if not isinstance(body, cst.IndentedBlock):  # `class X: pass` on one line
+            body = cst.IndentedBlock(body=[cst.SimpleStatementLine(body=list(body.body))])
+        existing = _member_names(body)
+        statements = list(body.body)
+        for add in wanted:
+            self.applied.add((add.class_name, add.member))
+            if add.member in existing:
+                continue
+            stmt = cst.parse_statement(add.code)
+            stmt = stmt.with_changes(leading_lines=[cst.EmptyLine(indent=False), *stmt.leading_lines])
+            statements.append(stmt)
+        return updated.with_changes(body=body.with_changes(body=statements))
+
+
+def _member_names(body: cst.IndentedBlock) -> set[str]:
+    names: set[str] = set()
+    for stmt in body.body:
+        if isinstance(stmt, cst.FunctionDef):
+            names.add(stmt.name.value)
+        elif isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Assign):
+                    names.update(t.target.value for t in small.targets if isinstance(t.target, cst.Name))
+                elif isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                    names.add(small.target.value)
+    return names
+
+
+def add_members(source: str, adds: list[MemberAdd]) -> tuple[str, set[tuple[str, str]]]:
+    module = cst.parse_module(source)
+    adder = _MemberAdder(adds)
+    return module.visit(adder).code, adder.applied
+
+
+def apply_group(root: Path, group: ShimGroup) -> AppliedGroup:
+    """Write the group's files and edit the plugin under `root`. Raises InputError on conflicts."""
+    changed: set[str] = set()
+    for new_file in group.files:
+        target = root / new_file.path
+        if target.exists() and target.read_text(encoding="utf-8", errors="replace") != new_file.content:
+            raise InputError(
+                f"{new_file.path} already exists in the fork with other content",
+                hint="porter never overwrites a file it did not plan; rename or remove it on the baseline",
+            )
+        changed.update(_ensure_packages(root, new_file.path))
+        atomic_write_text(target, new_file.content)
+        changed.add(new_file.path)
+
+    by_file: dict[str, dict[tuple[str, str], str]] = defaultdict(dict)
+    for move in group.import_moves:
+        by_file[move.path][(move.module, move.name)] = move.shim_module
+    rewritten = 0
+    missed: list[ImportMove] = []
+    for path, moves in sorted(by_file.items()):
+        text = _read(root, path)
+        try:
+            new_text, count, done = rewrite_imports(text, moves)
+        except cst.ParserSyntaxError as exc:
+            raise InputError(f"{path}: cannot parse for rewriting: {exc}") from exc
+        missed.extend(m for m in group.import_moves if m.path == path and (m.module, m.name) not in done)
+        rewritten += count
+        if new_text != text:
+            atomic_write_text(root / path, new_text)
+            changed.add(path)
+
+    adds_by_file: dict[str, list[MemberAdd]] = defaultdict(list)
+    for add in group.member_adds:
+        adds_by_file[add.path].append(add)
+    for path, adds in sorted(adds_by_file.items()):
+        text = _read(root, path)
+        new_text, applied = add_members(text, adds)
+        lost = [a for a in adds if (a.class_name, a.member) not in applied]
+        if lost:
+            raise InputError(
+                f"{path}: class {lost[0].class_name} not found for member {lost[0].member}",
+                hint="the drift record points at a class that is not in this file",
+            )
+        if new_text != text:
+            atomic_write_text(root / path, new_text)
+            changed.add(path)
+    return AppliedGroup(group, tuple(sorted(changed)), rewritten, tuple(missed))
+
+
+def _read(root: Path, path: str) -> str:
+    try:
+        return (root / path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read plugin file: {exc}") from exc
+
+
+def _ensure_packages(root: Path, path: str) -> list[str]:
+    """Create missing `__init__.py` files on the way to a new shim inside the plugin package
+    (not for test directories: pytest finds those by path)."""
+    parts = Path(path).parts[:-1]
+    (root.joinpath(*parts)).mkdir(parents=True, exist_ok=True)
+    if not parts or parts[0] in {"tests", "test"} or not (root / parts[0] / "__init__.py").exists():
+        return []
+    created = []
+    for depth in range(2, len(parts) + 1):
+        init = root.joinpath(*parts[:depth], "__init__.py")
+        if not init.exists():
+            atomic_write_text(init, '"""Compatibility shims (see PR_MATERIAL.md on the porter branch that added them)."""\n')
+            created.append(Path(*parts[:depth], "__init__.py").as_posix())
+    return created

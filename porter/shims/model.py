@@ -1,0 +1,119 @@
+"""Records of the shim stage: what each strategy plans to write or edit in the fork.
+
+Planning is pure (DriftRecords + upstream facts -> ShimGroups); `porter.shims.apply` performs
+the plan on a worktree. One ShimGroup becomes one commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from porter.upgrade.models import DriftFamily, DriftRecord
+
+
+@dataclass(frozen=True)
+class NewFile:
+    """A file the group creates in the fork (shim module or generated test)."""
+
+    path: str  # relative to the fork root, POSIX separators
+    content: str
+    kind: str = "shim"  # "shim" | "test"
+
+
+@dataclass(frozen=True)
+class ImportMove:
+    """`from <module> import <name>` in `path` must import `name` from `shim_module` instead."""
+
+    path: str
+    module: str
+    name: str
+    shim_module: str
+
+
+@dataclass(frozen=True)
+class MemberAdd:
+    """Add `code` (a class-body statement with its comments) to class `class_name` in `path`."""
+
+    path: str
+    class_name: str
+    member: str  # attribute or method name, for idempotence and the generated test
+    code: str
+
+
+@dataclass(frozen=True)
+class ShimGroup:
+    """One reviewed unit of change: a compat module (or a set of member additions) and its test."""
+
+    name: str  # e.g. "compat/fused_moe"
+    family: DriftFamily
+    strategy: str  # lazy_import_fallback | signature_adapter | rebuilt_subclass | todo_stub | member_default
+    records: tuple[DriftRecord, ...]
+    subject: str  # commit subject
+    rationale: tuple[str, ...]  # one line per fix: what and why
+    files: tuple[NewFile, ...] = ()
+    import_moves: tuple[ImportMove, ...] = ()
+    member_adds: tuple[MemberAdd, ...] = ()
+    needs_human: tuple[str, ...] = ()  # record keys a human must finish (TODO stubs)
+    review: tuple[str, ...] = ()  # record keys flagged for review (defaults chosen by porter)
+
+    @property
+    def symbols(self) -> tuple[str, ...]:
+        return tuple(r.symbol for r in self.records)
+
+    @property
+    def test_paths(self) -> tuple[str, ...]:
+        return tuple(f.path for f in self.files if f.kind == "test")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "family": self.family.value,
+            "strategy": self.strategy,
+            "symbols": list(self.symbols),
+            "subject": self.subject,
+            "rationale": list(self.rationale),
+            "files": [f.path for f in self.files],
+            "import_moves": [f"{m.path}: {m.module}.{m.name} -> {m.shim_module}" for m in self.import_moves],
+            "member_adds": [f"{m.path}: {m.class_name}.{m.member}" for m in self.member_adds],
+            "needs_human": list(self.needs_human),
+            "review": list(self.review),
+        }
+
+
+@dataclass(frozen=True)
+class Unhandled:
+    """A finding no strategy can bridge: it goes to the PR material as work for a human."""
+
+    record: DriftRecord
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.record.key, "symbol": self.record.symbol, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class ShimPlan:
+    groups: tuple[ShimGroup, ...]
+    unhandled: tuple[Unhandled, ...] = ()
+    convention: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def needs_human(self) -> tuple[str, ...]:
+        keys = [k for g in self.groups for k in g.needs_human]
+        keys += [u.record.key for u in self.unhandled]
+        return tuple(dict.fromkeys(keys))
+
+    @property
+    def bridged(self) -> tuple[str, ...]:
+        human = set(self.needs_human)
+        return tuple(dict.fromkeys(r.key for g in self.groups for r in g.records if r.key not in human))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "convention": self.convention,
+            "groups": [g.to_dict() for g in self.groups],
+            "unhandled": [u.to_dict() for u in self.unhandled],
+            "bridged": list(self.bridged),
+            "needs_human": list(self.needs_human),
+        }
