@@ -1,5 +1,5 @@
-"""Rollout side of vime: the in-process engine (`engine.RolloutEngine`), sampling helpers
-(`sampling`), and the in-process sender of weight updates (`handover.DirectHandOver`)."""
+"""Rollout side of vime: the in-process engine (`engine.RolloutEngine`) and the sampling helpers
+(`sampling`). Weight transports that feed the engine live in `vime.weight_sync`."""
 
 from vime.rollout.engine import (  # noqa: F401
     EngineStateError,
@@ -7,5 +7,6 @@ from vime.rollout.engine import (  # noqa: F401
     RolloutOutput,
     WeightCheckError,
     WeightUpdateError,
+    build_engine,
     fingerprint,
 )

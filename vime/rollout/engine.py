@@ -57,6 +57,14 @@ class RolloutOutput:
     routing: dict[int, torch.Tensor] | None = None  # layer -> (B, P+R-1, k) expert ids (R3)
     stats: dict[str, Any] = field(default_factory=dict)
 
+    def cpu(self) -> "RolloutOutput":
+        move = lambda t: t.detach().to("cpu")  # noqa: E731
+        return RolloutOutput(
+            move(self.prompt_tokens), move(self.response_tokens), move(self.logprobs), move(self.loss_mask),
+            list(self.sample_indices), self.weight_version,
+            {k: move(v) for k, v in self.routing.items()} if self.routing is not None else None, dict(self.stats),
+        )
+
     @property
     def response_lengths(self) -> list[int]:
         return [int(x) for x in self.loss_mask.sum(-1).tolist()]
@@ -84,6 +92,7 @@ class RolloutEngine:
         device: str | torch.device = "cpu",
         dtype: torch.dtype = torch.float32,
         hf_weights: Mapping[str, torch.Tensor] | None = None,
+        weight_version: int | None = None,
     ):
         self.config = config
         self.device = torch.device(device)
@@ -98,7 +107,7 @@ class RolloutEngine:
         self.kv_awake = True
         self.flush_count = 0
         self._has_weights = False
-        self._version: int | None = None
+        self._version: int | None = weight_version  # a resumed run's engine continues the count
         self._transfer_info: dict | None = None
         self._pending: dict[str, torch.Tensor] | None = None
         self._snapshot: dict[str, tuple] | None = None
@@ -109,6 +118,10 @@ class RolloutEngine:
     def from_hf(cls, path, device="cpu", dtype=torch.float32) -> "RolloutEngine":
         config, weights = load_hf(path)
         return cls(config, device=device, dtype=dtype, hf_weights=weights)
+
+    def generate_cpu(self, prompts, **kwargs) -> RolloutOutput:
+        """generate() with the result on the host (what a remote caller receives)."""
+        return self.generate(prompts, **kwargs).cpu()
 
     # ----------------------------------------------------------------------------- weights
 
@@ -360,3 +373,15 @@ class RolloutEngine:
         full = torch.cat([prompt_tokens, response_tokens], dim=1).to(self.device)
         logits = self.model(full[:, :-1], routing=routing)[:, prompt_tokens.shape[1] - 1 :]
         return response_logprobs(logits, response_tokens.to(self.device), temperature)[0]
+
+
+def build_engine(
+    config: dict, device: str = "cpu", dtype: str = "float32", hf_dir: str | None = None,
+    hf_weights: Mapping[str, torch.Tensor] | None = None, weight_version: int | None = None,
+) -> RolloutEngine:
+    """Picklable factory (plain arguments) for engines built in another process."""
+    if hf_dir is not None:
+        cfg, hf_weights = load_hf(hf_dir)
+    else:
+        cfg = ModelConfig.from_dict(config)
+    return RolloutEngine(cfg, device=device, dtype=getattr(torch, dtype), hf_weights=hf_weights, weight_version=weight_version)

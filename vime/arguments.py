@@ -1,0 +1,165 @@
+"""Command-line flags of `python -m vime.train`: the production framework's names for the subset the
+compact runtime implements, plus a few flags for the tiny model and device.
+
+`parse_args(argv)` returns an argparse.Namespace and validates combinations (errors name the flag).
+Defaults follow production where that is meaningful (`--seed 1234`, `--rollout-seed 42`,
+`--eps-clip 0.2`, `--update-weight-buffer-size` 512 MiB, `--ci-train-rollout-logprob-abs-diff-threshold
+0.1`); sizes default to a run that takes seconds on a CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+SYNC_MODES = ("native",)
+
+
+class ArgumentError(ValueError):
+    """Flags that cannot work together; the message names them."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m vime.train", description="vime compact RL runtime (GRPO)")
+    bool_opt = argparse.BooleanOptionalAction
+
+    g = p.add_argument_group("cluster / placement")
+    g.add_argument("--colocate", action="store_true", help="trainer and engine share the device; in-process sync")
+    g.add_argument("--actor-num-nodes", type=int, default=1)
+    g.add_argument("--actor-num-gpus-per-node", type=int, default=1)
+    g.add_argument("--rollout-num-gpus", type=int, default=1)
+    g.add_argument("--rollout-num-gpus-per-engine", type=int, default=1)
+    g.add_argument("--device", default="auto", help="auto | cpu | cuda | npu (auto: vime.platform.detect())")
+    g.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+
+    g = p.add_argument_group("model / checkpoints")
+    g.add_argument("--hf-checkpoint", default=None, help="HF dir (config.json + model.safetensors): initial weights")
+    g.add_argument("--num-layers", type=int, default=2)
+    g.add_argument("--hidden-size", type=int, default=64)
+    g.add_argument("--num-attention-heads", type=int, default=4)
+    g.add_argument("--num-query-groups", type=int, default=None, help="KV heads (GQA); default = attention heads")
+    g.add_argument("--ffn-hidden-size", type=int, default=128)
+    g.add_argument("--vocab-size", type=int, default=256)
+    g.add_argument("--num-experts", type=int, default=0, help="0 = dense; >0 = MoE in every layer")
+    g.add_argument("--moe-router-topk", type=int, default=2)
+    g.add_argument("--untie-embeddings-and-output-weights", action=bool_opt, default=True)
+    g.add_argument("--attention-backend", default="sdpa", help="sdpa | eager | npu_fusion")
+    g.add_argument("--save", default=None)
+    g.add_argument("--save-interval", type=int, default=None)
+    g.add_argument("--save-hf", default=None, help="HF export path template, may use {rollout_id}")
+    g.add_argument("--no-save-optim", action="store_true")
+    g.add_argument("--load", default=None)
+    g.add_argument("--ckpt-step", type=int, default=None)
+    g.add_argument("--no-load-optim", action="store_true")
+    g.add_argument("--no-load-rng", action="store_true")
+    g.add_argument("--finetune", action="store_true")
+    g.add_argument("--start-rollout-id", type=int, default=None)
+
+    g = p.add_argument_group("rollout / data")
+    g.add_argument("--num-rollout", type=int, default=2)
+    g.add_argument("--rollout-batch-size", type=int, default=4, help="prompts per rollout")
+    g.add_argument("--n-samples-per-prompt", type=int, default=4)
+    g.add_argument("--global-batch-size", type=int, default=None, help="samples per optimizer step (default: all)")
+    g.add_argument("--rollout-max-response-len", type=int, default=16)
+    g.add_argument("--rollout-temperature", type=float, default=1.0)
+    g.add_argument("--rollout-top-p", type=float, default=1.0)
+    g.add_argument("--rollout-top-k", type=int, default=-1, help="-1 = off")
+    g.add_argument("--rollout-seed", type=int, default=42)
+    g.add_argument("--rollout-shuffle", action="store_true")
+    g.add_argument("--seed", type=int, default=1234)
+    g.add_argument("--num-prompts", type=int, default=64, help="size of the synthetic prompt set")
+    g.add_argument("--prompt-len", type=int, default=8)
+    g.add_argument("--eos-token-id", type=int, default=None)
+
+    g = p.add_argument_group("algorithm")
+    g.add_argument("--advantage-estimator", default="grpo", choices=("grpo",))
+    g.add_argument("--lr", type=float, default=1e-6)
+    g.add_argument("--min-lr", type=float, default=0.0)
+    g.add_argument("--lr-decay-style", default="constant", choices=("constant", "linear", "cosine"))
+    g.add_argument("--lr-warmup-iters", type=int, default=0)
+    g.add_argument("--lr-decay-iters", type=int, default=None)
+    g.add_argument("--weight-decay", type=float, default=0.0)
+    g.add_argument("--adam-beta1", type=float, default=0.9)
+    g.add_argument("--adam-beta2", type=float, default=0.999)
+    g.add_argument("--clip-grad", type=float, default=1.0)
+    g.add_argument("--eps-clip", type=float, default=0.2)
+    g.add_argument("--eps-clip-high", type=float, default=None)
+    g.add_argument("--use-kl-loss", action="store_true")
+    g.add_argument("--kl-loss-coef", type=float, default=0.0)
+    g.add_argument("--kl-loss-type", default="low_var_kl", choices=("k1", "k2", "k3", "low_var_kl"))
+    g.add_argument("--entropy-coef", type=float, default=0.0)
+    g.add_argument("--disable-grpo-std-normalization", action="store_true")
+    g.add_argument("--use-rollout-logprobs", action="store_true")
+    g.add_argument("--use-rollout-routing-replay", action="store_true")
+
+    g = p.add_argument_group("weight sync / engine")
+    g.add_argument("--update-weights-interval", type=int, default=1)
+    g.add_argument("--update-weight-buffer-size", type=int, default=512 * 1024 * 1024)
+    g.add_argument("--vllm-weight-sync-packed", action=bool_opt, default=True)
+    g.add_argument("--vllm-weight-sync-mode", default="native", help="accepted for compatibility: native only")
+    g.add_argument("--vllm-enable-sleep-mode", action="store_true")
+    g.add_argument("--vllm-quantization", default=None, choices=("ascend",))
+    g.add_argument("--vllm-speculative-config", default=None, help="JSON, e.g. '{\"method\":\"ngram\",\"num_speculative_tokens\":3}'")
+    g.add_argument("--vllm-enable-deterministic-inference", action="store_true",
+                   help="accepted: per-sample seeds are always derived from (rollout seed, rollout id, index)")
+    g.add_argument("--draft-save-hf", default=None)
+    g.add_argument("--check-weight-update-equal", action="store_true")
+
+    g = p.add_argument_group("ci / debug")
+    g.add_argument("--ci-test", action="store_true")
+    g.add_argument("--ci-train-rollout-logprob-abs-diff-threshold", type=float, default=0.1)
+    g.add_argument("--ci-disable-kl-checker", action="store_true")
+    g.add_argument("--save-debug-rollout-data", default=None, help="path template with {rollout_id}")
+    g.add_argument("--load-debug-rollout-data", default=None, help="path template with {rollout_id}")
+    return p
+
+
+def validate(args: argparse.Namespace) -> argparse.Namespace:
+    def bad(msg: str) -> None:
+        raise ArgumentError(msg)
+
+    if args.vllm_weight_sync_mode not in SYNC_MODES:
+        bad(f"--vllm-weight-sync-mode {args.vllm_weight_sync_mode!r}: only 'native' is supported (reload modes were removed)")
+    for flag in ("actor_num_nodes", "actor_num_gpus_per_node", "rollout_num_gpus_per_engine"):
+        if getattr(args, flag) != 1:
+            bad(f"--{flag.replace('_', '-')} must be 1: the compact runtime runs one trainer rank and one engine")
+    if args.num_rollout < 1 or args.rollout_batch_size < 1 or args.n_samples_per_prompt < 1:
+        bad("--num-rollout, --rollout-batch-size and --n-samples-per-prompt must be >= 1")
+    samples = args.rollout_batch_size * args.n_samples_per_prompt
+    if args.global_batch_size is None:
+        args.global_batch_size = samples
+    if samples % args.global_batch_size:
+        bad(f"--global-batch-size {args.global_batch_size} must divide rollout-batch-size x n-samples-per-prompt = {samples}")
+    if args.save_interval is not None and not args.save:
+        bad("--save-interval needs --save")
+    if args.update_weights_interval < 1:
+        bad("--update-weights-interval must be >= 1")
+    if args.update_weight_buffer_size < 1:
+        bad("--update-weight-buffer-size must be > 0 bytes")
+    if args.use_rollout_routing_replay and args.num_experts == 0 and not args.hf_checkpoint:
+        bad("--use-rollout-routing-replay needs a MoE model (--num-experts > 0)")
+    for flag in ("save_debug_rollout_data", "load_debug_rollout_data", "save_hf"):
+        value = getattr(args, flag)
+        if value and args.num_rollout > 1 and "{rollout_id}" not in value and flag != "save_hf":
+            bad(f"--{flag.replace('_', '-')} {value!r} needs a {{rollout_id}} placeholder")
+    if args.vllm_speculative_config:
+        from vime.spec_decode import parse_speculative_config
+
+        args.speculative = parse_speculative_config(args.vllm_speculative_config)
+    else:
+        args.speculative = None
+    if args.draft_save_hf:
+        from vime.spec_decode import validate_draft_save_hf
+
+        validate_draft_save_hf(args.draft_save_hf, spec=args.speculative, save_hf=args.save_hf)
+    if args.colocate:
+        args.vllm_enable_sleep_mode = True  # production forces sleep mode for colocated engines
+    return args
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return validate(build_parser().parse_args(argv))
+
+
+def args_to_json(args: argparse.Namespace) -> str:
+    return json.dumps({k: v for k, v in vars(args).items() if k != "speculative"}, sort_keys=True, default=str)
