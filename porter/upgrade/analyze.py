@@ -1,0 +1,292 @@
+"""The upgrade analysis as one call: materialize the trees, scan the plugin, index the upstream at
+baseline and target, compute drift, decide the outcome.
+
+    from porter.upgrade.analyze import AnalysisRequest, run_analysis
+    report = run_analysis(AnalysisRequest(plugin="vllm-ascend", target="0.13.0", baseline="0.11.0",
+                                          plugin_path=Path("forks/vllm-ascend")))
+    report.records, report.notes, report.outcome, report.to_dict()
+
+`progress` (optional) is anything with `progress(description, total)` (a context manager yielding
+`advance(n)`) and `status(message)`, such as porter.output.Reporter.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from porter.config import PACKAGE_ROOT, PorterConfig, load_config
+from porter.errors import EnvironmentProblem, InputError
+from porter.registry import PluginSpec, Registry, UpstreamSpec, load_forks, load_registry
+from porter.upgrade.drift import Verdict, compute_drift
+from porter.upgrade.guards import GuardConventions, TargetVersions
+from porter.upgrade.index import TreeIndex
+from porter.upgrade.models import DriftRecord, OutcomeDecision, Severity
+from porter.upgrade.outcome import decide_outcome
+from porter.upgrade.sources import Sources, Tree, check_ref_syntax, parse_release
+from porter.upgrade.usage import DEFAULT_EXCLUDES, FileUsage, UsageSummary, scan_plugin, summarize
+
+REPORT_SCHEMA = "porter.upgrade.analysis/1"
+
+
+@dataclass
+class AnalysisRequest:
+    """What to analyse. Trees are given as paths, or as refs to materialize (release -> PyPI,
+    tag/branch/commit -> git mirror of the upstream)."""
+
+    plugin: str
+    target: str | None = None  # release (0.13.0), tag (v0.13.0), branch (main) or commit
+    baseline: str | None = None  # default: the fork's baseline in forks.yaml
+    plugin_path: Path | None = None  # the plugin tree (scanned read-only); default: registry / fork clone / PyPI
+    target_path: Path | None = None  # an upstream tree for the target (directory, wheel or sdist)
+    baseline_path: Path | None = None
+    upstream_paths: dict[str, Path] = field(default_factory=dict)  # VERSION -> DIR, as `--upstream-path VERSION=DIR`
+    upstream: str | None = None  # which of the plugin's upstreams; default: its primary one
+    config: PorterConfig | None = None
+    offline: bool | None = None  # None: from the config
+    workers: int | None = None  # parallel parsing processes
+
+
+@dataclass
+class AnalysisReport:
+    plugin: str
+    upstream: str
+    plugin_tree: Tree
+    target: Tree
+    baseline: Tree | None
+    records: list[DriftRecord]
+    notes: list[DriftRecord]
+    outcome: OutcomeDecision
+    usage: UsageSummary
+    verdicts: list[Verdict]
+    unresolved: list[str]
+    timings: dict[str, float]
+    index_stats: dict[str, dict[str, int]]
+    notices: list[str] = field(default_factory=list)
+    plugin_spec: PluginSpec | None = None
+
+    @property
+    def breaking(self) -> list[DriftRecord]:
+        return [r for r in self.records if r.severity == Severity.BREAKING]
+
+    def by_family(self) -> dict[str, list[DriftRecord]]:
+        out: dict[str, list[DriftRecord]] = {}
+        for record in self.records:
+            out.setdefault(record.family.value, []).append(record)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        counts: dict[str, int] = {}
+        for record in self.records:
+            counts[record.family.value] = counts.get(record.family.value, 0) + 1
+        verdict_counts: dict[str, int] = {}
+        for v in self.verdicts:
+            verdict_counts[v.status] = verdict_counts.get(v.status, 0) + 1
+        return {
+            "report_schema": REPORT_SCHEMA,
+            "plugin": self.plugin,
+            "upstream": self.upstream,
+            "plugin_tree": self.plugin_tree.to_dict(),
+            "baseline": self.baseline.to_dict() if self.baseline else None,
+            "target": self.target.to_dict(),
+            "outcome": self.outcome.to_dict(),
+            "summary": {
+                "records": len(self.records),
+                "breaking": len(self.breaking),
+                "notes": len(self.notes),
+                "by_family": counts,
+                "import_verdicts": verdict_counts,
+                "unresolved_at_both": len(self.unresolved),
+            },
+            "records": [r.to_dict() for r in self.records],
+            "notes": [r.to_dict() for r in self.notes],
+            "usage": self.usage.to_dict(),
+            "unresolved": self.unresolved,
+            "timings": {k: round(v, 3) for k, v in self.timings.items()},
+            "index": self.index_stats,
+            "notices": self.notices,
+        }
+
+
+# ---------------------------------------------------------------- helpers
+
+
+class _Quiet:
+    @contextmanager
+    def progress(self, description: str, total: int | None = None) -> Iterator[Any]:
+        yield lambda n=1: None
+
+    def status(self, message: str) -> None:
+        pass
+
+
+def _stage(progress: Any, description: str, total: int | None):
+    return progress.progress(description, total) if hasattr(progress, "progress") else nullcontext(lambda n=1: None)
+
+
+def resolve_upstream_tree(
+    sources: Sources,
+    upstream: UpstreamSpec,
+    ref: str | None,
+    path: Path | None,
+    upstream_paths: dict[str, Path],
+    what: str,
+) -> Tree | None:
+    """The tree for `ref` of `upstream`: an explicit path, a `--upstream-path` entry, a PyPI
+    release, or a git ref of the upstream's repository."""
+    if path is not None:
+        return sources.local_tree(Path(path), label=ref or Path(path).name)
+    if ref is None:
+        return None
+    if ref in upstream_paths:
+        return sources.local_tree(Path(upstream_paths[ref]), label=ref)
+    check_ref_syntax(ref, what)
+    release = parse_release(ref)
+    if release is not None and upstream.pypi and not ref.startswith("v"):
+        return sources.pypi_tree(upstream.pypi, ref)
+    if release is not None and upstream.pypi and not upstream.git:
+        return sources.pypi_tree(upstream.pypi, ref[1:])
+    if upstream.git:
+        return sources.git_tree(upstream.git, ref)
+    raise InputError(f"no source for {upstream.name} {ref}: the registry has neither a PyPI name nor a git URL",
+                     hint=f"pass the tree with --upstream-path {ref}=DIR")
+
+
+def default_baseline(config: PorterConfig, plugin: str, upstream: str) -> str | None:
+    try:
+        forks = load_forks(config.forks_file)
+    except InputError:
+        return None
+    for fork in forks.values():
+        if fork.plugin == plugin and upstream in fork.baseline:
+            return fork.baseline[upstream]
+    return None
+
+
+def resolve_plugin_tree(sources: Sources, config: PorterConfig, spec: PluginSpec, path: Path | None) -> Tree:
+    if path is not None:
+        tree = sources.local_tree(Path(path), label="local")
+    elif spec.path:
+        base = config.project_root or PACKAGE_ROOT
+        tree = sources.local_tree(base / spec.path if (base / spec.path).exists() else PACKAGE_ROOT / spec.path, label="local")
+    else:
+        tree = None
+        try:
+            forks = load_forks(config.forks_file)
+        except InputError:
+            forks = {}
+        for fork in forks.values():
+            if fork.plugin == spec.name and fork.path.exists():
+                try:
+                    tree = sources.local_tree(fork.path, label=f"fork:{fork.name}")
+                except EnvironmentProblem as exc:
+                    raise EnvironmentProblem(f"fork clone {fork.path} of {fork.name} is unreadable: {exc.message}",
+                                             hint="fix its permissions, or pass --plugin-path DIR") from exc
+                break
+        if tree is None:
+            if not spec.pypi:
+                raise InputError(f"no tree for plugin {spec.name}", hint="pass --plugin-path DIR")
+            releases = sources.pypi_releases(spec.pypi)
+            if not releases:
+                raise InputError(f"{spec.pypi} has no releases on PyPI", hint="pass --plugin-path DIR")
+            tree = sources.pypi_tree(spec.pypi, releases[-1])
+    if spec.plugin_root and (tree.root / spec.plugin_root).is_dir():
+        tree = Tree(tree.root / spec.plugin_root, tree.label, tree.kind, tree.version, tree.commit, tree.origin, tree.from_cache)
+    return tree
+
+
+def guard_conventions(registry: Registry, spec: PluginSpec) -> GuardConventions:
+    packages: dict[str, str] = {}
+    for name in spec.upstreams:
+        for package in registry.upstream(name).packages:
+            packages[package] = name
+    return GuardConventions(dict(spec.guards.version_functions), dict(spec.guards.version_names), packages)
+
+
+# ---------------------------------------------------------------- the analysis
+
+
+def run_analysis(request: AnalysisRequest, progress: Any = None) -> AnalysisReport:
+    progress = progress or _Quiet()
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    config = request.config or load_config()
+    registry = load_registry(config.upstreams_file)
+    spec = registry.plugin(request.plugin)
+    upstream_name = request.upstream or spec.primary_upstream
+    if upstream_name not in spec.upstreams:
+        raise InputError(f"{spec.name} does not depend on {upstream_name!r}",
+                         hint=f"its upstreams: {', '.join(spec.upstreams)}")
+    upstream = registry.upstream(upstream_name)
+    if request.target is None and request.target_path is None:
+        raise InputError("no target given", hint="pass --to REF (a release, tag, branch or commit)")
+    offline = config.offline if request.offline is None else request.offline
+    sources = Sources(Path(config.cache_dir), offline=offline)
+
+    t0 = time.perf_counter()
+    target = resolve_upstream_tree(sources, upstream, request.target, request.target_path, request.upstream_paths, "--to")
+    baseline_ref = request.baseline
+    if baseline_ref is None and request.baseline_path is None:
+        baseline_ref = default_baseline(config, spec.name, upstream_name)
+    baseline = resolve_upstream_tree(sources, upstream, baseline_ref, request.baseline_path, request.upstream_paths, "--from")
+    plugin_tree = resolve_plugin_tree(sources, config, spec, request.plugin_path)
+    timings["materialize"] = time.perf_counter() - t0
+    assert target is not None
+
+    t0 = time.perf_counter()
+    from porter.upgrade.usage import plugin_files
+
+    excludes = spec.exclude or DEFAULT_EXCLUDES
+    total = len(plugin_files(plugin_tree.root, excludes))
+    with _stage(progress, f"scanning {spec.name}", total) as advance:
+        files: list[FileUsage] = scan_plugin(plugin_tree.root, upstream.packages, Path(config.cache_dir), excludes, advance)
+    timings["scan"] = time.perf_counter() - t0
+    usage = summarize(files)
+
+    t0 = time.perf_counter()
+    target_index = TreeIndex(target.root, upstream.packages, Path(config.cache_dir), f"{upstream_name} {target.label}")
+    if not target_index.files:
+        raise InputError(f"{target.root} holds no {'/'.join(upstream.packages)} package",
+                         hint="point --upstream-path / the tree at the directory that contains the package")
+    baseline_index = None
+    if baseline is not None:
+        baseline_index = TreeIndex(baseline.root, upstream.packages, Path(config.cache_dir), f"{upstream_name} {baseline.label}")
+        if not baseline_index.files:
+            raise InputError(f"{baseline.root} holds no {'/'.join(upstream.packages)} package",
+                             hint="point the baseline tree at the directory that contains the package")
+    timings["discover"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    versions = {upstream_name: target.version}
+    conventions = guard_conventions(registry, spec)
+    with _stage(progress, f"indexing {upstream_name} and computing drift", None):
+        result = compute_drift(files, target_index, baseline_index, conventions, TargetVersions(versions))
+    timings["drift"] = time.perf_counter() - t0
+
+    pairs = [p.plugin for p in spec.pairs_for(upstream_name, str(target.version))] if target.version else []
+    outcome = decide_outcome(result.records, result.notes, spec.ownership, spec.name, pairs,
+                             str(plugin_tree.version) if plugin_tree.version and plugin_tree.kind == "pypi" else None)
+    timings["total"] = time.perf_counter() - started
+    stats = {"target": dict(target_index.stats, modules=len(target_index.files))}
+    if baseline_index is not None:
+        stats["baseline"] = dict(baseline_index.stats, modules=len(baseline_index.files))
+    return AnalysisReport(
+        plugin=spec.name,
+        upstream=upstream_name,
+        plugin_tree=plugin_tree,
+        target=target,
+        baseline=baseline,
+        records=result.records,
+        notes=result.notes,
+        outcome=outcome,
+        usage=usage,
+        verdicts=result.verdicts,
+        unresolved=result.unresolved,
+        timings=timings,
+        index_stats=stats,
+        notices=list(dict.fromkeys(sources.notices)),
+        plugin_spec=spec,
+    )

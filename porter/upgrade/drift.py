@@ -1,0 +1,557 @@
+"""Turn the plugin's uses into DriftRecords: what breaks at the target, and where things went.
+
+The analysis is differential where it can be: a use is a finding when it works at the baseline
+and not at the target (missing name, keyword no longer accepted, new abstract method ...). With
+no baseline, existence checks still run against the target, and the rest is reported as risky.
+Uses under a dead guard (or whose failure an `except ImportError` fallback absorbs) become notes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable
+
+from rapidfuzz import fuzz
+
+from porter.upgrade.guards import GuardConventions, TargetVersions, combine
+from porter.upgrade.index import Definition, Resolution, Signature, TreeIndex
+from porter.upgrade.models import (
+    Candidate,
+    DriftFamily,
+    DriftRecord,
+    Guard,
+    GuardKind,
+    Location,
+    Severity,
+    Site,
+)
+from porter.upgrade.usage import FileUsage, Use
+
+STRATEGIES = {
+    DriftFamily.REMOVED: "todo_stub",
+    DriftFamily.MOVED: "lazy_import_fallback",
+    DriftFamily.RENAMED: "alias_import",
+    DriftFamily.SIGNATURE: "signature_adapter",
+    DriftFamily.NEW_ATTRIBUTE: "add_attribute",
+    DriftFamily.NEW_METHOD: "add_method",
+    DriftFamily.BASE_CHANGED: "review_subclass",
+    DriftFamily.MONKEYPATCH: "retarget_patch",
+}
+RENAME_THRESHOLD = 0.6
+MAX_CANDIDATES = 5
+
+
+@dataclass
+class Finding:
+    """A problem of one use, before sites are merged into a DriftRecord."""
+
+    family: DriftFamily
+    symbol: str
+    old_location: Location
+    severity: Severity = Severity.BREAKING
+    message: str = ""
+    candidates: tuple[Candidate, ...] = ()
+    evidence: tuple[str, ...] = ()
+    detail: dict[str, Any] = field(default_factory=dict)
+    subject: str = ""  # distinguishes findings on one symbol (a keyword, a method)
+
+
+@dataclass
+class Verdict:
+    """Does an import of the plugin resolve at the target? (for the griffe agreement check)"""
+
+    symbol: str
+    status: str  # found | missing | unknown | external
+    module: str
+    name: str
+
+
+@dataclass
+class DriftResult:
+    records: list[DriftRecord]
+    notes: list[DriftRecord]
+    verdicts: list[Verdict]
+    unresolved: list[str]  # uses missing at the baseline too (index gap or other-version code)
+
+
+class DriftAnalyzer:
+    def __init__(
+        self,
+        target: TreeIndex,
+        baseline: TreeIndex | None,
+        conventions: GuardConventions,
+        target_versions: TargetVersions,
+    ):
+        self.target = target
+        self.baseline = baseline
+        self.conventions = conventions
+        self.versions = target_versions
+        self._moves: dict[tuple[str, str], tuple[Candidate, ...]] = {}
+
+    # ------------------------------------------------------------------ entry point
+
+    def run(self, files: Iterable[FileUsage]) -> DriftResult:
+        files = list(files)
+        self._prefetch(files)
+        self._search_new_homes(files)
+        per_use: list[tuple[Use, Guard, list[Finding], bool]] = []
+        verdicts: dict[str, Verdict] = {}
+        unresolved: set[str] = set()
+        for usage in files:
+            evaluated: list[tuple[Use, Guard, list[Finding], bool]] = []
+            for use in usage.uses:
+                guard = combine(use.conditions, self.conventions, self.versions, self._hasattr, usage.aliases)
+                findings, broken = self.check(use, verdicts, unresolved)
+                evaluated.append((use, guard, findings, broken))
+            broken_tries = {c.try_id for use, _, _, broken in evaluated if broken for c in use.conditions if c.kind == "try"}
+            for use, guard, findings, broken in evaluated:
+                guard = self._exception_guard(use, guard, broken_tries)
+                per_use.append((use, guard, findings, broken))
+        records, notes = self._merge(per_use)
+        return DriftResult(records, notes, sorted(verdicts.values(), key=lambda v: v.symbol), sorted(unresolved))
+
+    def _prefetch(self, files: list[FileUsage]) -> None:
+        modules: set[str] = set()
+        for usage in files:
+            for use in usage.uses:
+                module = use.detail.get("module") or use.symbol
+                for index in (self.target, self.baseline):
+                    if index is not None:
+                        modules.add(index.split_dotted(module)[0])
+        for index in (self.target, self.baseline):
+            if index is not None:
+                index.prefetch(sorted(m for m in modules if m))
+
+    def _search_new_homes(self, files: list[FileUsage]) -> None:
+        """One pass over the target tree for every name that went missing (a pass per name is slow)."""
+        names: set[str] = set()
+        for usage in files:
+            for use in usage.uses:
+                if use.kind == "import":
+                    if self.target.resolve(use.detail["module"], use.detail["name"]).status == "missing":
+                        names.add(use.detail["name"])
+                elif use.kind == "monkeypatch":
+                    res = self.target.resolve_dotted(use.symbol)
+                    if res.status == "missing" and res.name and "." not in res.name:
+                        names.add(res.name)
+        self._found_defs = self.target.find_definitions(names) if names else {}
+
+    def _hasattr(self, dotted: str, attr: str) -> bool | None:
+        res = self.target.resolve_dotted(f"{dotted}.{attr}")
+        return {"found": True, "missing": False}.get(res.status)
+
+    def _exception_guard(self, use: Use, guard: Guard, broken_tries: set[int]) -> Guard:
+        """try-body failures are absorbed by the handler (a note); a handler runs only when its try broke."""
+        for cond in use.conditions:
+            if cond.kind == "handler" and cond.try_id not in broken_tries:
+                return Guard(GuardKind.IMPORT_ERROR, "except ImportError fallback (not taken: the try block imports fine)", False)
+        for cond in reversed(use.conditions):
+            if cond.kind in ("try", "suppress") and guard.live:
+                return Guard(GuardKind.IMPORT_ERROR, guard.expression, True)
+        return guard
+
+    # ------------------------------------------------------------------ per use
+
+    def check(self, use: Use, verdicts: dict[str, Verdict], unresolved: set[str]) -> tuple[list[Finding], bool]:
+        if use.kind == "import":
+            res = self.target.resolve(use.detail["module"], use.detail["name"])
+            verdicts.setdefault(use.symbol, Verdict(use.symbol, res.status, use.detail["module"], use.detail["name"]))
+            return self._existence(use, res, unresolved, strict=True)
+        if use.kind == "module":
+            status = "found" if self.target.has_module(use.symbol) or not self.target.is_upstream(use.symbol) else "missing"
+            res = Resolution(status, use.symbol, "", reason="" if status == "found" else f"module {use.symbol} does not exist")
+            verdicts.setdefault(use.symbol, Verdict(use.symbol, status, use.symbol, ""))
+            return self._existence(use, res, unresolved, strict=True)
+        if use.kind in ("attribute", "monkeypatch"):
+            res = self.target.resolve_dotted(use.symbol)
+            return self._existence(use, res, unresolved, strict=False)
+        if use.kind == "call":
+            return self._call(use), False
+        if use.kind == "subclass":
+            return self._subclass(use), False
+        return [], False
+
+    def _existence(self, use: Use, res: Resolution, unresolved: set[str], strict: bool) -> tuple[list[Finding], bool]:
+        if res.status != "missing":
+            return [], False
+        if not strict and res.name:
+            # Report the part of the chain that is gone (`mod.Cls` for `mod.Cls.ATTR`), so it merges
+            # with the import of that name instead of producing one finding per attribute.
+            missing = f"{res.module}.{res.name}"
+            if missing != use.symbol and use.symbol.startswith(missing + "."):
+                use = replace(use, symbol=missing)
+        base_res = self._baseline_resolve(use)
+        if base_res is not None and base_res.status == "missing":
+            unresolved.add(use.symbol)
+            if not strict:
+                return [], False
+            return [Finding(DriftFamily.REMOVED, use.symbol, self._location(use, None), Severity.RISKY,
+                            f"{use.symbol} is missing at the target and at the baseline ({res.reason})",
+                            evidence=(res.reason, "also missing at the baseline: code written for another version?"))], True
+        if base_res is None and not strict:
+            return [], False  # attribute chains need the baseline to tell drift from dynamic attributes
+        findings = [self._classify_missing(use, res, base_res)]
+        return findings, True
+
+    def _baseline_resolve(self, use: Use) -> Resolution | None:
+        if self.baseline is None:
+            return None
+        if use.kind == "import":
+            return self.baseline.resolve(use.detail["module"], use.detail["name"])
+        if use.kind == "module":
+            ok = self.baseline.has_module(use.symbol)
+            return Resolution("found" if ok else "missing", use.symbol, "")
+        return self.baseline.resolve_dotted(use.symbol)
+
+    def _location(self, use: Use, base_res: Resolution | None) -> Location:
+        if base_res is not None and base_res.status == "found":
+            module = base_res.defined_in or base_res.module
+            definition = base_res.definition
+            qualname = use.symbol[len(module) + 1:] if use.symbol.startswith(module + ".") else use.symbol.rsplit(".", 1)[-1]
+            if definition is not None and module != base_res.module:
+                qualname = definition.name
+            path = None
+            if self.baseline is not None:
+                f = self.baseline.files.get(module)
+                path = str(f.relative_to(self.baseline.root)) if f is not None and f.is_file() else None
+            return Location(module, qualname, path, definition.line if definition else None)
+        if use.kind == "module":
+            return Location(use.symbol, "")
+        module = use.detail.get("module") or self.target.split_dotted(use.symbol)[0] or use.symbol.rsplit(".", 1)[0]
+        return Location(module, use.symbol[len(module) + 1:] if use.symbol.startswith(module + ".") else use.symbol)
+
+    # ------------------------------------------------------------------ moved / renamed / removed
+
+    def _classify_missing(self, use: Use, res: Resolution, base_res: Resolution | None) -> Finding:
+        old = self._location(use, base_res)
+        old_def = base_res.definition if base_res is not None else None
+        monkeypatch = use.kind == "monkeypatch"
+        if use.kind == "module":
+            candidates = self._module_candidates(use.symbol)
+        elif "." in old.qualname:  # a class member
+            candidates = self._member_candidates(use.symbol, old_def)
+        else:
+            candidates = self._moved_candidates(old, old_def)
+        family = DriftFamily.REMOVED
+        message = f"{use.symbol} is gone at the target ({res.reason})"
+        if candidates:
+            best = candidates[0]
+            same_name = best.location.qualname.rsplit(".", 1)[-1] == old.qualname.rsplit(".", 1)[-1] or use.kind == "module"
+            family = DriftFamily.MOVED if same_name else DriftFamily.RENAMED
+            verb = "moved to" if same_name else "renamed to"
+            message = f"{use.symbol} {verb} {best.location.dotted}"
+        if monkeypatch:
+            family = DriftFamily.MONKEYPATCH
+            message = f"monkeypatch target {use.symbol} is gone; the patch would silently do nothing" + (
+                f" (new home: {candidates[0].location.dotted})" if candidates else "")
+        return Finding(family, use.symbol, old, Severity.BREAKING, message, candidates,
+                       (res.reason,) + (() if base_res is None else (f"present at the baseline in {old.module}",)))
+
+    def _moved_candidates(self, old: Location, old_def: Definition | None) -> tuple[Candidate, ...]:
+        key = (old.module, old.qualname)
+        if key in self._moves:
+            return self._moves[key]
+        name = old.qualname
+        found_defs = getattr(self, "_found_defs", {})
+        found = found_defs[name] if name in found_defs else self.target.find_definitions([name]).get(name, [])
+        scored: list[Candidate] = []
+        for module, definition in found:
+            if definition.conditional == "type_checking":
+                continue
+            sig, shape = _similarity(old_def, definition)
+            mod_sim = fuzz.ratio(old.module, module) / 100
+            confidence = 0.45 + 0.25 * sig + 0.15 * shape + 0.15 * mod_sim
+            if old_def is not None and old_def.kind != definition.kind and {old_def.kind, definition.kind} != {"function", "property"}:
+                confidence *= 0.7
+            evidence = [f"same name defined in {module}"]
+            if old_def is not None and old_def.signature and definition.signature:
+                evidence.append(f"signature similarity {sig:.2f}: {old_def.signature.render()} vs {definition.signature.render()}")
+            evidence.append(f"body shape similarity {shape:.2f}")
+            if module == old.module:
+                evidence.append("still defined in its old module; only the re-export went away")
+            path = self.target.files.get(module)
+            scored.append(Candidate(Location(module, name, str(path.relative_to(self.target.root)) if path and path.is_file() else None,
+                                             definition.line), min(confidence, 0.99), tuple(evidence)))
+        if not scored and old_def is not None:
+            scored = self._renamed_candidates(old, old_def)
+        result = tuple(sorted(scored, key=lambda c: (-c.confidence, c.location.dotted))[:MAX_CANDIDATES])
+        self._moves[key] = result
+        return result
+
+    def _renamed_candidates(self, old: Location, old_def: Definition) -> list[Candidate]:
+        """New definitions of the same kind in the old module (or its package), similar in name and shape."""
+        modules = [old.module]
+        parent = old.module.rpartition(".")[0]
+        if parent:
+            modules.append(parent)
+        out: list[Candidate] = []
+        for module in modules:
+            new_info = self.target.module(module)
+            if new_info is None:
+                continue
+            old_info = self.baseline.module(module) if self.baseline is not None else None
+            old_names = set(old_info.defs) if old_info is not None else set()
+            for name, definition in new_info.defs.items():
+                if name in old_names or definition.kind != old_def.kind:
+                    continue
+                name_sim = fuzz.ratio(old_def.name.lower(), name.lower()) / 100
+                sig, shape = _similarity(old_def, definition)
+                score = 0.4 * name_sim + 0.35 * sig + 0.25 * shape
+                if score >= RENAME_THRESHOLD:
+                    out.append(Candidate(Location(module, name, None, definition.line), round(score, 3), (
+                        f"new in {module} at the target", f"name similarity {name_sim:.2f}",
+                        f"signature similarity {sig:.2f}", f"body shape similarity {shape:.2f}")))
+        return out
+
+    def _member_candidates(self, symbol: str, old_def: Definition | None) -> tuple[Candidate, ...]:
+        owner, _, attr = symbol.rpartition(".")
+        target_cls = self.target.class_of(owner)
+        base_cls = self.baseline.class_of(owner) if self.baseline is not None else None
+        if target_cls is None or old_def is None:
+            return ()
+        old_members = base_cls[0].member_names if base_cls else frozenset()
+        out: list[Candidate] = []
+        for member in target_cls[0].members:
+            if member.name in old_members or member.kind != old_def.kind:
+                continue
+            name_sim = fuzz.ratio(attr.lower(), member.name.lower()) / 100
+            sig, shape = _similarity(old_def, member)
+            score = 0.4 * name_sim + 0.35 * sig + 0.25 * shape
+            if score >= RENAME_THRESHOLD:
+                out.append(Candidate(Location(target_cls[1], f"{target_cls[0].name}.{member.name}", None, member.line),
+                                     round(score, 3), (f"new member of {owner}", f"name similarity {name_sim:.2f}")))
+        return tuple(sorted(out, key=lambda c: -c.confidence)[:MAX_CANDIDATES])
+
+    def _module_candidates(self, module: str) -> tuple[Candidate, ...]:
+        last = module.rsplit(".", 1)[-1]
+        out = []
+        for candidate in self.target.module_last_parts(last):
+            sim = fuzz.ratio(module, candidate) / 100
+            out.append(Candidate(Location(candidate, ""), round(0.5 + 0.45 * sim, 3), (f"module with the same name: {candidate}",)))
+        return tuple(sorted(out, key=lambda c: -c.confidence)[:MAX_CANDIDATES])
+
+    # ------------------------------------------------------------------ calls (F3)
+
+    def _callable_signature(self, index: TreeIndex | None, dotted: str, bound: bool) -> tuple[Signature | None, str]:
+        if index is None:
+            return None, ""
+        res = index.resolve_dotted(dotted)
+        if res.status != "found" or res.definition is None:
+            return None, ""
+        definition = res.definition
+        where = res.defined_in or res.module
+        if definition.kind == "class":
+            init = index.class_member(definition, where, "__init__")
+            if init is None or init.signature is None:
+                return None, "class"
+            return init.signature.drop_first(), "class"
+        if definition.kind != "function" or definition.signature is None:
+            return None, ""
+        sig = definition.signature
+        if bound or (sig.params and sig.params[0].name in ("self", "cls") and "." in res.name):
+            sig = sig.drop_first()
+        return sig, "function"
+
+    def _call(self, use: Use) -> list[Finding]:
+        bound = bool(use.detail.get("via_super"))
+        new_sig, kind = self._callable_signature(self.target, use.symbol, bound)
+        if new_sig is None:
+            return []
+        old_sig, _ = self._callable_signature(self.baseline, use.symbol, bound)
+        differential = old_sig is not None
+        if not differential and self.baseline is not None:
+            return []  # the callee is new at the target: nothing to compare with
+        severity = Severity.BREAKING if differential else Severity.RISKY
+        label = use.symbol + (".__init__" if kind == "class" and use.detail.get("method") == "__init__" else "")
+        loc = self._location(use, None)
+        findings: list[Finding] = []
+        keywords = use.detail.get("keywords", [])
+        for kw in keywords:
+            if not new_sig.accepts_keyword(kw) and (old_sig is None or old_sig.accepts_keyword(kw)):
+                findings.append(Finding(DriftFamily.SIGNATURE, use.symbol, loc, severity,
+                                        f"{label}{new_sig.render()} no longer accepts keyword '{kw}'",
+                                        evidence=(f"target: {new_sig.render()}",) + ((f"baseline: {old_sig.render()}",) if old_sig else ()),
+                                        detail={"change": "keyword_removed", "parameter": kw,
+                                                "old_signature": old_sig.render() if old_sig else None,
+                                                "new_signature": new_sig.render()}, subject=f"kw:{kw}"))
+        if not use.detail.get("star_args") and not use.detail.get("star_kwargs"):
+            positional = use.detail.get("positional", 0)
+            covered = set(keywords) | {p.name for p in new_sig.params[:positional]}
+            old_missing = set(old_sig.required_names()) - (set(keywords) | {p.name for p in old_sig.params[:positional]}) if old_sig else set()
+            for name in new_sig.required_names():
+                if name not in covered and name not in old_missing:
+                    findings.append(Finding(DriftFamily.SIGNATURE, use.symbol, loc, severity,
+                                            f"{label}{new_sig.render()} requires new parameter '{name}' that the call does not pass",
+                                            evidence=(f"target: {new_sig.render()}",) + ((f"baseline: {old_sig.render()}",) if old_sig else ()),
+                                            detail={"change": "new_required_parameter", "parameter": name,
+                                                    "old_signature": old_sig.render() if old_sig else None,
+                                                    "new_signature": new_sig.render()}, subject=f"req:{name}"))
+            capacity, old_capacity = new_sig.positional_capacity(), old_sig.positional_capacity() if old_sig else None
+            if capacity is not None and positional > capacity and (old_sig is None or old_capacity is None or positional <= old_capacity):
+                findings.append(Finding(DriftFamily.SIGNATURE, use.symbol, loc, severity,
+                                        f"{label}{new_sig.render()} takes {capacity} positional arguments; the call passes {positional}",
+                                        detail={"change": "positional_removed", "new_signature": new_sig.render(),
+                                                "old_signature": old_sig.render() if old_sig else None}, subject="positional"))
+        return findings
+
+    # ------------------------------------------------------------------ subclasses (F3 overrides, F7, F8, F10)
+
+    def _subclass(self, use: Use) -> list[Finding]:
+        target_cls = self.target.class_of(use.symbol)
+        if target_cls is None:
+            return []  # a missing base is reported by its import
+        base_cls = self.baseline.class_of(use.symbol) if self.baseline is not None else None
+        plugin_cls = use.detail.get("cls", "?")
+        methods: dict[str, Signature] = use.detail.get("methods", {})
+        plugin_members = set(methods) | set(use.detail.get("attrs", []))
+        loc = self._location(use, None)
+        findings: list[Finding] = []
+        for name, plugin_sig in methods.items():
+            if name.startswith("__") and name != "__call__":
+                continue
+            new_member = self.target.class_member(target_cls[0], target_cls[1], name)
+            if new_member is None or new_member.signature is None:
+                continue
+            old_member = self.baseline.class_member(base_cls[0], base_cls[1], name) if base_cls and self.baseline else None
+            if base_cls is not None and (old_member is None or old_member.signature is None):
+                continue  # the plugin defined it first; upstream added a same-named method: not drift of an override
+            new_names = set(new_member.signature.names)
+            old_names = set(old_member.signature.names) if old_member and old_member.signature else None
+            added = sorted(new_names - old_names) if old_names is not None else sorted(new_names - set(plugin_sig.names))
+            removed = sorted(old_names - new_names) if old_names is not None else []
+            problems = [p for p in added if not plugin_sig.accepts_keyword(p)]
+            required_removed = [p for p in removed if p in plugin_sig.required_names()]
+            if problems or required_removed:
+                severity = Severity.BREAKING if old_names is not None else Severity.RISKY
+                parts = []
+                if problems:
+                    parts.append(f"gained parameter(s) {', '.join(problems)} that the override does not accept")
+                if required_removed:
+                    parts.append(f"dropped parameter(s) {', '.join(required_removed)} that the override requires")
+                findings.append(Finding(DriftFamily.SIGNATURE, f"{use.symbol}.{name}", loc, severity,
+                                        f"{use.symbol}.{name} {' and '.join(parts)} (override {plugin_cls}.{name}{plugin_sig.render()})",
+                                        evidence=(f"target: {new_member.signature.render()}",)
+                                        + ((f"baseline: {old_member.signature.render()}",) if old_member and old_member.signature else ()),
+                                        detail={"change": "override_mismatch", "plugin_class": plugin_cls, "method": name,
+                                                "added": problems, "removed": required_removed,
+                                                "new_signature": new_member.signature.render(),
+                                                "override_signature": plugin_sig.render()}, subject=f"override:{plugin_cls}.{name}"))
+        if base_cls is None:
+            return findings
+        # F10: the upstream class's own bases changed (compared by name: a base that merely moved is the same).
+        old_bases = [b.rsplit(".", 1)[-1] for b in base_cls[0].bases]
+        new_bases = [b.rsplit(".", 1)[-1] for b in target_cls[0].bases]
+        dropped = [b for b in old_bases if b not in new_bases]
+        if dropped:  # added mixins are additive; a removed or replaced base changes behaviour
+            findings.append(Finding(DriftFamily.BASE_CHANGED, use.symbol, loc, Severity.RISKY,
+                                    f"{use.symbol} bases changed from ({', '.join(base_cls[0].bases)}) to ({', '.join(target_cls[0].bases)}); "
+                                    f"{plugin_cls} inherits from it",
+                                    detail={"old_bases": list(base_cls[0].bases), "new_bases": list(target_cls[0].bases),
+                                            "plugin_class": plugin_cls}, subject=f"bases:{plugin_cls}"))
+        # F8: abstract / NotImplementedError methods new at the target that the subclass does not define.
+        new_abstract = self._abstract_methods(self.target, *target_cls)
+        old_abstract = self._abstract_methods(self.baseline, *base_cls)  # type: ignore[arg-type]
+        missing = sorted(new_abstract - old_abstract - plugin_members)
+        if missing:
+            findings.append(Finding(DriftFamily.NEW_METHOD, use.symbol, loc, Severity.BREAKING,
+                                    f"{use.symbol} now requires method(s) {', '.join(missing)} that {plugin_cls} does not define",
+                                    detail={"methods": missing, "plugin_class": plugin_cls}, subject=f"abstract:{plugin_cls}"))
+        # F7: attributes the base's __init__ now sets, when the subclass replaces __init__ without calling it.
+        if use.detail.get("defines_init") and not use.detail.get("calls_super_init"):
+            new_attrs = self._init_attrs(self.target, *target_cls)
+            old_attrs = self._init_attrs(self.baseline, *base_cls)  # type: ignore[arg-type]
+            missing_attrs = sorted(new_attrs - old_attrs - plugin_members)
+            if missing_attrs:
+                findings.append(Finding(DriftFamily.NEW_ATTRIBUTE, use.symbol, loc, Severity.BREAKING,
+                                        f"{use.symbol}.__init__ now sets {', '.join(missing_attrs)}; {plugin_cls}.__init__ "
+                                        "does not call it and does not set them",
+                                        detail={"attributes": missing_attrs, "plugin_class": plugin_cls}, subject=f"attrs:{plugin_cls}"))
+        return findings
+
+    @staticmethod
+    def _abstract_methods(index: TreeIndex, cls: Definition, module: str) -> set[str]:
+        resolved: dict[str, bool] = {}
+        for klass, _ in index.mro(cls, module):
+            for member in klass.members:
+                resolved.setdefault(member.name, member.is_abstract)
+        return {name for name, abstract in resolved.items() if abstract}
+
+    @staticmethod
+    def _init_attrs(index: TreeIndex, cls: Definition, module: str) -> set[str]:
+        out: set[str] = set()
+        for klass, _ in index.mro(cls, module):
+            out.update(klass.instance_attrs)
+        return out
+
+    # ------------------------------------------------------------------ merge per family and symbol
+
+    def _merge(self, per_use: list[tuple[Use, Guard, list[Finding], bool]]) -> tuple[list[DriftRecord], list[DriftRecord]]:
+        groups: dict[tuple, list[tuple[Use, Guard, Finding]]] = defaultdict(list)
+        for use, guard, findings, _ in per_use:
+            for finding in findings:
+                is_note = not guard.live or guard.kind == GuardKind.IMPORT_ERROR and any(
+                    c.kind in ("try", "suppress") for c in use.conditions)
+                groups[(is_note, finding.family, finding.symbol)].append((use, guard, finding))
+        records: list[DriftRecord] = []
+        notes: list[DriftRecord] = []
+        for (is_note, family, symbol), items in groups.items():
+            use, guard, finding = items[0]
+            sites = tuple(sorted({(u.site.path, u.site.line): u.site for u, _, _ in items}.values(), key=lambda s: (s.path, s.line)))
+            best = finding.candidates[0] if finding.candidates else None
+            distinct: dict[str, Finding] = {}
+            for _, _, f in items:
+                distinct.setdefault(f.subject or f.message, f)
+            message = "; ".join(dict.fromkeys(f.message for f in distinct.values()))
+            severity = Severity.BREAKING if any(f.severity == Severity.BREAKING for f in distinct.values()) else finding.severity
+            changes = [f.detail for f in distinct.values() if f.detail]
+            if is_note:
+                severity = Severity.NOTE
+                why = "an except-ImportError fallback absorbs it" if guard.live else f"only under a dead guard ({guard.expression})"
+                message = f"{message} [{why}]"
+            record = DriftRecord(
+                family=family,
+                symbol=symbol,
+                old_location=finding.old_location,
+                sites=sites,
+                severity=severity,
+                new_location=best.location if best else None,
+                confidence=best.confidence if best else 0.0,
+                evidence=finding.evidence + (best.evidence if best else ()),
+                candidates=finding.candidates,
+                guard=guard,
+                suggested_strategy=STRATEGIES.get(family, "manual"),
+                detail={"use_kinds": sorted({u.kind for u, _, _ in items}), **finding.detail,
+                        **({"changes": changes} if len(changes) > 1 else {})},
+                message=message,
+            )
+            (notes if is_note else records).append(record)
+        order = {f: i for i, f in enumerate(DriftFamily)}
+        key = lambda r: (order[r.family], r.symbol, r.detail.get("parameter", ""), r.detail.get("method", ""))  # noqa: E731
+        return sorted(records, key=key), sorted(notes, key=key)
+
+
+def _similarity(old: Definition | None, new: Definition) -> tuple[float, float]:
+    if old is None:
+        return 0.5, 0.5
+    if old.signature is None and new.signature is None:
+        sig = 1.0 if old.kind == new.kind else 0.5
+    elif old.signature is None or new.signature is None:
+        sig = 0.3
+    else:
+        sig = fuzz.ratio(" ".join(old.signature.names), " ".join(new.signature.names)) / 100
+    shape = fuzz.ratio(old.shape, new.shape) / 100 if old.shape or new.shape else 1.0
+    return sig, shape
+
+
+def compute_drift(
+    files: Iterable[FileUsage],
+    target: TreeIndex,
+    baseline: TreeIndex | None,
+    conventions: GuardConventions,
+    target_versions: TargetVersions,
+) -> DriftResult:
+    return DriftAnalyzer(target, baseline, conventions, target_versions).run(files)
+
+
+__all__ = ["DriftAnalyzer", "DriftResult", "Finding", "Verdict", "compute_drift", "Site"]

@@ -1,0 +1,756 @@
+"""API index of an upstream source tree, built from source text with `ast` (nothing is imported).
+
+A `TreeIndex` knows every module file of the tree but parses a module only when asked (the
+analysis touches a few hundred modules of a thousand), caching each parsed module by content
+hash under `cache_dir/index/`. `prefetch()` parses many uncached modules in parallel.
+`resolve(module, name)` follows re-exports, star imports (`__all__`), submodules and lazy module
+`__getattr__` (names it may serve are "unknown", never "missing").
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import pickle
+import re
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+from porter.fsutil import atomic_write_bytes
+
+INDEX_VERSION = 3
+_PARALLEL_THRESHOLD = 48  # below this many uncached modules a process pool costs more than it saves
+
+
+# ---------------------------------------------------------------- records
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    name: str
+    kind: str  # posonly | pos | varargs | kwonly | varkw
+    has_default: bool
+
+    @property
+    def required(self) -> bool:
+        return not self.has_default and self.kind in ("posonly", "pos", "kwonly")
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    params: tuple[Param, ...]
+    returns: str | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params if p.kind not in ("varargs", "varkw"))
+
+    @property
+    def has_varkw(self) -> bool:
+        return any(p.kind == "varkw" for p in self.params)
+
+    @property
+    def has_varargs(self) -> bool:
+        return any(p.kind == "varargs" for p in self.params)
+
+    def accepts_keyword(self, name: str) -> bool:
+        return self.has_varkw or any(p.name == name and p.kind in ("pos", "kwonly") for p in self.params)
+
+    def positional_capacity(self) -> int | None:
+        """How many positional arguments fit; None when *args takes any number."""
+        if self.has_varargs:
+            return None
+        return sum(1 for p in self.params if p.kind in ("posonly", "pos"))
+
+    def required_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params if p.required)
+
+    def render(self) -> str:
+        parts: list[str] = []
+        for p in self.params:
+            prefix = "*" if p.kind == "varargs" else "**" if p.kind == "varkw" else ""
+            parts.append(prefix + p.name + ("=…" if p.has_default else ""))
+        return "(" + ", ".join(parts) + ")" + (f" -> {self.returns}" if self.returns else "")
+
+    def drop_first(self) -> "Signature":
+        """The signature as seen through an instance or class (`self`/`cls` bound)."""
+        if self.params and self.params[0].kind in ("posonly", "pos"):
+            return Signature(self.params[1:], self.returns)
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class Definition:
+    name: str
+    kind: str  # class | function | variable | property
+    line: int
+    conditional: str = ""  # "" | "if" | "try" | "type_checking"
+    signature: Signature | None = None
+    bases: tuple[str, ...] = ()  # dotted, resolved through the module's imports where possible
+    members: tuple["Definition", ...] = ()
+    instance_attrs: tuple[str, ...] = ()  # self.x assigned in __init__
+    abstract: tuple[str, ...] = ()  # abstractmethod or body raising NotImplementedError
+    is_abstract: bool = False  # for a method: it is abstract / NotImplementedError
+    shape: str = ""  # top-level statement kinds of the body: a cheap fingerprint for "same body"
+
+    def member(self, name: str) -> "Definition | None":
+        for m in self.members:
+            if m.name == name:
+                return m
+        return None
+
+    @property
+    def member_names(self) -> frozenset[str]:
+        return frozenset(m.name for m in self.members) | frozenset(self.instance_attrs)
+
+
+@dataclass(frozen=True, slots=True)
+class ImportRef:
+    module: str  # absolute module name
+    name: str | None  # None: the local name is the module itself (`import a.b as c`)
+    line: int
+    conditional: str = ""
+
+
+@dataclass(slots=True)
+class ModuleInfo:
+    name: str
+    path: str  # relative to the tree root
+    is_package: bool
+    defs: dict[str, Definition] = field(default_factory=dict)
+    imports: dict[str, ImportRef] = field(default_factory=dict)
+    stars: tuple[str, ...] = ()
+    all_names: tuple[str, ...] | None = None
+    lazy: bool = False  # has a module-level __getattr__
+    lazy_names: tuple[str, ...] = ()  # names the __getattr__ visibly serves (deprecation maps, lazy tables)
+    syntax_error: str = ""
+
+    def public_names(self) -> set[str]:
+        if self.all_names is not None:
+            return set(self.all_names)
+        names = {n for n in self.defs if not n.startswith("_")}
+        names |= {n for n in self.imports if not n.startswith("_")}
+        return names
+
+
+# ---------------------------------------------------------------- parsing one module
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _absolute(module: str, is_package: bool, level: int, target: str | None) -> str:
+    if level == 0:
+        return target or ""
+    parts = module.split(".")
+    if not is_package:
+        parts = parts[:-1]
+    if level > 1:
+        parts = parts[: len(parts) - (level - 1)] if level - 1 <= len(parts) else []
+    base = ".".join(parts)
+    if target:
+        return f"{base}.{target}" if base else target
+    return base
+
+
+def signature_of(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Signature:
+    a = fn.args
+    params: list[Param] = []
+    positional = [*a.posonlyargs, *a.args]
+    first_default = len(positional) - len(a.defaults)
+    for i, arg in enumerate(positional):
+        kind = "posonly" if i < len(a.posonlyargs) else "pos"
+        params.append(Param(arg.arg, kind, i >= first_default))
+    if a.vararg:
+        params.append(Param(a.vararg.arg, "varargs", True))
+    for arg, default in zip(a.kwonlyargs, a.kw_defaults):
+        params.append(Param(arg.arg, "kwonly", default is not None))
+    if a.kwarg:
+        params.append(Param(a.kwarg.arg, "varkw", True))
+    returns = ast.unparse(fn.returns) if fn.returns is not None else None
+    return Signature(tuple(params), returns)
+
+
+def _shape(body: list[ast.stmt]) -> str:
+    return "".join(type(s).__name__[:2] for s in body[:60])
+
+
+def _raises_not_implemented(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    body = fn.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # docstring
+    if len(body) != 1 or not isinstance(body[0], ast.Raise) or body[0].exc is None:
+        return False
+    exc = body[0].exc
+    target = exc.func if isinstance(exc, ast.Call) else exc
+    return _dotted(target) in ("NotImplementedError", "builtins.NotImplementedError")
+
+
+def _is_abstract(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    for dec in fn.decorator_list:
+        name = _dotted(dec)
+        if name and name.rsplit(".", 1)[-1] in ("abstractmethod", "abstractproperty"):
+            return True
+    return _raises_not_implemented(fn)
+
+
+def _is_property(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    for dec in fn.decorator_list:
+        name = _dotted(dec) or ""
+        if name.rsplit(".", 1)[-1] in ("property", "cached_property") or name.endswith(".setter"):
+            return True
+    return False
+
+
+def _function_def(fn: ast.FunctionDef | ast.AsyncFunctionDef, conditional: str) -> Definition:
+    return Definition(
+        name=fn.name,
+        kind="property" if _is_property(fn) else "function",
+        line=fn.lineno,
+        conditional=conditional,
+        signature=signature_of(fn),
+        is_abstract=_is_abstract(fn),
+        shape=_shape(fn.body),
+    )
+
+
+def _self_attrs(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    if not fn.args.args:
+        return []
+    self_name = fn.args.args[0].arg
+    out: list[str] = []
+    for node in ast.walk(fn):
+        targets: list[ast.AST] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+            targets = [node.target]
+        for t in targets:
+            for el in (t.elts if isinstance(t, ast.Tuple) else [t]):
+                if isinstance(el, ast.Attribute) and isinstance(el.value, ast.Name) and el.value.id == self_name:
+                    out.append(el.attr)
+    return out
+
+
+class _ModuleVisitor:
+    """Walks module-level statements (and the bodies of module-level if/try/with) into a ModuleInfo."""
+
+    def __init__(self, info: ModuleInfo):
+        self.info = info
+        self.all_names: list[str] | None = None
+        self.all_dynamic = False
+        self.getattr_fn: ast.FunctionDef | None = None
+        self.dict_literals: dict[str, list[str]] = {}
+
+    def qualify(self, expr: ast.expr) -> str:
+        """Dotted name of a base-class expression, resolved through this module's imports."""
+        if isinstance(expr, ast.Subscript):  # Generic[T], Base[int]
+            expr = expr.value
+        dotted = _dotted(expr)
+        if dotted is None:
+            return ast.unparse(expr)
+        head, _, rest = dotted.partition(".")
+        ref = self.info.imports.get(head)
+        if ref is not None:
+            base = ref.module if ref.name is None else f"{ref.module}.{ref.name}"
+            return f"{base}.{rest}" if rest else base
+        if head in self.info.defs:
+            return f"{self.info.name}.{dotted}"
+        return dotted
+
+    def visit_body(self, body: list[ast.stmt], conditional: str) -> None:
+        for stmt in body:
+            self.visit(stmt, conditional)
+
+    def visit(self, stmt: ast.stmt, conditional: str) -> None:
+        info = self.info
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            info.defs[stmt.name] = _function_def(stmt, conditional)
+            if stmt.name == "__getattr__":
+                info.lazy = True
+                self.getattr_fn = stmt  # type: ignore[assignment]
+        elif isinstance(stmt, ast.ClassDef):
+            info.defs[stmt.name] = self.class_def(stmt, conditional)
+        elif isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                if alias.asname:
+                    info.imports[alias.asname] = ImportRef(alias.name, None, stmt.lineno, conditional)
+                else:
+                    head = alias.name.split(".")[0]
+                    info.imports[head] = ImportRef(head, None, stmt.lineno, conditional)
+        elif isinstance(stmt, ast.ImportFrom):
+            source = _absolute(info.name, info.is_package, stmt.level, stmt.module)
+            for alias in stmt.names:
+                if alias.name == "*":
+                    info.stars = (*info.stars, source)
+                else:
+                    info.imports[alias.asname or alias.name] = ImportRef(source, alias.name, stmt.lineno, conditional)
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            self.assignment(stmt, conditional)
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            self.all_mutation(stmt.value)
+        elif isinstance(stmt, ast.If):
+            test = ast.unparse(stmt.test)
+            inner = "type_checking" if "TYPE_CHECKING" in test else (conditional or "if")
+            self.visit_body(stmt.body, inner)
+            self.visit_body(stmt.orelse, conditional or "if")
+        elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+            self.visit_body(stmt.body, conditional or "try")  # type: ignore[attr-defined]
+            for handler in stmt.handlers:  # type: ignore[attr-defined]
+                self.visit_body(handler.body, conditional or "try")
+            self.visit_body(stmt.orelse, conditional or "try")  # type: ignore[attr-defined]
+            self.visit_body(stmt.finalbody, conditional)  # type: ignore[attr-defined]
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            self.visit_body(stmt.body, conditional or "try")
+        elif isinstance(stmt, (ast.For, ast.While)):
+            self.visit_body(stmt.body, conditional or "if")
+
+    def assignment(self, stmt: ast.Assign | ast.AnnAssign | ast.AugAssign, conditional: str) -> None:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        value = stmt.value
+        for target in targets:
+            for el in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
+                if not isinstance(el, ast.Name):
+                    continue
+                if el.id == "__all__":
+                    self.all_assignment(value, augment=isinstance(stmt, ast.AugAssign))
+                    continue
+                if isinstance(value, ast.Dict):
+                    keys = [k.value for k in value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+                    self.dict_literals[el.id] = keys
+                if isinstance(stmt, ast.AugAssign) and el.id in self.info.defs:
+                    continue
+                self.info.defs[el.id] = Definition(el.id, "variable", stmt.lineno, conditional)
+
+    def all_assignment(self, value: ast.expr | None, augment: bool) -> None:
+        names = _string_list(value)
+        if names is None:
+            self.all_dynamic = True
+            return
+        self.all_names = (self.all_names or []) + names if augment else names
+
+    def all_mutation(self, call: ast.Call) -> None:
+        if isinstance(call.func, ast.Attribute) and _dotted(call.func.value) == "__all__":
+            if call.func.attr == "extend" and call.args:
+                names = _string_list(call.args[0])
+                if names is None:
+                    self.all_dynamic = True
+                else:
+                    self.all_names = (self.all_names or []) + names
+            elif call.func.attr == "append" and call.args:
+                arg = call.args[0]
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    self.all_names = (self.all_names or []) + [arg.value]
+
+    def class_def(self, node: ast.ClassDef, conditional: str) -> Definition:
+        members: list[Definition] = []
+        instance_attrs: list[str] = []
+        for stmt in node.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                members.append(_function_def(stmt, ""))
+                if stmt.name == "__init__":
+                    instance_attrs.extend(_self_attrs(stmt))
+            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                for t in targets:
+                    if isinstance(t, ast.Name):
+                        members.append(Definition(t.id, "variable", stmt.lineno))
+            elif isinstance(stmt, ast.ClassDef):
+                members.append(Definition(stmt.name, "class", stmt.lineno))
+        # Properties with setters appear twice: keep the first.
+        seen: dict[str, Definition] = {}
+        for m in members:
+            seen.setdefault(m.name, m)
+        is_protocol_like = any((_dotted(b) or "").endswith(("ABC", "Protocol")) for b in node.bases)
+        abstract = tuple(m.name for m in seen.values() if m.is_abstract)
+        init = seen.get("__init__")
+        return Definition(
+            name=node.name,
+            kind="class",
+            line=node.lineno,
+            conditional=conditional,
+            signature=init.signature.drop_first() if init and init.signature else None,
+            bases=tuple(self.qualify(b) for b in node.bases),
+            members=tuple(seen.values()),
+            instance_attrs=tuple(dict.fromkeys(instance_attrs)),
+            abstract=abstract,
+            is_abstract=is_protocol_like,
+            shape=_shape(node.body),
+        )
+
+    def finish(self) -> None:
+        info = self.info
+        if self.all_names is not None and not self.all_dynamic:
+            info.all_names = tuple(dict.fromkeys(self.all_names))
+        if self.getattr_fn is not None:
+            served: list[str] = []
+            for node in ast.walk(self.getattr_fn):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+                    served.append(node.value)
+                elif isinstance(node, ast.Name) and node.id in self.dict_literals:
+                    served.extend(self.dict_literals[node.id])
+            # Names listed in __all__ but not defined are what a lazy module serves.
+            if info.all_names:
+                served.extend(n for n in info.all_names if n not in info.defs and n not in info.imports)
+            info.lazy_names = tuple(dict.fromkeys(served))
+
+
+def _string_list(value: ast.expr | None) -> list[str] | None:
+    if isinstance(value, (ast.List, ast.Tuple, ast.Set)):
+        out = []
+        for el in value.elts:
+            if not (isinstance(el, ast.Constant) and isinstance(el.value, str)):
+                return None
+            out.append(el.value)
+        return out
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
+        left, right = _string_list(value.left), _string_list(value.right)
+        return None if left is None or right is None else left + right
+    return None
+
+
+def parse_module(name: str, relpath: str, source: bytes) -> ModuleInfo:
+    is_package = relpath.endswith(("__init__.py", "__init__.pyi"))
+    info = ModuleInfo(name=name, path=relpath, is_package=is_package)
+    try:
+        tree = ast.parse(source, filename=relpath)
+    except (SyntaxError, ValueError) as exc:
+        info.syntax_error = f"{type(exc).__name__}: {exc}"
+        return info
+    visitor = _ModuleVisitor(info)
+    visitor.visit_body(tree.body, "")
+    visitor.finish()
+    return info
+
+
+def _parse_job(job: tuple[str, str, str]) -> tuple[str, bytes]:
+    name, relpath, abspath = job
+    source = Path(abspath).read_bytes()
+    return name, pickle.dumps(parse_module(name, relpath, source), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+# ---------------------------------------------------------------- the tree
+
+
+@dataclass(frozen=True)
+class Resolution:
+    status: str  # found | missing | unknown | external
+    module: str
+    name: str
+    definition: Definition | None = None
+    defined_in: str | None = None  # module of the definition after following re-exports
+    chain: tuple[str, ...] = ()  # dotted hops followed (re-exports)
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "missing"
+
+
+def discover_modules(root: Path, packages: Iterable[str]) -> dict[str, Path]:
+    """Module name -> file for every package in `packages` under `root` (or `root/src`)."""
+    found: dict[str, Path] = {}
+    for package in packages:
+        for base in (root, root / "src", root / "python"):
+            pkg_dir = base / package
+            if pkg_dir.is_dir():
+                _walk_package(pkg_dir, package, found)
+                break
+            single = base / f"{package}.py"
+            if single.is_file():
+                found[package] = single
+                break
+    return found
+
+
+def _walk_package(directory: Path, dotted: str, found: dict[str, Path]) -> None:
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    files = {e.name: e for e in entries if e.is_file()}
+    init = files.get("__init__.py") or files.get("__init__.pyi")
+    if init is not None:
+        found[dotted] = Path(init.path)
+    elif dotted not in found:
+        found.setdefault(dotted, directory)  # namespace package: a directory without __init__
+    for name, entry in files.items():
+        if name.startswith("__init__."):
+            continue
+        stem, dot, ext = name.rpartition(".")
+        if ext == "py" or (ext == "pyi" and f"{stem}.py" not in files):
+            if stem.isidentifier():
+                found[f"{dotted}.{stem}"] = Path(entry.path)
+    for entry in entries:
+        if entry.is_dir() and entry.name.isidentifier() and not entry.name.startswith("."):
+            _walk_package(Path(entry.path), f"{dotted}.{entry.name}", found)
+
+
+class TreeIndex:
+    """The API of one upstream tree (one version), parsed lazily and cached by content hash."""
+
+    def __init__(self, root: Path, packages: Iterable[str], cache_dir: Path | None = None, label: str = ""):
+        self.root = Path(root)
+        self.packages = tuple(packages)
+        self.label = label or str(root)
+        self.cache_dir = Path(cache_dir) / "index" / f"v{INDEX_VERSION}" if cache_dir else None
+        self.files = discover_modules(self.root, self.packages)
+        self.extension_modules = self._extension_modules()
+        self._modules: dict[str, ModuleInfo | None] = {}
+        self._memo: dict[tuple[str, str], Resolution] = {}
+        self.stats = {"parsed": 0, "cached": 0}
+
+    def _extension_modules(self) -> frozenset[str]:
+        manifest = self.root / ".porter-extensions.txt"
+        if manifest.is_file():
+            return frozenset(manifest.read_text(encoding="utf-8").split())
+        return frozenset()
+
+    # -- module access
+
+    def has_module(self, name: str) -> bool:
+        return name in self.files or name in self.extension_modules
+
+    def is_upstream(self, module: str) -> bool:
+        return module.split(".")[0] in self.packages
+
+    def _cache_key(self, name: str, source: bytes) -> str:
+        digest = hashlib.blake2b(digest_size=20)
+        digest.update(name.encode())
+        digest.update(b"\0")
+        digest.update(source)
+        return digest.hexdigest()
+
+    def _cache_path(self, key: str) -> Path | None:
+        return self.cache_dir / key[:2] / f"{key}.pkl" if self.cache_dir else None
+
+    def module(self, name: str) -> ModuleInfo | None:
+        if name in self._modules:
+            return self._modules[name]
+        path = self.files.get(name)
+        if path is None or path.is_dir():
+            info = None if path is None else ModuleInfo(name=name, path=str(path), is_package=True)
+            self._modules[name] = info
+            return info
+        source = path.read_bytes()
+        key = self._cache_key(name, source)
+        cache_path = self._cache_path(key)
+        info = None
+        if cache_path is not None and cache_path.is_file():
+            try:
+                info = pickle.loads(cache_path.read_bytes())
+                self.stats["cached"] += 1
+            except Exception:  # noqa: BLE001 - a damaged cache entry is re-parsed
+                info = None
+        if info is None:
+            info = parse_module(name, str(path.relative_to(self.root)), source)
+            self.stats["parsed"] += 1
+            if cache_path is not None:
+                atomic_write_bytes(cache_path, pickle.dumps(info, protocol=pickle.HIGHEST_PROTOCOL))
+        self._modules[name] = info
+        return info
+
+    def prefetch(self, names: Iterable[str], progress: Callable[[int], None] | None = None, workers: int | None = None) -> None:
+        """Load `names` (unknown names are skipped), parsing uncached ones in parallel."""
+        wanted = [n for n in dict.fromkeys(names) if n not in self._modules and n in self.files and self.files[n].is_file()]
+        uncached: list[tuple[str, str, str]] = []
+        for name in wanted:
+            path = self.files[name]
+            cache_path = self._cache_path(self._cache_key(name, path.read_bytes()))
+            if cache_path is not None and cache_path.is_file():
+                self.module(name)
+                if progress:
+                    progress(1)
+            else:
+                uncached.append((name, str(path.relative_to(self.root)), str(path)))
+        workers = workers or min(4, os.cpu_count() or 1)
+        if len(uncached) < _PARALLEL_THRESHOLD or workers < 2:
+            for name, _, _ in uncached:
+                self.module(name)
+                if progress:
+                    progress(1)
+            return
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            for name, blob in pool.map(_parse_job, uncached, chunksize=16):
+                info = pickle.loads(blob)
+                self._modules[name] = info
+                self.stats["parsed"] += 1
+                cache_path = self._cache_path(self._cache_key(name, self.files[name].read_bytes()))
+                if cache_path is not None:
+                    atomic_write_bytes(cache_path, blob)
+                if progress:
+                    progress(1)
+
+    # -- resolution
+
+    def split_dotted(self, dotted: str) -> tuple[str, list[str]]:
+        """Longest module prefix of `dotted` present in the tree, and the remaining attribute parts."""
+        parts = dotted.split(".")
+        for i in range(len(parts), 0, -1):
+            candidate = ".".join(parts[:i])
+            if self.has_module(candidate):
+                return candidate, parts[i:]
+        return "", parts
+
+    def resolve(self, module: str, name: str, _depth: int = 0) -> Resolution:
+        key = (module, name)
+        if key in self._memo:
+            return self._memo[key]
+        result = self._resolve(module, name, _depth)
+        self._memo[key] = result
+        return result
+
+    def _resolve(self, module: str, name: str, depth: int) -> Resolution:
+        if not self.is_upstream(module):
+            return Resolution("external", module, name, reason="outside this upstream")
+        if module in self.extension_modules:
+            return Resolution("unknown", module, name, reason="compiled extension module")
+        if depth > 12:
+            return Resolution("unknown", module, name, reason="re-export chain too deep")
+        info = self.module(module)
+        if info is None:
+            parent, _, last = module.rpartition(".")
+            return Resolution("missing", module, name, reason=f"module {module} does not exist")
+        if info.syntax_error:
+            return Resolution("unknown", module, name, reason=f"{info.path}: {info.syntax_error}")
+        if name in info.defs:
+            return Resolution("found", module, name, info.defs[name], module)
+        ref = info.imports.get(name)
+        if ref is not None:
+            if ref.name is None:
+                return self._module_resolution(ref.module, module, name)
+            if self.has_module(f"{ref.module}.{ref.name}") and self.is_upstream(ref.module):
+                return Resolution("found", module, name, None, f"{ref.module}.{ref.name}", (f"{ref.module}.{ref.name}",))
+            inner = self.resolve(ref.module, ref.name, depth + 1)
+            if inner.status == "missing" and ref.conditional:
+                return Resolution("unknown", module, name, reason=f"conditional import from {ref.module}", chain=(f"{ref.module}.{ref.name}",))
+            return Resolution(inner.status, module, name, inner.definition, inner.defined_in,
+                              (f"{ref.module}.{ref.name}", *inner.chain), inner.reason)
+        if self.has_module(f"{module}.{name}"):
+            return Resolution("found", module, name, None, f"{module}.{name}")
+        for star in info.stars:
+            if not self.is_upstream(star):
+                continue
+            star_info = self.module(star)
+            if star_info is None:
+                continue
+            if name in star_info.public_names() or (star_info.all_names is None and star_info.stars):
+                inner = self.resolve(star, name, depth + 1)
+                if inner.status != "missing":
+                    return Resolution(inner.status, module, name, inner.definition, inner.defined_in,
+                                      (f"{star}.*", *inner.chain), inner.reason)
+        if any(not self.is_upstream(s) for s in info.stars):
+            return Resolution("unknown", module, name, reason="star import from another package")
+        if info.lazy:
+            if name in info.lazy_names:
+                return Resolution("found", module, name, None, module, reason="served by module __getattr__")
+            return Resolution("unknown", module, name, reason="module has a __getattr__ that may serve it")
+        return Resolution("missing", module, name, reason=f"{name} is not defined in {module}")
+
+    def _module_resolution(self, target: str, module: str, name: str) -> Resolution:
+        if not self.is_upstream(target) or self.has_module(target):
+            return Resolution("found" if self.is_upstream(target) else "external", module, name, None, target)
+        return Resolution("missing", module, name, reason=f"module {target} does not exist")
+
+    def resolve_dotted(self, dotted: str) -> Resolution:
+        """Resolve `pkg.mod.Name.attr`: the module prefix, then a name, then class members."""
+        module, rest = self.split_dotted(dotted)
+        if not module:
+            if not self.is_upstream(dotted):
+                return Resolution("external", dotted, "")
+            return Resolution("missing", dotted.split(".")[0], "", reason="package not in this tree")
+        if not rest:
+            return Resolution("found", module, "", None, module)
+        res = self.resolve(module, rest[0])
+        if res.status != "found" or len(rest) == 1:
+            return res
+        definition = res.definition
+        for attr in rest[1:]:
+            if definition is None or definition.kind != "class":
+                return Resolution("unknown", res.module, res.name, reason="attribute of a non-class value")
+            member = self.class_member(definition, res.defined_in or res.module, attr)
+            if member is None:
+                if self.class_has_dynamic_members(definition, res.defined_in or res.module):
+                    return Resolution("unknown", res.module, res.name, reason="class defines __getattr__")
+                return Resolution("missing", res.module, f"{res.name}.{attr}",
+                                  reason=f"{res.name} has no member {attr}")
+            definition = member
+        return Resolution("found", res.module, res.name, definition, res.defined_in, res.chain)
+
+    def class_of(self, dotted: str) -> tuple[Definition, str] | None:
+        res = self.resolve_dotted(dotted)
+        if res.status == "found" and res.definition is not None and res.definition.kind == "class":
+            return res.definition, res.defined_in or res.module
+        return None
+
+    def mro(self, cls: Definition, module: str, _seen: frozenset[str] = frozenset()) -> list[tuple[Definition, str]]:
+        """The class and its upstream ancestors, depth first (good enough for member lookup)."""
+        out = [(cls, module)]
+        key = f"{module}.{cls.name}"
+        if key in _seen or len(_seen) > 40:
+            return out
+        for base in cls.bases:
+            found = self.class_of(base) if self.is_upstream(base) else None
+            if found is not None:
+                out.extend(self.mro(found[0], found[1], _seen | {key}))
+        return out
+
+    def class_member(self, cls: Definition, module: str, attr: str) -> Definition | None:
+        for klass, _ in self.mro(cls, module):
+            member = klass.member(attr)
+            if member is not None:
+                return member
+            if attr in klass.instance_attrs:
+                return Definition(attr, "variable", klass.line)
+        return None
+
+    def class_has_dynamic_members(self, cls: Definition, module: str) -> bool:
+        return any(k.member("__getattr__") is not None for k, _ in self.mro(cls, module)) or any(
+            not self.is_upstream(b) and b not in ("object", "ABC", "abc.ABC") for b in cls.bases
+        )
+
+    # -- search for a symbol's new home
+
+    def find_definitions(self, names: Iterable[str]) -> dict[str, list[tuple[str, Definition]]]:
+        """Where each name is defined at module level anywhere in the tree. A regex pass over the
+        file text picks the few files worth parsing."""
+        names = sorted({n for n in names if n.isidentifier()})
+        out: dict[str, list[tuple[str, Definition]]] = {n: [] for n in names}
+        if not names:
+            return out
+        alternation = "|".join(re.escape(n) for n in names)
+        pattern = re.compile(
+            rf"^(?:(?:async\s+)?def|class)\s+({alternation})\b|^({alternation})\s*[:=]".encode(), re.MULTILINE
+        )
+        for module, path in self.files.items():
+            if path.is_dir():
+                continue
+            try:
+                text = path.read_bytes()
+            except OSError:
+                continue
+            hits = {(m.group(1) or m.group(2)).decode() for m in pattern.finditer(text)}
+            if not hits:
+                continue
+            info = self.module(module)
+            if info is None:
+                continue
+            for name in hits:
+                definition = info.defs.get(name)
+                if definition is not None:
+                    out[name].append((module, definition))
+        return out
+
+    def module_last_parts(self, last: str) -> list[str]:
+        return [m for m in self.files if m.rsplit(".", 1)[-1] == last]

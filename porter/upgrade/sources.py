@@ -1,0 +1,452 @@
+"""Where upstream and plugin trees come from: git (ls-remote, bare mirrors, `git archive` of any
+ref), PyPI (release list from the JSON API, `pip download --no-deps` of a wheel, the sdist as a
+fallback; only Python sources are kept) and local directories or archives.
+
+Everything lands read-only in the cache (`<cache_dir>/trees/...`); a user checkout is only ever
+read (`git archive` reads objects, never the working tree or HEAD). Offline (config or a network
+failure) answers from the cache and says so; nothing cached and no network is an
+EnvironmentProblem (exit 3) that says what to do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import stat
+import tarfile
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from packaging.version import InvalidVersion, Version
+
+from porter.errors import EnvironmentProblem, InputError
+from porter.fsutil import atomic_write_text
+
+PYPI_JSON = "https://pypi.org/pypi/{name}/json"
+PIP_PLATFORMS = ("manylinux_2_31_x86_64", "manylinux_2_28_x86_64", "manylinux_2_24_x86_64",
+                 "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux1_x86_64", "any")
+COMPLETE = ".porter-complete"
+EXTENSIONS = ".porter-extensions.txt"
+_VERSIONISH = re.compile(r"^v?\d")
+_REF_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/\-]*$")
+_SHA = re.compile(r"^[0-9a-f]{7,40}$")
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A materialized source tree of one version."""
+
+    root: Path
+    label: str  # what the user asked for: "0.13.0", "main", "v0.11.0", "local"
+    kind: str  # local | pypi | git | archive
+    version: Version | None = None  # release number when known (guards need it)
+    commit: str = ""
+    origin: str = ""  # URL, file or directory it came from
+    from_cache: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "kind": self.kind, "version": str(self.version) if self.version else None,
+                "commit": self.commit or None, "origin": self.origin, "root": str(self.root), "from_cache": self.from_cache}
+
+
+def parse_release(text: str) -> Version | None:
+    """`0.13.0`, `v0.13.0` -> Version; anything else (main, a SHA) -> None."""
+    text = text.strip()
+    if not _VERSIONISH.match(text):
+        return None
+    try:
+        return Version(text[1:] if text.startswith("v") else text)
+    except InvalidVersion:
+        return None
+
+
+def check_ref_syntax(ref: str, what: str = "ref") -> None:
+    """A version-looking ref must be a valid PEP 440 version; any other ref a plausible git ref name."""
+    if not ref or not ref.strip():
+        raise InputError(f"empty {what}", hint="give a release (0.13.0), a tag (v0.13.0), a branch (main) or a commit")
+    if _VERSIONISH.match(ref) and parse_release(ref) is None and not _SHA.match(ref):
+        raise InputError(f"malformed version {ref!r} for {what}",
+                         hint="use a PEP 440 release such as 0.13.0 or 2.10.0rc1, or a git tag such as v0.13.0")
+    if not _REF_OK.match(ref) or ".." in ref or ref.endswith((".lock", "/", ".")):
+        raise InputError(f"{ref!r} is not a valid version or git ref for {what}")
+
+
+def slug_of(url: str) -> str:
+    tail = re.sub(r"\.git$", "", url.rstrip("/")).split("/")[-2:]
+    digest = hashlib.sha1(url.encode()).hexdigest()[:8]
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", "-".join(tail)) + "-" + digest
+
+
+def _make_read_only(root: Path) -> None:
+    for dirpath, _, filenames in os.walk(root):
+        for name in filenames:
+            p = os.path.join(dirpath, name)
+            try:
+                os.chmod(p, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+            except OSError:
+                pass
+
+
+def _remove_tree(root: Path) -> None:
+    def onerror(func, path, _exc):  # read-only files inside: make writable and retry
+        os.chmod(path, stat.S_IWUSR | stat.S_IRUSR | stat.S_IXUSR)
+        func(path)
+
+    if root.exists():
+        shutil.rmtree(root, onerror=onerror)
+
+
+def _wanted(name: str) -> bool:
+    return name.endswith((".py", ".pyi")) and "/." not in f"/{name}"
+
+
+def _extension_module(name: str) -> str | None:
+    """`vllm/_C.abi3.so` -> `vllm._C` (compiled modules are recorded so the index calls them unknown)."""
+    if not name.endswith((".so", ".pyd")):
+        return None
+    stem = name.rsplit("/", 1)
+    base = stem[-1].split(".")[0]
+    parts = (stem[0].split("/") if len(stem) == 2 else []) + [base]
+    if all(p.isidentifier() for p in parts):
+        return ".".join(parts)
+    return None
+
+
+def extract_archive(archive: Path, dest: Path, strip_top: bool | None = None) -> int:
+    """Extract only Python sources of a wheel/zip/sdist into `dest` (a fresh directory). Returns the
+    number of files. Raises InputError for a corrupt or unknown archive."""
+    archive = Path(archive)
+    count = 0
+    extensions: list[str] = []
+    tmp = Path(tempfile.mkdtemp(prefix=".extract-", dir=dest.parent))
+    try:
+        if archive.suffix in (".whl", ".zip"):
+            try:
+                with zipfile.ZipFile(archive) as zf:
+                    bad = zf.testzip()
+                    if bad is not None:
+                        raise InputError(f"{archive}: corrupt archive (bad CRC in {bad})",
+                                         hint="delete it and download it again")
+                    for info in zf.infolist():
+                        name = info.filename
+                        ext = _extension_module(name)
+                        if ext:
+                            extensions.append(ext)
+                        if info.is_dir() or not _wanted(name) or name.startswith("/") or ".." in name.split("/"):
+                            continue
+                        target = tmp / name
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        target.write_bytes(zf.read(info))
+                        count += 1
+            except (zipfile.BadZipFile, EOFError, OSError) as exc:
+                raise InputError(f"{archive}: not a readable wheel/zip ({exc})", hint="delete it and download it again") from exc
+        elif archive.name.endswith((".tar.gz", ".tgz", ".tar")):
+            try:
+                with tarfile.open(archive) as tf:
+                    members = tf.getmembers()
+                    top = {m.name.split("/")[0] for m in members}
+                    strip = strip_top if strip_top is not None else len(top) == 1
+                    for m in members:
+                        name = m.name.split("/", 1)[1] if strip and "/" in m.name else m.name
+                        ext = _extension_module(name)
+                        if ext:
+                            extensions.append(ext)
+                        if not m.isfile() or not _wanted(name) or name.startswith("/") or ".." in name.split("/"):
+                            continue
+                        fh = tf.extractfile(m)
+                        if fh is None:
+                            continue
+                        target = tmp / name
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        target.write_bytes(fh.read())
+                        count += 1
+            except (tarfile.TarError, EOFError, OSError) as exc:
+                raise InputError(f"{archive}: not a readable tar archive ({exc})", hint="delete it and download it again") from exc
+        else:
+            raise InputError(f"{archive}: unknown archive type", hint="use a .whl, .zip, .tar.gz or a directory")
+        if count == 0:
+            raise InputError(f"{archive}: no Python sources inside", hint="is this the right package?")
+        (tmp / EXTENSIONS).write_text("\n".join(sorted(set(extensions))) + "\n", encoding="utf-8")
+        (tmp / COMPLETE).write_text(f"{archive.name}\n", encoding="utf-8")
+        _make_read_only(tmp)
+        _remove_tree(dest)
+        os.replace(tmp, dest)
+    except BaseException:
+        _remove_tree(tmp)
+        raise
+    return count
+
+
+@dataclass
+class Sources:
+    cache_dir: Path
+    offline: bool = False
+    notices: list[str] = field(default_factory=list)  # "offline: used the cache for ..." lines for the report
+    timeout: float = 30.0
+    progress: Callable[[str, int | None], Any] | None = None
+
+    # ------------------------------------------------------------------ local
+
+    def local_tree(self, path: Path, label: str = "local") -> Tree:
+        path = Path(path).expanduser()
+        if not path.exists():
+            raise InputError(f"{path}: no such directory", hint="check the path given for the tree")
+        if path.is_file():
+            return self.archive_tree(path, label)
+        if not os.access(path, os.R_OK | os.X_OK):
+            raise EnvironmentProblem(f"{path}: cannot read this directory (permission denied)",
+                                     hint="fix its permissions or point porter at a readable copy")
+        return Tree(path.resolve(), label, "local", parse_release(label), origin=str(path))
+
+    def archive_tree(self, archive: Path, label: str) -> Tree:
+        try:
+            digest = hashlib.sha256(Path(archive).read_bytes()).hexdigest()[:20]
+        except OSError as exc:
+            raise EnvironmentProblem(f"{archive}: cannot read ({exc.strerror})") from exc
+        dest = self.cache_dir / "trees" / "archive" / digest
+        cached = (dest / COMPLETE).is_file()
+        if not cached:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            extract_archive(Path(archive), dest)
+        return Tree(dest, label, "archive", parse_release(label), origin=str(archive), from_cache=cached)
+
+    # ------------------------------------------------------------------ PyPI
+
+    def _fetch_json(self, url: str) -> Any:
+        request = urllib.request.Request(url, headers={"Accept": "application/json", "User-Agent": "porter"})
+        with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 - fixed https URL
+            return json.load(response)
+
+    def pypi_project(self, name: str) -> dict[str, Any]:
+        """{version: [files]} for a PyPI project, from the network or (offline / on failure) the cache."""
+        cache = self.cache_dir / "pypi" / f"{name}.json"
+        if not self.offline:
+            try:
+                doc = self._fetch_json(PYPI_JSON.format(name=name))
+                releases = {
+                    v: [{k: f.get(k) for k in ("filename", "url", "packagetype", "size", "yanked")}
+                        | {"sha256": (f.get("digests") or {}).get("sha256")} for f in files]
+                    for v, files in (doc.get("releases") or {}).items()
+                }
+                data = {"name": name, "fetched": time.time(), "releases": releases}
+                atomic_write_text(cache, json.dumps(data))
+                return data
+            except urllib.error.HTTPError as exc:
+                if exc.code == 404:
+                    raise InputError(f"{name!r} is not a project on PyPI", hint="check the pypi name in knowledge/upstreams.yaml") from exc
+                self._network_failed(f"PyPI ({exc})")
+            except (urllib.error.URLError, OSError, ValueError) as exc:
+                self._network_failed(f"PyPI ({getattr(exc, 'reason', exc)})")
+        if cache.is_file():
+            self.notices.append(f"offline: release list of {name} from the cache ({cache})")
+            return json.loads(cache.read_text(encoding="utf-8"))
+        raise EnvironmentProblem(
+            f"no network and no cached release list for {name}",
+            hint="connect to the network once (porter caches what it fetches), or pass the tree with --upstream-path VERSION=DIR",
+        )
+
+    def _network_failed(self, what: str) -> None:
+        if not self.offline:
+            self.notices.append(f"network unavailable ({what}); working from the cache")
+        self.offline = True
+
+    def pypi_releases(self, name: str, include_pre: bool = False) -> list[str]:
+        releases = self.pypi_project(name)["releases"]
+        out = []
+        for v, files in releases.items():
+            parsed = parse_release(v)
+            if parsed is None or not files or all(f.get("yanked") for f in files):
+                continue
+            if parsed.is_prerelease and not include_pre:
+                continue
+            out.append(v)
+        return sorted(out, key=Version)
+
+    def pypi_tree(self, name: str, version: str) -> Tree:
+        parsed = parse_release(version)
+        if parsed is None:
+            raise InputError(f"malformed version {version!r} for {name}", hint="use a PEP 440 release such as 0.13.0")
+        dest = self.cache_dir / "trees" / "pypi" / name / str(parsed)
+        if (dest / COMPLETE).is_file():
+            return Tree(dest, version, "pypi", parsed, origin=f"pypi:{name}=={parsed}", from_cache=True)
+        releases = self.pypi_project(name)["releases"]
+        if str(parsed) not in releases and version not in releases:
+            near = [v for v in releases if v.startswith(str(parsed).rsplit(".", 1)[0])][-5:]
+            raise InputError(f"{name} {version} is not released on PyPI",
+                             hint=("nearby releases: " + ", ".join(near)) if near else "see `porter status` for releases")
+        if self.offline:
+            raise EnvironmentProblem(f"{name} {version} is not in the cache and the network is unavailable",
+                                     hint="run once online, or pass the tree with --upstream-path VERSION=DIR")
+        files = releases.get(str(parsed)) or releases.get(version) or []
+        downloads = self.cache_dir / "downloads" / name / str(parsed)
+        downloads.mkdir(parents=True, exist_ok=True)
+        archive = self._pip_download(name, str(parsed), downloads) or self._sdist_download(files, downloads)
+        if archive is None:
+            raise EnvironmentProblem(f"could not download {name} {version} (no usable wheel or sdist)",
+                                     hint="check the network, or pass the tree with --upstream-path VERSION=DIR")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            extract_archive(archive, dest)
+        except InputError as exc:
+            archive.unlink(missing_ok=True)  # a corrupt download must not poison the cache
+            raise EnvironmentProblem(f"downloaded {archive.name} is corrupt: {exc.message}",
+                                     hint="run the command again to download it afresh") from exc
+        return Tree(dest, version, "pypi", parsed, origin=f"pypi:{name}=={parsed}")
+
+    def _pip_download(self, name: str, version: str, downloads: Path) -> Path | None:
+        import sys
+
+        from porter.proc import run
+
+        argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", "3.11",
+                "--disable-pip-version-check", "-q", "-d", str(downloads)]
+        for platform in PIP_PLATFORMS:
+            argv += ["--platform", platform]
+        before = set(downloads.glob("*.whl"))
+        result = run([*argv, f"{name}=={version}"], timeout=1800)
+        if not result.ok:
+            return None
+        after = sorted(set(downloads.glob("*.whl")) - before) or sorted(downloads.glob("*.whl"))
+        return after[0] if after else None
+
+    def _sdist_download(self, files: list[dict[str, Any]], downloads: Path) -> Path | None:
+        sdists = [f for f in files if f.get("packagetype") == "sdist" and f.get("url")]
+        if not sdists:
+            return None
+        info = sdists[0]
+        target = downloads / info["filename"]
+        try:
+            request = urllib.request.Request(info["url"], headers={"User-Agent": "porter"})
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
+                data = response.read()
+        except (urllib.error.URLError, OSError) as exc:
+            self._network_failed(f"download ({exc})")
+            return None
+        if info.get("sha256") and hashlib.sha256(data).hexdigest() != info["sha256"]:
+            raise EnvironmentProblem(f"{info['filename']}: sha256 mismatch", hint="run again; if it persists, report it")
+        target.write_bytes(data)
+        return target
+
+    # ------------------------------------------------------------------ git
+
+    def ls_remote(self, url: str) -> dict[str, str]:
+        """{ref name: sha} of a remote (`refs/tags/v1`, `refs/heads/main`, `HEAD`), cached."""
+        cache = self.cache_dir / "git" / f"{slug_of(url)}.refs.json"
+        if not self.offline:
+            import git
+
+            try:
+                out = git.cmd.Git().ls_remote(url, env={"GIT_TERMINAL_PROMPT": "0"}, kill_after_timeout=self.timeout)
+                refs: dict[str, str] = {}
+                for line in out.splitlines():
+                    sha, _, name = line.partition("\t")
+                    if name.endswith("^{}"):  # peeled tag: the commit it points at
+                        refs[name[:-3]] = sha
+                    else:
+                        refs.setdefault(name, sha)
+                atomic_write_text(cache, json.dumps({"url": url, "fetched": time.time(), "refs": refs}))
+                return refs
+            except git.GitCommandError as exc:
+                self._network_failed(f"git ls-remote {url}: {str(exc.stderr).strip()[:200]}")
+        if cache.is_file():
+            self.notices.append(f"offline: refs of {url} from the cache")
+            return json.loads(cache.read_text(encoding="utf-8"))["refs"]
+        if self.mirror_path(url).is_dir():
+            return self._mirror_refs(self.mirror_path(url))
+        raise EnvironmentProblem(f"cannot list refs of {url}: no network and nothing cached",
+                                 hint="run once online, or pass the tree with --upstream-path VERSION=DIR")
+
+    def mirror_path(self, url: str) -> Path:
+        if Path(url).expanduser().is_dir():
+            return Path(url).expanduser()
+        return self.cache_dir / "git" / f"{slug_of(url)}.git"
+
+    def _mirror_refs(self, repo_path: Path) -> dict[str, str]:
+        import git
+
+        repo = git.Repo(repo_path)
+        out = repo.git.for_each_ref("--format=%(objectname) %(refname)")
+        return {name: sha for sha, _, name in (line.partition(" ") for line in out.splitlines())}
+
+    def mirror(self, url: str, update: bool = True) -> Path:
+        """A bare mirror of `url` under the cache (a local repository path is used as is, read only)."""
+        import git
+
+        path = self.mirror_path(url)
+        if Path(url).expanduser().is_dir():
+            return path
+        if path.is_dir():
+            if update and not self.offline:
+                try:
+                    git.Repo(path).git.remote("update", "--prune", env={"GIT_TERMINAL_PROMPT": "0"})
+                except git.GitCommandError as exc:
+                    self._network_failed(f"git fetch {url}: {str(exc.stderr).strip()[:200]}")
+            return path
+        if self.offline:
+            raise EnvironmentProblem(f"no mirror of {url} in the cache and the network is unavailable",
+                                     hint="run once online, or pass the tree with --upstream-path VERSION=DIR")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".mirror-", dir=path.parent))
+        try:
+            git.Repo.clone_from(url, tmp, mirror=True, env={"GIT_TERMINAL_PROMPT": "0"})
+            os.replace(tmp, path)
+        except git.GitCommandError as exc:
+            _remove_tree(tmp)
+            self._network_failed(f"git clone {url}")
+            raise EnvironmentProblem(f"cannot mirror {url}: {str(exc.stderr).strip()[:300]}",
+                                     hint="check the URL and the network") from exc
+        return path
+
+    def resolve_commit(self, repo_path: Path, ref: str) -> str:
+        import git
+
+        repo = git.Repo(repo_path)
+        for candidate in (ref, f"refs/tags/{ref}", f"refs/heads/{ref}", f"origin/{ref}", f"refs/remotes/origin/{ref}"):
+            try:
+                return repo.git.rev_parse("--verify", "--quiet", f"{candidate}^{{commit}}")
+            except git.GitCommandError:
+                continue
+        raise InputError(f"ref {ref!r} does not exist in {repo_path}",
+                         hint="list refs with `git ls-remote`, or use `porter status` to see releases and branches")
+
+    def git_tree(self, url: str, ref: str) -> Tree:
+        """Materialize `ref` of `url` (remote URL or local repository) read-only under the cache."""
+        check_ref_syntax(ref)
+        import git
+
+        repo_path = self.mirror(url, update=not _SHA.match(ref))
+        try:
+            commit = self.resolve_commit(repo_path, ref)
+        except InputError:
+            if not self.offline and not Path(url).expanduser().is_dir():
+                self.mirror(url, update=True)
+                commit = self.resolve_commit(repo_path, ref)
+            else:
+                raise
+        dest = self.cache_dir / "trees" / "git" / slug_of(str(url)) / commit
+        if (dest / COMPLETE).is_file():
+            return Tree(dest, ref, "git", parse_release(ref), commit, str(url), from_cache=True)
+        buffer = io.BytesIO()
+        try:
+            git.Repo(repo_path).archive(buffer, commit, format="tar")
+        except git.GitCommandError as exc:
+            raise EnvironmentProblem(f"git archive {commit} failed in {repo_path}: {str(exc.stderr).strip()[:200]}") from exc
+        buffer.seek(0)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        archive = dest.parent / f".{commit}.tar"
+        archive.write_bytes(buffer.getvalue())
+        try:
+            extract_archive(archive, dest, strip_top=False)
+        finally:
+            archive.unlink(missing_ok=True)
+        return Tree(dest, ref, "git", parse_release(ref), commit, str(url))
