@@ -81,10 +81,23 @@ def check_ref_syntax(ref: str, what: str = "ref") -> None:
         raise InputError(f"{ref!r} is not a valid version or git ref for {what}")
 
 
+def _host(url: str) -> str:
+    from urllib.parse import urlparse
+
+    return urlparse(url).netloc or url
+
+
 def slug_of(url: str) -> str:
     tail = re.sub(r"\.git$", "", url.rstrip("/")).split("/")[-2:]
     digest = hashlib.sha1(url.encode()).hexdigest()[:8]
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", "-".join(tail)) + "-" + digest
+
+
+def _git_reason(exc: Any) -> str:
+    """The last meaningful line of git's stderr (`fatal: unable to access ...`)."""
+    lines = [ln.strip().strip("'") for ln in str(getattr(exc, "stderr", "") or exc).splitlines() if ln.strip()]
+    lines = [ln.removeprefix("stderr: ").strip("'") for ln in lines]
+    return (lines[-1] if lines else str(exc))[:300]
 
 
 def _make_read_only(root: Path) -> None:
@@ -194,6 +207,15 @@ class Sources:
     notices: list[str] = field(default_factory=list)  # "offline: used the cache for ..." lines for the report
     timeout: float = 30.0
     progress: Callable[[str, int | None], Any] | None = None
+    down_hosts: set[str] = field(default_factory=set)  # hosts that failed this run: use the cache for them
+
+    @property
+    def degraded(self) -> bool:
+        """True when some answers came from the cache instead of the network."""
+        return self.offline or bool(self.down_hosts)
+
+    def online(self, url: str) -> bool:
+        return not self.offline and _host(url) not in self.down_hosts
 
     # ------------------------------------------------------------------ local
 
@@ -230,9 +252,10 @@ class Sources:
     def pypi_project(self, name: str) -> dict[str, Any]:
         """{version: [files]} for a PyPI project, from the network or (offline / on failure) the cache."""
         cache = self.cache_dir / "pypi" / f"{name}.json"
-        if not self.offline:
+        url = PYPI_JSON.format(name=name)
+        if self.online(url):
             try:
-                doc = self._fetch_json(PYPI_JSON.format(name=name))
+                doc = self._fetch_json(url)
                 releases = {
                     v: [{k: f.get(k) for k in ("filename", "url", "packagetype", "size", "yanked")}
                         | {"sha256": (f.get("digests") or {}).get("sha256")} for f in files]
@@ -244,9 +267,9 @@ class Sources:
             except urllib.error.HTTPError as exc:
                 if exc.code == 404:
                     raise InputError(f"{name!r} is not a project on PyPI", hint="check the pypi name in knowledge/upstreams.yaml") from exc
-                self._network_failed(f"PyPI ({exc})")
+                self._network_failed(f"PyPI ({exc})", url)
             except (urllib.error.URLError, OSError, ValueError) as exc:
-                self._network_failed(f"PyPI ({getattr(exc, 'reason', exc)})")
+                self._network_failed(f"PyPI ({getattr(exc, 'reason', exc)})", url)
         if cache.is_file():
             self.notices.append(f"offline: release list of {name} from the cache ({cache})")
             return json.loads(cache.read_text(encoding="utf-8"))
@@ -255,10 +278,11 @@ class Sources:
             hint="connect to the network once (porter caches what it fetches), or pass the tree with --upstream-path VERSION=DIR",
         )
 
-    def _network_failed(self, what: str) -> None:
-        if not self.offline:
+    def _network_failed(self, what: str, url: str = "") -> None:
+        host = _host(url)
+        if host not in self.down_hosts:
             self.notices.append(f"network unavailable ({what}); working from the cache")
-        self.offline = True
+        self.down_hosts.add(host)
 
     def pypi_releases(self, name: str, include_pre: bool = False) -> list[str]:
         releases = self.pypi_project(name)["releases"]
@@ -284,7 +308,7 @@ class Sources:
             near = [v for v in releases if v.startswith(str(parsed).rsplit(".", 1)[0])][-5:]
             raise InputError(f"{name} {version} is not released on PyPI",
                              hint=("nearby releases: " + ", ".join(near)) if near else "see `porter status` for releases")
-        if self.offline:
+        if not self.online(PYPI_JSON.format(name=name)):
             raise EnvironmentProblem(f"{name} {version} is not in the cache and the network is unavailable",
                                      hint="run once online, or pass the tree with --upstream-path VERSION=DIR")
         files = releases.get(str(parsed)) or releases.get(version) or []
@@ -330,7 +354,7 @@ class Sources:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
                 data = response.read()
         except (urllib.error.URLError, OSError) as exc:
-            self._network_failed(f"download ({exc})")
+            self._network_failed(f"download ({exc})", info["url"])
             return None
         if info.get("sha256") and hashlib.sha256(data).hexdigest() != info["sha256"]:
             raise EnvironmentProblem(f"{info['filename']}: sha256 mismatch", hint="run again; if it persists, report it")
@@ -342,7 +366,7 @@ class Sources:
     def ls_remote(self, url: str) -> dict[str, str]:
         """{ref name: sha} of a remote (`refs/tags/v1`, `refs/heads/main`, `HEAD`), cached."""
         cache = self.cache_dir / "git" / f"{slug_of(url)}.refs.json"
-        if not self.offline:
+        if self.online(url):
             import git
 
             try:
@@ -357,7 +381,7 @@ class Sources:
                 atomic_write_text(cache, json.dumps({"url": url, "fetched": time.time(), "refs": refs}))
                 return refs
             except git.GitCommandError as exc:
-                self._network_failed(f"git ls-remote {url}: {str(exc.stderr).strip()[:200]}")
+                self._network_failed(f"git ls-remote {url}: {_git_reason(exc)}", url)
         if cache.is_file():
             self.notices.append(f"offline: refs of {url} from the cache")
             return json.loads(cache.read_text(encoding="utf-8"))["refs"]
@@ -386,13 +410,13 @@ class Sources:
         if Path(url).expanduser().is_dir():
             return path
         if path.is_dir():
-            if update and not self.offline:
+            if update and self.online(url):
                 try:
                     git.Repo(path).git.remote("update", "--prune", env={"GIT_TERMINAL_PROMPT": "0"})
                 except git.GitCommandError as exc:
-                    self._network_failed(f"git fetch {url}: {str(exc.stderr).strip()[:200]}")
+                    self._network_failed(f"git fetch {url}: {_git_reason(exc)}", url)
             return path
-        if self.offline:
+        if not self.online(url):
             raise EnvironmentProblem(f"no mirror of {url} in the cache and the network is unavailable",
                                      hint="run once online, or pass the tree with --upstream-path VERSION=DIR")
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -402,8 +426,8 @@ class Sources:
             os.replace(tmp, path)
         except git.GitCommandError as exc:
             _remove_tree(tmp)
-            self._network_failed(f"git clone {url}")
-            raise EnvironmentProblem(f"cannot mirror {url}: {str(exc.stderr).strip()[:300]}",
+            self._network_failed(f"git clone {url}", url)
+            raise EnvironmentProblem(f"cannot mirror {url}: {_git_reason(exc)}",
                                      hint="check the URL and the network") from exc
         return path
 
@@ -428,7 +452,7 @@ class Sources:
         try:
             commit = self.resolve_commit(repo_path, ref)
         except InputError:
-            if not self.offline and not Path(url).expanduser().is_dir():
+            if self.online(url) and not Path(url).expanduser().is_dir():
                 self.mirror(url, update=True)
                 commit = self.resolve_commit(repo_path, ref)
             else:

@@ -1,0 +1,105 @@
+"""Render an AnalysisReport for people: rich tables grouped by family, Markdown, and a
+self-contained HTML page (inline CSS, no external assets). JSON is `AnalysisReport.to_dict()`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from porter.fsutil import atomic_write_text
+from porter.upgrade.analyze import AnalysisReport
+from porter.upgrade.models import DriftFamily, DriftRecord, Outcome
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+OUTCOME_STYLE = {
+    Outcome.A: "bold green",
+    Outcome.A_WITH_NOTE: "green",
+    Outcome.B: "yellow",
+    Outcome.C_PATCH: "bold dark_orange",
+    Outcome.C_REPORT: "bold red",
+}
+SEVERITY_STYLE = {"breaking": "red", "risky": "dark_orange", "note": "dim"}
+
+
+def grouped(records: list[DriftRecord]) -> list[tuple[str, list[DriftRecord]]]:
+    """Records grouped by family, in taxonomy order."""
+    out = []
+    for family in DriftFamily:
+        members = [r for r in records if r.family == family]
+        if members:
+            out.append((family.value, members))
+    return out
+
+
+def _sites(record: DriftRecord, limit: int = 3) -> str:
+    shown = ", ".join(f"{s.path}:{s.line}" for s in record.sites[:limit])
+    extra = len(record.sites) - limit
+    return shown + (f" +{extra}" if extra > 0 else "")
+
+
+def render_rich(report: AnalysisReport, console: Any) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    d = report.to_dict()
+    header = Text()
+    header.append(f"{report.plugin}", style="bold")
+    header.append(f" on {report.upstream} ")
+    header.append(f"{report.baseline.label if report.baseline else '(no baseline)'} → {report.target.label}", style="bold")
+    console.print(header)
+    outcome = report.outcome.outcome
+    console.print(Text.assemble(("outcome ", "dim"), (outcome.value, OUTCOME_STYLE[outcome]),
+                                (f"   {d['summary']['breaking']} breaking, {d['summary']['records'] - d['summary']['breaking']} risky, "
+                                 f"{d['summary']['notes']} notes; {d['usage']['uses']} uses in {d['usage']['files_using']} files", "dim")))
+    for reason in report.outcome.reasons:
+        console.print(f"  • {reason}", markup=False)
+    for family, records in grouped(report.records):
+        table = Table(title=f"{family} {records[0].family.label} ({len(records)})", title_justify="left", expand=True)
+        table.add_column("symbol", overflow="fold", ratio=3)
+        table.add_column("sev", no_wrap=True)
+        table.add_column("new home", overflow="fold", ratio=3)
+        table.add_column("sites", overflow="fold", ratio=2)
+        table.add_column("finding", overflow="fold", ratio=4)
+        for rec in records:
+            home = f"{rec.new_location.dotted} ({rec.confidence:.2f})" if rec.new_location else "—"
+            table.add_row(rec.symbol, Text(rec.severity.value, style=SEVERITY_STYLE[rec.severity.value]), home, _sites(rec),
+                          Text(rec.message))
+        console.print(table)
+    if report.notes:
+        table = Table(title=f"notes: dead guards and absorbed fallbacks ({len(report.notes)})", title_justify="left", expand=True)
+        table.add_column("family", no_wrap=True)
+        table.add_column("symbol", overflow="fold", ratio=3)
+        table.add_column("sites", overflow="fold", ratio=2)
+        table.add_column("why", overflow="fold", ratio=4)
+        for rec in report.notes:
+            table.add_row(rec.family.value, rec.symbol, _sites(rec), Text(rec.message))
+        console.print(table)
+    for notice in report.notices:
+        console.print(f"[yellow]notice:[/] {notice}")
+    timings = ", ".join(f"{k} {v:.2f}s" for k, v in report.timings.items())
+    console.print(f"[dim]{timings}[/]")
+
+
+def _environment():
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        autoescape=jinja2.select_autoescape(["html", "html.j2"]),
+        trim_blocks=False,
+        lstrip_blocks=False,
+    )
+
+
+def render_markdown(report: AnalysisReport) -> str:
+    template = _environment().get_template("upgrade_report.md.j2")
+    return template.render(r=report, d=report.to_dict(), families=grouped(report.records)).strip() + "\n"
+
+
+def render_html(report: AnalysisReport) -> str:
+    template = _environment().get_template("upgrade_report.html.j2")
+    return template.render(r=report, d=report.to_dict(), families=grouped(report.records))
+
+
+def write_report(path: Path, text: str) -> None:
+    atomic_write_text(Path(path), text)
