@@ -334,10 +334,10 @@ class _LM(nn.Module):
 
 
 def _materialize_(module: nn.Module, config: ModelConfig, init: bool) -> None:
-    """Modules are built on the meta device (so construction never draws from the global RNG),
-    then given real storage: norms = 1; other weights ~ N(0, init_std) from a private generator
-    seeded by config.seed when `init`, else zeros (the engine's weights arrive by sync)."""
-    module.to_empty(device="cpu")
+    """Overwrite torch's default init: norms = 1; other weights ~ N(0, init_std) from a private
+    generator seeded by config.seed when `init`, else zeros (the engine's weights arrive by sync).
+    Construction runs under fork_rng, so building a model never moves the global RNG (resume
+    audits compare it). (The meta device would avoid the default init, but costs ~2 s of imports.)"""
     gen = torch.Generator().manual_seed(config.seed)
     with torch.no_grad():
         for name, p in module.named_parameters():
@@ -430,7 +430,7 @@ class TrainLM(_LM):
     def __init__(self, config: ModelConfig, init: bool = True):
         super().__init__()
         self.config = config
-        with torch.device("meta"):
+        with torch.random.fork_rng(devices=[]):
             self.embedding = _Embedding(config)
             self.decoder = _Decoder(config)
             if not config.tie_word_embeddings:
@@ -540,7 +540,7 @@ class RolloutLM(_LM):
     def __init__(self, config: ModelConfig, init: bool = False):
         super().__init__()
         self.config = config
-        with torch.device("meta"):
+        with torch.random.fork_rng(devices=[]):
             self.model = _HFModel(config)
             if not config.tie_word_embeddings:
                 self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)

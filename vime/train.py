@@ -201,7 +201,9 @@ def _debug_path(template: str, rollout_id: int) -> str:
 # --------------------------------------------------------------------------------------- main loop
 
 
-def run(args, log: Callable[[str], None] = print, audit: bool = False) -> RunResult:
+def run(args, log: Callable[[str], None] = print, audit: bool = False, stop_after_rollout: int | None = None) -> RunResult:
+    """Run the loop. `stop_after_rollout` ends the run after that rollout id (its save and sync
+    done) without changing --num-rollout, like an interrupted job; the resume gate uses it."""
     platform = get_platform(None if args.device == "auto" else args.device)
     device, dtype = platform.device(), getattr(torch, args.dtype)
     random.seed(args.seed)
@@ -309,6 +311,8 @@ def run(args, log: Callable[[str], None] = print, audit: bool = False) -> RunRes
             }
             result.perf.append(perf)
             log(f"perf {rollout_id}: {_fmt({k: round(v, 6) for k, v in perf.items()})}")
+            if stop_after_rollout is not None and rollout_id >= stop_after_rollout:
+                break
         result.weight_version = engine.get_weight_version()
     finally:
         sync.close()

@@ -164,6 +164,7 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(cfg, max(1, total_steps)))
         self.step = 0  # optimizer steps taken (global)
         self.last_grads: dict[str, torch.Tensor] = {}  # gradients of the last step (resume audit)
+        self.last_rollout_tensors: dict[str, torch.Tensor] = {}
 
     @property
     def device(self) -> torch.device:
@@ -216,6 +217,7 @@ class Trainer:
             raise ValueError(f"rollout of {n} samples does not split into global batches of {gbs}")
         self.model.train()
         tensors, rollout_metrics = self.rollout_pass(batch)
+        self.last_rollout_tensors = tensors  # forward-only log-probs etc. of this rollout (gates read them)
         old = batch.rollout_logprobs.to(self.device) if self.cfg.use_rollout_logprobs else tensors["log_probs"]
         steps = [self._train_step(batch, slice(s, s + gbs), old, tensors) for s in range(0, n, gbs)]
         return rollout_metrics, steps
