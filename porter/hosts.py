@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -106,6 +107,7 @@ def bundled_local() -> HostProfile:
         name="local",
         transport="local",
         python=sys.executable,
+        workdir=str(Path(tempfile.gettempdir()) / "porter-runs"),
         description="this machine, the python running porter",
         source="bundled",
     )

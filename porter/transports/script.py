@@ -39,20 +39,28 @@ def run_script(
     argv: Sequence[str],
     timeout_s: float,
 ) -> str:
-    """Run `python argv...` in `cwd` as the leader of a new session (its pgid is written to
-    cwd/.porter-pgid so a second connection can kill the whole group) under `timeout`."""
+    """Run `python argv...` in `cwd` under `timeout`, in a process group of its own whose id is
+    written to cwd/.porter-pgid; the script exits with the run's status (128+N for signal N)."""
     lines: list[str] = []
     lines += setup_lines(setup)
     lines += [
         f"cd {q(cwd)} 2>/dev/null || {{ echo {q('porter: run directory missing on the host: ' + cwd)} >&2; exit {EXIT_WORKDIR_MISSING}; }}",
-        "for tool in setsid timeout; do command -v $tool >/dev/null 2>&1 || "
-        f"{{ echo \"porter: $tool not found on the host (install util-linux/coreutils)\" >&2; exit {EXIT_TOOLS_MISSING}; }}; done",
+        "for tool in timeout; do command -v $tool >/dev/null 2>&1 || "
+        f"{{ echo \"porter: $tool not found on the host (install coreutils)\" >&2; exit {EXIT_TOOLS_MISSING}; }}; done",
         # The shipped runtime shadows any installed copy; whatever setup put on the path stays.
         f"export PYTHONPATH={q(cwd)}${{PYTHONPATH:+:$PYTHONPATH}}",
         f"command -v {q(python)} >/dev/null 2>&1 || {{ echo {q('porter: python not found on the host: ' + python)} >&2; exit {EXIT_PYTHON_MISSING}; }}",
-        # setsid: a new session, so the group is ours alone; timeout signals that group, then KILLs it.
-        "exec setsid -w bash -c 'echo $$ > \"$0\"; exec timeout -k 5 \"$@\"' "
-        + " ".join(q(a) for a in (f"{cwd}/{PGID_FILE}", f"{timeout_s:g}", python, *argv)),
+        # Job control gives the run its own process group (pgid = its pid), recorded so a second
+        # connection can kill the whole group; `timeout` TERMs that group, then KILLs it.
+        "set -m",
+        "timeout -k 5 " + " ".join(q(a) for a in (f"{timeout_s:g}", python, *argv)) + " &",
+        "pg=$!",
+        f"echo \"$pg\" > {q(cwd + '/' + PGID_FILE)}",
+        # A TERM/HUP to this shell (docker kill, a local Ctrl-C) is passed on to the group.
+        "trap 'kill -TERM -- \"-$pg\" 2>/dev/null' TERM INT HUP",
+        'wait "$pg"; rc=$?',
+        'if kill -0 "$pg" 2>/dev/null; then wait "$pg"; rc=$?; fi',
+        'exit "$rc"',
     ]
     return "\n".join(lines) + "\n"
 

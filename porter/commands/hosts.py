@@ -1,0 +1,198 @@
+"""`porter hosts list|show NAME|check NAME`: the host profiles smoke runs on.
+
+`check` connects with the profile's transport, runs its setup lines and pipes vime's
+environment probe into the profile's python: reachable, python, torch/torch_npu/CANN versions,
+devices and the processes occupying them.
+Exit codes: 0 ok; 1 the host answers but has a problem (no torch, device kind differs, a
+visible device is busy); 2 unknown host or bad profile; 3 unreachable or no python.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from porter.cliutil import command_context, json_option
+
+CHECK_TIMEOUT_S = 60.0
+
+
+def _probe_source() -> str:
+    import vime.envfacts
+
+    return Path(vime.envfacts.__file__).read_text(encoding="utf-8")
+
+
+def check_host(profile, timeout_s: float = CHECK_TIMEOUT_S) -> dict[str, Any]:
+    """Probe a host; raises EnvironmentProblem when it cannot be reached or has no python."""
+    from porter.errors import EnvironmentProblem
+    from porter.proc import run
+    from porter.transports import make_transport
+    from porter.transports import script as sh
+
+    transport = make_transport(profile)
+    lines = sh.setup_lines(profile.setup)
+    lines.append(
+        f"command -v {sh.q(profile.python)} >/dev/null 2>&1 || "
+        f"{{ echo {sh.q('porter: python not found on the host: ' + profile.python)} >&2; exit {sh.EXIT_PYTHON_MISSING}; }}"
+    )
+    lines.append(f"exec {sh.q(profile.python)} - --json")
+    argv = transport.runtime_argv("\n".join(lines) + "\n", transport.runtime_env(profile.workdir), profile.workdir)
+    start = time.perf_counter()
+    done = run(argv, input_text=_probe_source(), timeout=timeout_s)
+    elapsed = round(time.perf_counter() - start, 3)
+    if done.timed_out:
+        raise EnvironmentProblem(f"host {profile.name} did not answer within {timeout_s:g} s",
+                                 hint="check the network path and the profile's setup lines",
+                                 details={"failure": "timeout"})
+    failure = transport.failure(done.returncode, done.stderr, "checking the host")
+    if failure is not None:
+        raise failure
+    said = [l[len("porter: "):] for l in done.stderr.splitlines() if l.startswith("porter: ")]
+    if done.returncode == sh.EXIT_PYTHON_MISSING:
+        raise EnvironmentProblem(f"{said[-1] if said else 'python not found'} (host {profile.name})",
+                                 hint="set `python:` in the host profile, or extend PATH in `setup:`",
+                                 details={"failure": "python_missing"})
+    if done.returncode == sh.EXIT_SETUP_FAILED:
+        raise EnvironmentProblem(f"{said[-1] if said else 'setup failed'} (host {profile.name})",
+                                 hint="fix the profile's `setup:` lines", details={"failure": "setup"})
+    facts = None
+    for line in reversed(done.stdout.splitlines()):
+        if line.startswith("{"):
+            try:
+                facts = json.loads(line)
+            except json.JSONDecodeError:
+                pass
+            break
+    if done.returncode != 0 or not isinstance(facts, dict):
+        tail = " | ".join(done.stderr.strip().splitlines()[-3:])
+        raise EnvironmentProblem(f"the environment probe failed on host {profile.name} (exit {done.returncode}): {tail}",
+                                 hint=f"is {profile.python} a python 3 interpreter?", details={"failure": "probe"})
+    return {"reachable": True, "elapsed_s": elapsed, "facts": facts, "problems": host_problems(profile, facts)}
+
+
+def host_problems(profile, facts: dict[str, Any]) -> list[str]:
+    problems = []
+    packages = facts.get("packages") or {}
+    if not packages.get("torch"):
+        problems.append(f"torch is not installed for {profile.python}")
+    devices = facts.get("devices") or {}
+    kind = devices.get("kind", "cpu")
+    if profile.device_family != "cpu" and kind != profile.device_family:
+        problems.append(f"profile says {profile.device_kind} but the host shows {kind}")
+    if profile.device_family == "npu" and not packages.get("torch_npu"):
+        problems.append("torch_npu is not installed")
+    if profile.device_family == "npu" and not (facts.get("cann") or {}).get("version"):
+        problems.append("no CANN version found: add `source .../set_env.sh` to the profile's setup")
+    busy = sorted({p.get("device") for p in devices.get("processes", [])})
+    wanted = set(profile.visible_devices)
+    clash = sorted(d for d in busy if d in wanted)
+    if clash:
+        problems.append(f"visible device(s) {clash} are occupied by other processes")
+    return problems
+
+
+def register(app: typer.Typer) -> None:
+    hosts_app = typer.Typer(help="Host profiles for `porter smoke`: list, show, check.", no_args_is_help=True)
+    app.add_typer(hosts_app, name="hosts")
+
+    @hosts_app.command("list")
+    def list_hosts(ctx: typer.Context, json_: bool = json_option()) -> None:
+        """List the host profiles (bundled `local`, ~/.config/porter/hosts.yaml, porter.yaml)."""
+        with command_context(ctx, "hosts.list", json_) as (reporter, state):
+            from porter.hosts import load_hosts
+
+            hosts = load_hosts(state.config())
+            payload = {"hosts": [h.to_dict() for h in hosts.values()]}
+
+            def render(console) -> None:
+                from rich.markup import escape
+                from rich.table import Table
+
+                table = Table(title="hosts")
+                for column in ("name", "transport", "address", "device", "source"):
+                    table.add_column(column)
+                for h in hosts.values():
+                    target = h.address
+                    if h.container is not None:
+                        target += f" + {h.container.engine_name} {h.container.name or h.container.image}"
+                    table.add_row(h.name, h.transport, escape(target or "-"), h.device_kind, escape(h.source))
+                console.print(table)
+
+            reporter.emit("hosts.list", payload, render)
+
+    @hosts_app.command("show")
+    def show_host(ctx: typer.Context, name: str = typer.Argument(..., help="Host name."), json_: bool = json_option()) -> None:
+        """Show one host profile with every field resolved."""
+        with command_context(ctx, "hosts.show", json_) as (reporter, state):
+            from porter.hosts import get_host
+            from porter.transports import make_transport
+
+            profile = get_host(state.config(), name)
+            payload = {"host": profile.to_dict(), "transport": make_transport(profile).describe()}
+
+            def render(console) -> None:
+                from rich.markup import escape
+                from rich.table import Table
+
+                table = Table(title=f"host {name}", show_header=False)
+                for key, value in profile.to_dict().items():
+                    if value in (None, "", [], {}, ()):
+                        continue
+                    table.add_row(key, escape(json.dumps(value) if isinstance(value, (dict, list)) else str(value)))
+                console.print(table)
+
+            reporter.emit("hosts.show", payload, render)
+
+    @hosts_app.command("check")
+    def check(
+        ctx: typer.Context,
+        name: str = typer.Argument(..., help="Host name."),
+        timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds to wait for the host."),
+        json_: bool = json_option(),
+    ) -> None:
+        """Reach the host and report python, torch/torch_npu/CANN versions, devices and who occupies them."""
+        with command_context(ctx, "hosts.check", json_) as (reporter, state):
+            from porter.hosts import get_host
+
+            profile = get_host(state.config(), name)
+            reporter.status(f"checking {name} ...")
+            outcome = check_host(profile, timeout or CHECK_TIMEOUT_S)
+            payload = {"host": name, **outcome}
+
+            def render(console) -> None:
+                _render_check(console, name, outcome)
+
+            reporter.emit("hosts.check", payload, render)
+            if outcome["problems"]:
+                raise typer.Exit(1)
+
+
+def _render_check(console, name: str, outcome: dict[str, Any]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    facts = outcome["facts"]
+    packages = facts.get("packages") or {}
+    devices = facts.get("devices") or {}
+    table = Table(title=f"host {name}: reachable in {outcome['elapsed_s']:.2f} s", show_header=False)
+    table.add_row("host", escape(f"{facts.get('hostname')} ({facts.get('platform')})"))
+    table.add_row("python", escape(f"{facts['python']['version']} {facts['python']['executable']}"))
+    for pkg in ("torch", "torch_npu", "transformers", "vllm", "vllm_ascend", "triton"):
+        table.add_row(pkg, escape(packages.get(pkg) or "-"))
+    table.add_row("CANN", escape((facts.get("cann") or {}).get("version") or "-"))
+    table.add_row("driver", escape((facts.get("driver") or {}).get("version") or "-"))
+    table.add_row("devices", escape(f"{devices.get('kind')} x{len(devices.get('devices', []))} (via {devices.get('tool') or 'none'})"))
+    occupied = devices.get("processes") or []
+    table.add_row(
+        "occupied by",
+        escape("; ".join(f"device {p.get('device')}: pid {p.get('pid')} {p.get('process')} ({p.get('memory_mb')} MB)"
+                         for p in occupied) or "nobody"),
+    )
+    console.print(table)
+    for problem in outcome["problems"]:
+        console.print(f"[red]problem:[/] {escape(problem)}")

@@ -1,0 +1,131 @@
+"""`porter smoke` on the local transport: the real runtime end to end, and every way a run can
+break (no python, setup failure, timeout, killed, partial output) with nothing left running."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from smoke_helpers import STALL_BODY, fake_python, invoke, process_gone, write_config
+
+
+def _host(tmp_path: Path, **fields) -> dict:
+    base = {"transport": "local", "python": sys.executable, "workdir": str(tmp_path / "remote")}
+    base.update(fields)
+    return base
+
+
+@pytest.mark.slow
+def test_local_l3_end_to_end(project, local_tmp):
+    """The one full run: bundled `local` host, all levels, stored record, stack reported."""
+    code, doc, output = invoke("smoke", "--host", "local", "--level", "L3", "--json")
+    run = doc["run"]
+    failed = [r for r in run["report"]["results"] if r["verdict"] in ("fail", "error")]
+    assert code == 0, (failed, output[-2000:])
+    levels = {r["level"] for r in run["report"]["results"]}
+    assert levels == {"L0", "L1", "L2", "L3"}
+    assert run["stack"]["upstreams"]["torch"]["version"] == "2.13.0"
+    assert any(r["gate"] == "L1.stack.torch" and r["verdict"] == "pass" for r in run["report"]["results"])
+    stored = Path(run["run_dir"])
+    assert stored.parent.parent == project / "runs" and stored.parent.name == "local"
+    assert json.loads((stored / "result.json").read_text())["report"]["ok"] is True
+    log = (stored / "log.txt").read_text()
+    assert "vime.smoke: L2.matmul pass" in log and "porter: shipping the runtime" in log
+    # The per-run directory on the "host" is gone; only the workdir remains.
+    assert list((local_tmp / "porter-runs").iterdir()) == []
+    assert run["timings"]["run_s"] > 0 and run["transport"] == "local"
+
+
+def test_failed_import_is_diagnosed_with_the_kb(project, tmp_path):
+    """A torch_npu whose import fails the way an unsourced CANN does: L1 fails, KB names CANN-002."""
+    site = tmp_path / "fake-site" / "torch_npu"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text(
+        "raise ImportError(\"libhccl.so: cannot open shared object file: No such file or directory. \"\n"
+        "                  \"Please run 'source set_env.sh' in the CANN installation path.\")\n"
+    )
+    write_config(project, {"box": _host(tmp_path, env={"PYTHONPATH": str(site.parent)})})
+    code, doc, _ = invoke("smoke", "--host", "box", "--level", "L1", "--json")
+    assert code == 1
+    results = {r["gate"]: r for r in doc["run"]["report"]["results"]}
+    assert results["L1.import.torch_npu"]["verdict"] == "error"
+    assert "libhccl.so" in results["L1.import.torch_npu"]["traceback"]
+    diagnosis = doc["run"]["diagnoses"]["L1.import.torch_npu"]
+    assert diagnosis["status"] == "match"
+    assert diagnosis["matches"][0]["id"] == "CANN-002"
+    # Text output shows the cause next to the table.
+    code, _, text = invoke("smoke", "--host", "box", "--level", "L1")
+    assert code == 1 and "CANN-002" in text
+
+
+def test_missing_python_exit_3_with_record(project, tmp_path):
+    write_config(project, {"box": _host(tmp_path, python=str(tmp_path / "no" / "python3"))})
+    code, doc, _ = invoke("smoke", "--host", "box", "--level", "L0", "--json")
+    assert code == 3
+    error = doc["run"]["error"]
+    assert "python not found" in error["message"] and error["details"]["failure"] == "python_missing"
+    stored = Path(doc["run"]["run_dir"])
+    assert json.loads((stored / "result.json").read_text())["exit_code"] == 3
+    assert "python not found" in (stored / "log.txt").read_text()
+
+
+def test_setup_failure_exit_3(project, tmp_path):
+    write_config(project, {"box": _host(tmp_path, setup=["source /nonexistent/set_env.sh"])})
+    code, doc, output = invoke("smoke", "--host", "box", "--level", "L0", "--json")
+    assert code == 3 and "setup line failed: source /nonexistent/set_env.sh" in doc["run"]["error"]["message"]
+
+
+def test_timeout_kills_the_whole_group_and_keeps_partial_log(project, tmp_path):
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    python = fake_python(tmp_path / "stall-python", STALL_BODY.format(pids=pids))
+    write_config(project, {"box": _host(tmp_path, python=str(python))})
+    code, doc, _ = invoke("smoke", "--host", "box", "--level", "L0", "--timeout", "2", "--json")
+    assert code == 3
+    assert doc["run"]["error"]["details"]["failure"] == "timeout"
+    assert "timed out after 2 s" in doc["run"]["error"]["message"]
+    log = Path(doc["run"]["log"]).read_text()
+    assert "vime.smoke: L0.python pass" in log  # the partial output is kept
+    for name in ("main.pid", "child.pid"):
+        assert process_gone(int((pids / name).read_text())), f"{name} still running"
+
+
+def test_killed_remote_command_exit_3(project, tmp_path):
+    python = fake_python(tmp_path / "killed-python", 'echo "vime.smoke: L0.python pass" >&2\nkill -9 $$\n')
+    write_config(project, {"box": _host(tmp_path, python=str(python))})
+    code, doc, _ = invoke("smoke", "--host", "box", "--level", "L0", "--json")
+    assert code == 3
+    assert doc["run"]["error"]["details"]["failure"] == "killed"
+    assert "SIGKILL" in doc["run"]["error"]["message"]
+
+
+def test_partial_output_exit_3(project, tmp_path):
+    python = fake_python(tmp_path / "partial-python", "echo '{\"schema\":\"vime.smoke/1\",\"level\":\"L0\",\"res'\nexit 0\n")
+    write_config(project, {"box": _host(tmp_path, python=str(python))})
+    code, doc, output = invoke("smoke", "--host", "box", "--level", "L0", "--json")
+    assert code == 3
+    assert doc["run"]["error"]["details"]["failure"] == "partial_output"
+    assert "without a complete result" in doc["run"]["error"]["message"]
+
+
+def test_secrets_in_remote_output_are_redacted(project, tmp_path):
+    python = fake_python(tmp_path / "leaky-python", "echo 'HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz123456' >&2\nexit 3\n")
+    write_config(project, {"box": _host(tmp_path, python=str(python))})
+    code, doc, _ = invoke("smoke", "--host", "box", "--level", "L0", "--json")
+    assert code == 3
+    stored = Path(doc["run"]["run_dir"])
+    for name in ("log.txt", "result.json"):
+        text = (stored / name).read_text()
+        assert "hf_abcdefghijklmnop" not in text
+    assert "[REDACTED]" in (stored / "log.txt").read_text()
+
+
+def test_usage_errors(project):
+    assert invoke("smoke")[0] == 2
+    assert invoke("smoke", "--host", "local", "--level", "L9")[0] == 2
+    assert invoke("smoke", "--host", "local", "--gates", "G1;rm -rf /")[0] == 2
+    code, doc, _ = invoke("smoke", "--host", "nowhere", "--json")
+    assert code == 2 and "unknown host" in doc["error"]["message"]

@@ -1,0 +1,155 @@
+"""`python -m vime.smoke`: the on-host entry point, its levels and its JSON contract."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import types
+
+import pytest
+
+from vime import envfacts
+from vime import smoke as vsmoke
+from vime.results import GateResult, SmokeReport
+
+
+def test_cli_l2_json_contract_and_progress():
+    done = subprocess.run(
+        [sys.executable, "-m", "vime.smoke", "--level", "L2", "--json", "--device", "cpu"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    report = SmokeReport.from_dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert report.level == "L2" and report.ok
+    gates = {r.gate: r for r in report.results}
+    assert {"L0.python", "L0.torch", "L0.devices", "L1.import.torch", "L1.import.vime", "L2.matmul",
+            "L2.softmax", "L2.layernorm", "L2.dtype.bfloat16", "L2.dtype.float16", "L2.collective"} <= set(gates)
+    assert not any(g.startswith("L3") for g in gates)
+    assert gates["L2.matmul"].values["max_rel_err"] <= gates["L2.matmul"].thresholds["max_rel_err"]
+    assert gates["L2.collective"].values["backend"] == "gloo"
+    assert gates["L1.import.torch"].values["version"].startswith("2.")
+    # One progress line per check on stderr, streamed while running.
+    progress = [l for l in done.stderr.splitlines() if l.startswith("vime.smoke: ")]
+    assert len(progress) == len(report.results)
+    assert report.environment["python"]["version"].count(".") == 2
+
+
+def test_l3_without_registry_is_skip_never_pass(monkeypatch):
+    monkeypatch.setitem(sys.modules, "vime.gates", None)  # import fails with ModuleNotFoundError
+    results = vsmoke.level3(["G1", "G4"], None, None)
+    assert [r.gate for r in results] == ["G1", "G4"]
+    assert all(r.verdict == "skip" and r.reason == "gate registry not available" for r in results)
+    assert vsmoke.level3(None, None, None)[0].verdict == "skip"
+
+
+def test_l3_uses_registry_and_turns_crashes_into_errors(monkeypatch):
+    calls = []
+
+    def run_gate(gate_id, device=None, dtype=None):
+        calls.append((gate_id, device, dtype))
+        if gate_id == "G2":
+            raise RuntimeError("NPU out of memory")
+        if gate_id == "G3":
+            return {"gate": "G3", "name": "resume", "level": "L3", "verdict": "fail", "values": {"max_diff": 0.5}}
+        return GateResult(gate_id, "logprob alignment", "L3", "pass", {"abs_diff": 0.0}, {"abs_diff": 1e-6})
+
+    fake = types.ModuleType("vime.gates")
+    fake.GATES = {"G1": object(), "G2": object(), "G3": object()}
+    fake.run_gate = run_gate
+    monkeypatch.setitem(sys.modules, "vime.gates", fake)
+    results = {r.gate: r for r in vsmoke.level3(None, "cpu", "float32")}
+    assert [c[0] for c in calls] == ["G1", "G2", "G3"] and calls[0][1:] == ("cpu", "float32")
+    assert results["G1"].verdict == "pass"
+    assert results["G2"].verdict == "error" and "NPU out of memory" in results["G2"].traceback
+    assert results["G3"].verdict == "fail" and results["G3"].values == {"max_diff": 0.5}
+    unknown = vsmoke.level3(["G9"], None, None)[0]
+    assert unknown.verdict == "error" and "unknown gate G9" in unknown.reason
+
+
+def test_l3_broken_registry_is_an_error_with_traceback(monkeypatch):
+    real_import = vsmoke.importlib.import_module
+
+    def broken(name, *a, **k):
+        if name == "vime.gates":
+            raise ModuleNotFoundError("No module named 'torch_npu'", name="torch_npu")
+        return real_import(name, *a, **k)
+
+    monkeypatch.setattr(vsmoke.importlib, "import_module", broken)
+    (result,) = vsmoke.level3(None, None, None)
+    assert result.verdict == "error" and "torch_npu" in result.traceback
+
+
+def test_l1_stack_pin_mismatch_fails():
+    results = {r.gate: r for r in vsmoke.level1({"upstreams": {"torch": {"version": "1.0.0"}, "numpy": "0.0.1"}})}
+    assert results["L1.stack.torch"].verdict == "fail"
+    assert results["L1.stack.torch"].thresholds == {"version": "1.0.0"}
+    assert results["L1.stack.numpy"].verdict == "fail"
+    import torch
+
+    ok = {r.gate: r for r in vsmoke.level1({"upstreams": {"torch": {"version": torch.__version__.split("+")[0]}}})}
+    assert ok["L1.stack.torch"].verdict == "pass"
+
+
+NPU_SMI = """\
++------------------------------------------------------------------------------------------------+
+| npu-smi 24.1.rc2                 Version: 24.1.rc2                                             |
++---------------------------+---------------+----------------------------------------------------+
+| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|
+| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |
++===========================+===============+====================================================+
+| 0     910B3               | OK            | 93.4        36                0    / 0             |
+| 0                         | 0000:C1:00.0  | 0           0    / 0          3345 / 65536         |
++===========================+===============+====================================================+
+| 1     910B3               | OK            | 90.1        35                0    / 0             |
+| 0                         | 0000:C2:00.0  | 0           0    / 0          3340 / 65536         |
++===========================+===============+====================================================+
++---------------------------+---------------+----------------------------------------------------+
+| NPU     Chip              | Process id    | Process name             | Process memory(MB)      |
++===========================+===============+====================================================+
+| 0       0                 | 48211         | python3.11               | 21034                   |
++===========================+===============+====================================================+
+| No running processes found in NPU 1                                                            |
++===========================+===============+====================================================+
+"""
+
+
+def test_parse_npu_smi_devices_and_occupancy():
+    parsed = envfacts.parse_npu_smi(NPU_SMI)
+    assert [d["device"] for d in parsed["devices"]] == [0, 1]
+    assert parsed["devices"][0]["name"] == "910B3" and parsed["devices"][0]["health"] == "OK"
+    assert parsed["processes"] == [{"device": 0, "chip": 0, "pid": 48211, "process": "python3.11", "memory_mb": 21034}]
+
+
+def test_parse_nvidia_smi():
+    parsed = envfacts.parse_nvidia_smi("0, GPU-aaa, NVIDIA H100\n1, GPU-bbb, NVIDIA H100\n", "GPU-bbb, 77, python, 1234 MiB\n")
+    assert [d["device"] for d in parsed["devices"]] == [0, 1]
+    assert parsed["processes"] == [{"device": 1, "pid": 77, "process": "python", "memory_mb": 1234}]
+
+
+def test_cann_version_from_toolkit_files(tmp_path):
+    home = tmp_path / "ascend-toolkit" / "latest"
+    (home / "x86_64-linux").mkdir(parents=True)
+    (home / "x86_64-linux" / "ascend_toolkit_install.info").write_text("package_name=Ascend-cann-toolkit\nversion=8.5.0\n")
+    found = envfacts.cann_version({"ASCEND_TOOLKIT_HOME": str(home)})
+    assert found == {"version": "8.5.0", "source": str(home / "x86_64-linux" / "ascend_toolkit_install.info")}
+    # A toolkit home without version files is not a toolkit: the search goes on to the defaults.
+    (tmp_path / "empty").mkdir()
+    other = envfacts.cann_version({"ASCEND_TOOLKIT_HOME": str(tmp_path / "empty")})
+    assert other["source"] is None or not other["source"].startswith(str(tmp_path))
+
+
+def test_l0_cann_required_when_npu_expected():
+    facts = envfacts.collect(with_devices=False)
+    facts["devices"] = {"kind": "cpu", "devices": [], "processes": []}
+    facts["cann"] = {"version": None, "source": None}
+    results = {r.gate: r for r in vsmoke.level0(facts, "npu")}
+    assert results["L0.cann"].verdict == "fail" and "set_env.sh" in results["L0.cann"].reason
+    assert results["L0.devices"].verdict == "fail" and "expected a npu host" in results["L0.devices"].reason
+    results = {r.gate: r for r in vsmoke.level0(facts, None)}
+    assert results["L0.cann"].verdict == "skip" and results["L0.devices"].verdict == "pass"
+
+
+def test_relevant_env_keeps_stack_variables_only():
+    env = envfacts.relevant_env({"ASCEND_RT_VISIBLE_DEVICES": "0,1", "HOME": "/root", "HCCL_IF_IP": "1.2.3.4"})
+    assert env == {"ASCEND_RT_VISIBLE_DEVICES": "0,1", "HCCL_IF_IP": "1.2.3.4"}
