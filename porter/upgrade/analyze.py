@@ -12,6 +12,7 @@ baseline and target, compute drift, decide the outcome.
 
 from __future__ import annotations
 
+import os
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -180,11 +181,11 @@ def resolve_plugin_tree(sources: Sources, config: PorterConfig, spec: PluginSpec
             forks = {}
         for fork in forks.values():
             if fork.plugin == spec.name and fork.path.exists():
-                try:
-                    tree = sources.local_tree(fork.path, label=f"fork:{fork.name}")
-                except EnvironmentProblem as exc:
-                    raise EnvironmentProblem(f"fork clone {fork.path} of {fork.name} is unreadable: {exc.message}",
-                                             hint="fix its permissions, or pass --plugin-path DIR") from exc
+                if not fork.path.is_dir() or not os.access(fork.path, os.R_OK | os.X_OK):
+                    raise EnvironmentProblem(
+                        f"fork clone path {fork.path} of {fork.name} is not a readable directory",
+                        hint="fix `path` in forks/forks.yaml or the directory's permissions, or pass --plugin-path DIR")
+                tree = sources.local_tree(fork.path, label=f"fork:{fork.name}")
                 break
         if tree is None:
             if not spec.pypi:

@@ -145,6 +145,7 @@ def status_row(sources: Sources, spec: PluginSpec, upstream: UpstreamSpec, fork:
         except EnvironmentProblem as exc:
             failures.append(exc)
             releases = []
+            sources.notices.append(f"{upstream.name}: releases unknown ({exc.message})")
         if releases:
             row.newest_release = releases[-1]
             base = parse_release(row.baseline) if row.baseline else None

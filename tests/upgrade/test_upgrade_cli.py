@@ -1,0 +1,234 @@
+"""`porter upgrade` and `porter status` end to end (in-process), including bad inputs and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import git
+import pytest
+from typer.testing import CliRunner
+
+from porter.cli import app
+from porter.upgrade import sources as sources_mod
+
+from upgrade_fixtures import PLUGIN, UPKG_V2, commit_all, make_wheel, write_tree
+
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def paths(trees):
+    return ["--plugin-path", str(trees["plugin"]), "--upstream-path", f"1.0={trees['v1']}",
+            "--upstream-path", f"2.0={trees['v2']}"]
+
+
+def test_dry_run_json_html_markdown(project, trees, tmp_path):
+    html, md = tmp_path / "out" / "r.html", tmp_path / "out" / "r.md"
+    result = invoke("upgrade", "myplug", "--to", "2.0", "--from", "1.0", *paths(trees), "--dry-run",
+                    "--json", "--html", str(html), "--markdown", str(md))
+    assert result.exit_code == 1, result.output  # breaking findings
+    doc = json.loads(result.stdout)
+    assert doc["schema"] == "porter.upgrade/1"
+    analysis = doc["analysis"]
+    assert analysis["outcome"]["outcome"] == "C_PATCH"
+    assert analysis["summary"]["by_family"]["F2"] == 2
+    assert {r["family"] for r in analysis["records"]} >= {"F1", "F2", "F2r", "F3", "F7", "F8", "F10", "F11"}
+    page = html.read_text()
+    assert page.startswith("<!doctype html>") and "upkg.new.place.Mover" in page
+    assert "<link" not in page and "<script" not in page and "http" not in page.split("<body>")[1]  # self-contained
+    text = md.read_text()
+    assert "## F2 — moved" in text and "`upkg.core.Mover`" in text
+
+
+def test_rich_output_groups_by_family(project, trees):
+    result = invoke("upgrade", "myplug", "--to", "2.0", "--from", "1.0", *paths(trees), "--dry-run")
+    assert result.exit_code == 1
+    assert "F2 moved" in result.stdout and "C_PATCH" in result.stdout and "notes" in result.stdout
+
+
+def test_git_refs_are_materialized_from_a_mirror(project, trees, upstream_repo):
+    # The registry's git URL is the local repository: tags are materialized with git archive.
+    result = invoke("upgrade", "myplug", "--to", "v2.0", "--from", "v1.0", "--plugin-path", str(trees["plugin"]),
+                    "--dry-run", "--json")
+    assert result.exit_code == 1, result.output
+    analysis = json.loads(result.stdout)["analysis"]
+    assert analysis["target"]["kind"] == "git" and len(analysis["target"]["commit"]) == 40
+    assert analysis["target"]["version"] == "2.0"
+    assert analysis["summary"]["breaking"] == 10
+
+
+def test_file_url_uses_a_bare_mirror_in_the_cache(project, trees, upstream_repo, tmp_path):
+    src = sources_mod.Sources(tmp_path / "cache2")
+    url = upstream_repo.as_uri()
+    tree = src.git_tree(url, "main")
+    assert (tree.root / "upkg" / "v2only.py").is_file()
+    mirror = src.mirror_path(url)
+    assert mirror.is_dir() and (mirror / "HEAD").is_file() and not (mirror / ".git").exists()
+    assert not os.access(tree.root / "upkg" / "core.py", os.W_OK) or os.geteuid() == 0
+    assert oct((tree.root / "upkg" / "core.py").stat().st_mode)[-3:] == "444"
+    again = src.git_tree(url, "v1.0")
+    assert not (again.root / "upkg" / "v2only.py").read_text()
+
+
+def test_wheel_as_upstream_path(project, trees, tmp_path):
+    wheel = make_wheel(tmp_path / "upkg-2.0-py3-none-any.whl", UPKG_V2)
+    result = invoke("upgrade", "myplug", "--to", "2.0", "--from", "1.0", "--plugin-path", str(trees["plugin"]),
+                    "--upstream-path", f"1.0={trees['v1']}", "--upstream-path", f"2.0={wheel}", "--dry-run", "--json")
+    assert result.exit_code == 1, result.output
+    analysis = json.loads(result.stdout)["analysis"]
+    assert analysis["target"]["kind"] == "archive"
+    extracted = Path(analysis["target"]["root"])
+    assert (extracted / ".porter-extensions.txt").read_text().split() == ["upkg._C"]
+    assert not list(extracted.rglob("METADATA"))  # only Python sources are kept
+
+
+def test_uncommitted_plugin_checkout_stays_byte_identical(project, trees, tmp_path):
+    root = write_tree(tmp_path / "checkout", PLUGIN)
+    repo = git.Repo.init(root, initial_branch="main")
+    with repo.config_writer() as cw:
+        cw.set_value("user", "name", "t")
+        cw.set_value("user", "email", "t@example.invalid")
+    commit_all(repo, "plugin")
+    (root / "myplug" / "families.py").write_text((root / "myplug" / "families.py").read_text() + "\n# local edit\n")
+    (root / "myplug" / "untracked.py").write_text("from upkg.core import gone_fn\n")
+
+    def snapshot():
+        files = {p: p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+        return files, repo.git.status("--porcelain"), repo.head.commit.hexsha
+
+    before = snapshot()
+    result = invoke("upgrade", "myplug", "--to", "2.0", "--from", "1.0", "--plugin-path", str(root),
+                    "--upstream-path", f"1.0={trees['v1']}", "--upstream-path", f"2.0={trees['v2']}", "--dry-run", "--json")
+    assert result.exit_code == 1
+    assert snapshot() == before
+    sites = {s["path"] for r in json.loads(result.stdout)["analysis"]["records"] for s in r["sites"]}
+    assert "myplug/untracked.py" in sites  # the working tree is what was scanned
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "needle"),
+    [
+        (["upgrade", "nope", "--to", "2.0", "--dry-run"], 2, "unknown plugin"),
+        (["upgrade", "myplug", "--upstream", "nope", "--to", "2.0", "--dry-run"], 2, "does not depend"),
+        (["upgrade", "myplug", "--to", "2.x.0", "--dry-run"], 2, "malformed version"),
+        (["upgrade", "myplug", "--to", "v9.9", "--from", "v1.0", "--dry-run"], 2, "does not exist"),
+        (["upgrade", "myplug", "--to", "2.0", "--upstream-path", "nonsense", "--dry-run"], 2, "VERSION=DIR"),
+        (["upgrade", "myplug", "--to", "2.0", "--upstream-path", "2.0=/no/such/dir", "--dry-run"], 2, "no such directory"),
+        (["status", "nope"], 2, "unknown plugin or upstream"),
+    ],
+)
+def test_bad_inputs(project, trees, args, code, needle):
+    result = invoke(*args, "--json")
+    assert result.exit_code == code, result.output
+    error = json.loads(result.stdout)["error"]
+    assert needle in error["message"] + error.get("hint", "")
+
+
+def test_corrupt_wheel_is_an_input_error(project, trees, tmp_path):
+    bad = tmp_path / "upkg-2.0-py3-none-any.whl"
+    bad.write_bytes(b"PK\x03\x04 this is not a wheel")
+    result = invoke("upgrade", "myplug", "--to", "2.0", "--upstream-path", f"2.0={bad}",
+                    "--plugin-path", str(trees["plugin"]), "--from", "1.0", "--upstream-path", f"1.0={trees['v1']}", "--json")
+    assert result.exit_code == 2
+    assert "not a readable wheel" in json.loads(result.stdout)["error"]["message"]
+
+
+def test_no_network_and_no_cache_is_exit_3(project, trees, monkeypatch):
+    monkeypatch.setenv("PORTER_OFFLINE", "1")
+    result = invoke("upgrade", "myplug", "--to", "3.0", "--from", "1.0", "--plugin-path", str(trees["plugin"]),
+                    "--upstream-path", f"1.0={trees['v1']}", "--dry-run", "--json")
+    assert result.exit_code == 3, result.output
+    error = json.loads(result.stdout)["error"]
+    assert "no network" in error["message"] and "--upstream-path" in error["hint"]
+
+
+def test_network_failure_falls_back_to_the_cache(project, upstream_repo, monkeypatch):
+    def down(self, url):
+        raise sources_mod.urllib.error.URLError("simulated: no route to host")
+
+    calls = []
+
+    def up(self, url):
+        calls.append(url)
+        return {"releases": {"1.0": [{"filename": "a.whl"}], "2.0": [{"filename": "b.whl"}], "2.1rc1": [{"filename": "c"}]}}
+
+    monkeypatch.setattr(sources_mod.Sources, "_fetch_json", up)
+    online = invoke("status", "myplug", "--json")
+    assert online.exit_code == 0, online.output
+    row = json.loads(online.stdout)["rows"][0]
+    assert row["newest_release"] == "2.0" and row["releases_between"] == 1 and row["baseline"] == "1.0"
+    assert row["head"] == git.Repo(upstream_repo).head.commit.hexsha
+    monkeypatch.setattr(sources_mod.Sources, "_fetch_json", down)
+    offline = invoke("status", "myplug", "--json")
+    assert offline.exit_code == 0, offline.output
+    doc = json.loads(offline.stdout)
+    assert doc["offline"] is True and doc["rows"][0]["newest_release"] == "2.0"
+    assert any("cache" in n for n in doc["notices"])
+
+
+def test_status_offline_without_cache_is_exit_3(project, monkeypatch):
+    monkeypatch.setenv("PORTER_OFFLINE", "1")
+    # A local upstream repository still answers offline (head from the repository itself) ...
+    row = json.loads(invoke("status", "myplug", "--json").stdout)["rows"][0]
+    assert row["head"] and row["newest_release"] is None
+    # ... a remote one with nothing cached does not, and neither does PyPI: exit 3.
+    registry = project / "knowledge" / "upstreams.yaml"
+    text = registry.read_text()
+    registry.write_text(text.replace(text.split("git: ", 1)[1].split("\n", 1)[0], "https://example.invalid/upkg.git", 1))
+    result = invoke("status", "myplug", "--json")
+    assert result.exit_code == 3, result.output
+    assert "no network" in json.loads(result.stdout)["error"]["message"]
+
+
+def test_status_sees_an_adapted_fork(project, monkeypatch):
+    monkeypatch.setattr(sources_mod.Sources, "_fetch_json",
+                        lambda self, url: {"releases": {"1.0": [{"f": 1}], "2.0": [{"f": 2}]}})
+    fork = project / "forks" / "myplug"
+    write_tree(fork, {"myplug/x.py": "if upkg_version_is('1.0'):\n    pass\n"})
+    repo = git.Repo.init(fork, initial_branch="main")
+    with repo.config_writer() as cw:
+        cw.set_value("user", "name", "t")
+        cw.set_value("user", "email", "t@example.invalid")
+    commit_all(repo, "old guard")
+    row = json.loads(invoke("status", "myplug", "--json").stdout)["rows"][0]
+    assert row["adapted"] is False
+    (fork / "myplug" / "x.py").write_text('if upkg_version_is("2.0"):\n    pass\n')
+    row = json.loads(invoke("status", "myplug", "--json").stdout)["rows"][0]
+    assert row["adapted"] is False, "uncommitted edits are not the default branch"
+    commit_all(repo, "adapt to 2.0")
+    row = json.loads(invoke("status", "myplug", "--json").stdout)["rows"][0]
+    assert row["adapted"] is True and "myplug/x.py" in row["adapted_evidence"]
+
+
+def test_unreadable_fork_path_is_exit_3(project, trees, monkeypatch):
+    monkeypatch.setattr(sources_mod.Sources, "_fetch_json",
+                        lambda self, url: {"releases": {"1.0": [{"f": 1}], "2.0": [{"f": 2}]}})
+    fork = project / "forks" / "myplug"
+    fork.parent.mkdir(exist_ok=True)
+    fork.write_text("a file where a clone should be\n")  # unreadable as a directory (works for root too)
+    result = invoke("upgrade", "myplug", "--to", "2.0", "--upstream-path", f"1.0={trees['v1']}",
+                    "--upstream-path", f"2.0={trees['v2']}", "--dry-run", "--json")
+    assert result.exit_code == 3, result.output
+    assert "fork" in json.loads(result.stdout)["error"]["message"]
+
+
+def test_non_dry_run_without_port_module_says_so(project, trees, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name == "porter.port":
+            raise ModuleNotFoundError("No module named 'porter.port'", name="porter.port")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    result = invoke("upgrade", "myplug", "--to", "2.0", "--from", "1.0", *paths(trees), "--json")
+    assert result.exit_code == 2
+    assert "only --dry-run" in json.loads(result.stdout)["error"]["message"]

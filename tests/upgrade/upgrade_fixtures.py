@@ -1,0 +1,278 @@
+"""Synthetic upstream (`upkg` 1.0 -> 2.0) and plugin (`myplug`) trees, one construct per drift
+family and per guard style, plus a registry that names them. Built in tmp_path; no network."""
+
+from __future__ import annotations
+
+import textwrap
+import zipfile
+from pathlib import Path
+
+import git
+
+UPKG_V1 = {
+    "upkg/__init__.py": '__version__ = "1.0"\nfrom .core import Exported\n',
+    "upkg/core.py": """
+        from abc import ABC, abstractmethod
+
+        class Exported:
+            pass
+
+        def gone_fn(x):
+            return x
+
+        def gone_guarded(x):
+            return x
+
+        gone_type = int
+
+        def gone_tuple():
+            return 1
+
+        def gone_try():
+            return 2
+
+        def gone_fallback():
+            return 3
+
+        def gone_attr():
+            return 4
+
+        def patched_fn():
+            return 1
+
+        class Mover:
+            def __init__(self, size, dtype=None):
+                self.size = size
+                self.dtype = dtype
+
+            def run(self, batch):
+                return batch
+
+        def compute_probs(logits, temperature, top_k=None):
+            scaled = logits / temperature
+            return scaled
+
+        def make(a, b, flag=False):
+            return a
+
+        def build(x):
+            return x
+
+        class Base:
+            def hook(self, a):
+                return a
+
+        class Batch:
+            def __init__(self):
+                self.x = 1
+
+        class Worker(ABC):
+            @abstractmethod
+            def run(self):
+                ...
+
+        class CustomOp:
+            pass
+
+        class Rot(CustomOp):
+            pass
+        """,
+    "upkg/star.py": "from ._starsrc import *\n\ndef NotInAll():\n    return 0\n",
+    "upkg/_starsrc.py": '__all__ = ["Starred"]\n\nclass Starred:\n    pass\n',
+    "upkg/lazy.py": "def plain():\n    return 1\n",
+    "upkg/v2only.py": "",
+}
+
+UPKG_V2 = {
+    "upkg/__init__.py": '__version__ = "2.0"\nfrom .core import Exported\n',
+    "upkg/_impl.py": "class Exported:\n    pass\n",
+    "upkg/core.py": """
+        from abc import ABC, abstractmethod
+        from ._impl import Exported
+
+        def compute_probabilities(logits, temperature, top_k=None):
+            scaled = logits / temperature
+            return scaled
+
+        def make(a, b, *, mode="x"):
+            return a
+
+        def build(x, y):
+            return x
+
+        class Base:
+            def hook(self, a, b):
+                return a
+
+        class Batch:
+            def __init__(self):
+                self.x = 1
+                self.use_replayssm = False
+
+        class Worker(ABC):
+            @abstractmethod
+            def run(self):
+                ...
+
+            @abstractmethod
+            def sample_tokens(self):
+                ...
+
+        class RotBase:
+            pass
+
+        class Rot(RotBase):
+            pass
+        """,
+    "upkg/new/__init__.py": "",
+    "upkg/new/place.py": """
+        class Mover:
+            def __init__(self, size, dtype=None):
+                self.size = size
+                self.dtype = dtype
+
+            def run(self, batch):
+                return batch
+        """,
+    "upkg/star.py": "from ._starsrc import *\n",
+    "upkg/_starsrc.py": '__all__ = ["Starred"]\n\nclass Starred:\n    pass\n\ndef NotInAll():\n    return 0\n',
+    "upkg/lazy.py": """
+        _DEPRECATED = {"old_name": ("upkg.core", "make")}
+
+        def __getattr__(name):
+            if name in _DEPRECATED:
+                import importlib
+                module, attr = _DEPRECATED[name]
+                return getattr(importlib.import_module(module), attr)
+            raise AttributeError(name)
+        """,
+    "upkg/v2only.py": "class OnlyInTwo:\n    pass\n",
+}
+
+PLUGIN = {
+    "myplug/__init__.py": "",
+    "myplug/families.py": """
+        import upkg.core
+        from upkg.core import gone_fn, Mover, compute_probs, make, build, Base, Batch, Worker, Rot
+        from upkg import Exported
+        from upkg.star import Starred, NotInAll
+        from upkg.lazy import old_name, whatever_lazy
+
+
+        def use():
+            make(1, 2, flag=True)
+            build(1)
+            upkg.core.patched_fn = lambda: 2
+
+
+        class NPUBase(Base):
+            def hook(self, a):
+                return a
+
+
+        class NPUBatch(Batch):
+            def __init__(self):
+                self.x = 2
+
+
+        class NPUWorker(Worker):
+            def run(self):
+                return 1
+
+
+        class NPURot(Rot):
+            pass
+        """,
+    "myplug/guards.py": """
+        from typing import TYPE_CHECKING
+        import upkg.core
+        from myplug.utils import upkg_version_is, UPKG_VERSION
+
+        if TYPE_CHECKING:
+            from upkg.core import gone_type
+
+        if upkg_version_is("1.0"):
+            from upkg.core import gone_guarded
+        else:
+            from upkg.new.place import Mover
+
+        if UPKG_VERSION >= (2, 0):
+            from upkg.v2only import OnlyInTwo
+        else:
+            from upkg.core import gone_tuple
+
+        try:
+            from upkg.core import gone_try
+        except ImportError:
+            from upkg.new.place import Mover as gone_try
+
+        try:
+            from upkg.core import Exported as E2
+        except ImportError:
+            from upkg.core import gone_fallback
+
+        if hasattr(upkg.core, "gone_attr"):
+            upkg.core.gone_attr()
+        """,
+    "myplug/utils.py": """
+        UPKG_VERSION = (2, 0)
+
+        def upkg_version_is(v):
+            return False
+        """,
+    "tests/test_ignored.py": "from upkg.core import totally_missing\n",
+}
+
+REGISTRY = """
+schema: 1
+upstreams:
+  upkg:
+    git: {git}
+    pypi: upkg-dist
+    packages: [upkg]
+    default_branch: main
+    tag: "v{{version}}"
+    ownership:
+      report: ["**"]
+plugins:
+  myplug:
+    git: {plugin_git}
+    packages: [myplug]
+    upstreams: [upkg]
+    default_branch: main
+    guards:
+      version_functions: {{upkg_version_is: upkg}}
+      version_names: {{UPKG_VERSION: upkg}}
+    ownership:
+      patch: ["myplug/*"]
+    compatibility:
+      - {{plugin: "0.5.0", upkg: "1.0"}}
+  foreign:
+    packages: [foreign]
+    upstreams: [upkg]
+    ownership:
+      patch: ["ours/*"]
+      report: ["**"]
+"""
+
+
+def write_tree(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return root
+
+
+def make_wheel(path: Path, files: dict[str, str], name: str = "upkg", version: str = "2.0") -> Path:
+    with zipfile.ZipFile(path, "w") as zf:
+        for rel, text in files.items():
+            zf.writestr(rel, textwrap.dedent(text).lstrip("\n"))
+        zf.writestr(f"{name}-{version}.dist-info/METADATA", f"Name: {name}\nVersion: {version}\n")
+        zf.writestr(f"{name}/_C.abi3.so", b"\x7fELF")
+    return path
+
+
+def commit_all(repo: git.Repo, message: str) -> None:
+    repo.git.add("-A")
+    repo.git.commit("-q", "-m", message)
