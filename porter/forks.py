@@ -162,19 +162,23 @@ def check_branch(repo: Path, branch: str, baseline_sha: str, *, force: bool = Fa
             f"branch {branch} is checked out in {', '.join(holders)}; porter will not move a checked-out branch",
             hint="switch that checkout to another branch and run again",
         )
-    if not is_ancestor(repo, baseline_sha, sha):
+    # Porter's series starts where the branch left the baseline's history (the baseline may have
+    # moved on since): every commit after that point must be porter's, or re-running loses work.
+    fork_point = git(repo, "merge-base", baseline_sha, sha, check=False).stdout.strip()
+    if not fork_point:
         if force:
             return ExistingBranch(branch, sha, ())
         raise InputError(
-            f"branch {branch} exists and diverged: it does not contain the baseline {baseline_sha[:12]}",
-            hint="rename or delete that branch, pick the baseline it was built on (--from), or pass --force to replace it",
+            f"branch {branch} exists and shares no history with the baseline {baseline_sha[:12]}",
+            hint="rename or delete that branch, or pass --force to replace it",
         )
-    series = tuple(read_series(repo, baseline_sha, sha))
+    series = tuple(read_series(repo, fork_point, sha))
     foreign = [c for c in series if c.run is None]
     if foreign and not force:
         listed = ", ".join(f"{c.sha[:10]} {c.subject!r}" for c in foreign[:3])
         raise InputError(
-            f"branch {branch} has {len(foreign)} commit(s) not made by porter ({listed}); re-running would drop them",
+            f"branch {branch} exists and diverged: {len(foreign)} commit(s) not made by porter ({listed}) "
+            "would be dropped by re-running",
             hint="move those commits to another branch, or pass --force to replace the branch anyway",
         )
     return ExistingBranch(branch, sha, series)

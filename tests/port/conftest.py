@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from helpers import drift_analyzer, make_example  # noqa: E402
+
+
+@pytest.fixture
+def example(tmp_path):
+    paths = make_example(tmp_path / "ex")
+    paths["analyze"] = drift_analyzer(paths["upstream_v1"], paths["upstream_v2"])
+    return paths
+
+
+@pytest.fixture
+def request_for(example, tmp_path):
+    from porter.port import PortRequest
+
+    def build(**overrides):
+        fields = dict(
+            fork="example-plugin", fork_path=example["plugin"], upstream="hostlib", baseline="v1", target="v2",
+            baseline_tree=example["upstream_v1"], target_tree=example["upstream_v2"],
+            work_dir=tmp_path / "worktrees", runs_dir=tmp_path / "runs",
+        )
+        fields.update(overrides)
+        return PortRequest(**fields)
+
+    return build

@@ -1,0 +1,88 @@
+"""A full port run on the bundled example: branch, commits with trailers, PR material, validation,
+ledger, re-runs, and the user's checkout left untouched."""
+
+from __future__ import annotations
+
+import subprocess
+
+import yaml
+
+from helpers import snapshot
+from porter.port import run_port
+from porter.upgrade.models import Outcome
+
+
+def git(repo, *args):
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout
+
+
+def test_full_run_branch_commits_pr_material(example, request_for, tmp_path):
+    forks_file = tmp_path / "forks" / "forks.yaml"
+    forks_file.parent.mkdir()
+    forks_file.write_text(yaml.safe_dump({"schema": 1, "forks": {"example-plugin": {
+        "plugin": "example-plugin", "path": str(example["plugin"]), "baseline": {"hostlib": "v1"}}}}))
+    before = snapshot(example["plugin"])
+    result = run_port(request_for(plugin_tests=("tests/test_plugin.py",), forks_file=forks_file), example["analyze"])
+
+    assert result.branch == "ascend-port/hostlib-v2" and result.branch_moved
+    assert result.outcome.outcome is Outcome.C_PATCH
+    assert result.needs_human == ("F1:hostlib.layers.moe.legacy_router",)
+    assert len(result.bridged) == 6 and result.total == 7
+    verdicts = {c["name"]: c["verdict"] for c in result.validation["checks"]}
+    assert verdicts == {"byte-compile": "pass", "residual drift": "pass", "generated shim tests": "pass",
+                        "plugin tests vs hostlib v1": "pass", "plugin tests vs hostlib v2": "pass"}
+    # Only the new branch ref (and its reflog) appeared in the user's repository.
+    after = snapshot(example["plugin"])
+    changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+    assert changed == {".git/refs/heads/ascend-port/hostlib-v2", ".git/logs/refs/heads/ascend-port/hostlib-v2"}
+    assert "porter-" not in git(example["plugin"], "worktree", "list")
+
+    log = git(example["plugin"], "log", "--format=%s%x1f%(trailers:only,unfold)%x1e", "main..ascend-port/hostlib-v2")
+    entries = [e.strip() for e in log.split("\x1e") if e.strip()]
+    assert len(entries) == len(result.commits) + 1
+    for entry in entries:
+        subject, trailers = entry.split("\x1f")
+        for key in ("Porter-Drift-Family:", "Porter-Symbol:", "Upstream-Ref: hostlib v2", f"Porter-Run: {result.run_id}"):
+            assert key in trailers, (subject, key)
+    pr = git(example["plugin"], "show", "ascend-port/hostlib-v2:PR_MATERIAL.md")
+    for heading in ("## Outcome", "## Drift summary", "## Per-fix rationale", "## Needs a human", "## Diff stat",
+                    "## Commit sequence", "## Reproducer", "## Validation", "## Known limitations", "## Notes for the maintainer"):
+        assert f"\n{heading}\n" in pr, heading
+    assert "**C_PATCH**" in pr and "legacy_router" in pr and "| needs a human |" in pr
+    # Residual drift on the new branch is exactly what the outcome hands to a human.
+    residual = {r.key for r in result.validation and []} or set(result.validation["residual"])
+    assert residual <= set(result.needs_human)
+    # Ledger in the (temporary) forks.yaml.
+    ledger = yaml.safe_load(forks_file.read_text())["forks"]["example-plugin"]["ledger"]
+    assert ledger[-1]["run_id"] == result.run_id and ledger[-1]["outcome"] == "C_PATCH"
+    assert (tmp_path / "runs" / "upgrade" / result.run_id / "run.json").is_file()
+
+
+def test_rerun_updates_branch_and_says_what_changed(example, request_for):
+    first = run_port(request_for(), example["analyze"])
+    # Maintainers fix the moved import themselves on main; the next run no longer needs that shim.
+    spec = example["plugin"] / "tiny_npu" / "spec.py"
+    spec.write_text(spec.read_text().replace(
+        "from hostlib.spec.eagle import Proposer",
+        "try:\n    from hostlib.spec.base_proposer import Proposer\nexcept ImportError:\n    from hostlib.spec.eagle import Proposer"))
+    git(example["plugin"], "commit", "-qam", "adapt Proposer by hand")
+    second = run_port(request_for(), example["analyze"])
+    assert second.previous_sha == first.tip and second.branch_moved
+    assert second.changes["dropped"] == ["hostlib.spec.eagle.Proposer"]
+    assert "hostlib.utils.make_buffer" in second.changes["kept"]
+    assert git(example["plugin"], "rev-parse", "ascend-port/hostlib-v2").strip() == second.tip
+    pr = git(example["plugin"], "show", "ascend-port/hostlib-v2:PR_MATERIAL.md")
+    assert "## Changes since the previous run" in pr and "No longer needed: `hostlib.spec.eagle.Proposer`" in pr
+    # Same inputs again: same files, so the tree diff against the previous tip is empty.
+    third = run_port(request_for(), example["analyze"])
+    assert third.changes["added"] == [] and third.changes["dropped"] == []
+    assert third.changes["tree_stat"] == ""
+
+
+def test_nothing_to_port_makes_no_branch(example, request_for):
+    from porter.port import PortAnalysis
+
+    result = run_port(request_for(), lambda path: PortAnalysis(records=()))
+    assert not result.branch_moved and result.exit_code == 0
+    assert "nothing to port" in result.message
+    assert git(example["plugin"], "branch", "--list", "ascend-port/*").strip() == ""

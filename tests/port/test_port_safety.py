@@ -1,0 +1,195 @@
+"""The user's checkout, index, stash and refs are byte-identical after a failed, an interrupted
+or a refused run; bad input gets a clear error and the right exit code."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO, snapshot
+from porter.errors import EnvironmentProblem, InputError, UsageError
+from porter.port import PortAnalysis, PortFailed, run_port
+from porter.upgrade.models import DriftFamily, DriftRecord, Location, Outcome, OutcomeDecision, Site
+
+
+def git(repo, *args):
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout
+
+
+def with_stash(repo: Path) -> None:
+    """Give the checkout a stash entry and an uncommitted-but-ignored state worth protecting."""
+    readme = repo / "README.md"
+    readme.write_text(readme.read_text() + "stashed change\n")
+    git(repo, "stash", "-q")
+
+
+def assert_untouched(repo: Path, before: dict, work_dir: Path) -> None:
+    assert snapshot(repo) == before
+    assert git(repo, "worktree", "list").count("\n") == 1
+    assert not work_dir.exists() or not any(work_dir.iterdir())
+
+
+def test_failure_half_way_leaves_everything_as_it_was(example, request_for, tmp_path, monkeypatch):
+    with_stash(example["plugin"])
+    before = snapshot(example["plugin"])
+    monkeypatch.setenv("PORTER_TEST_HOOK", "fail:commit-3")
+    with pytest.raises(EnvironmentProblem, match="injected failure at commit-3"):
+        run_port(request_for(), example["analyze"])
+    assert_untouched(example["plugin"], before, tmp_path / "worktrees")
+    assert "stashed change" in git(example["plugin"], "stash", "show", "-p")
+
+
+def test_failed_validation_does_not_move_the_branch(example, request_for, tmp_path):
+    before = snapshot(example["plugin"])
+    calls = []
+
+    def analyze(path):
+        result = example["analyze"](path)
+        calls.append(path)
+        if len(calls) == 1:
+            return result
+        ghost = DriftRecord(DriftFamily.REMOVED, "hostlib.ghost", Location("hostlib", "ghost"), (Site("tiny_npu/moe.py", 1),))
+        return PortAnalysis((*result.records, ghost), result.notes, result.outcome)
+
+    with pytest.raises(PortFailed) as info:
+        run_port(request_for(), analyze)
+    assert info.value.exit_code == 1 and "residual drift" in info.value.message
+    assert_untouched(example["plugin"], before, tmp_path / "worktrees")
+    runs = list((tmp_path / "runs" / "upgrade").iterdir())
+    assert len(runs) == 1 and (runs[0] / "PR_MATERIAL.md").is_file()  # the record explains the failure
+
+
+DRIVER = """
+import sys
+sys.path.insert(0, {tests!r})
+from pathlib import Path
+from helpers import drift_analyzer
+from porter.port import PortRequest, run_port
+ex = Path({ex!r})
+req = PortRequest(fork="example-plugin", fork_path=ex / "tiny-npu", upstream="hostlib", baseline="v1", target="v2",
+                  baseline_tree=ex / "hostlib-v1", target_tree=ex / "hostlib-v2", work_dir=Path({work!r}))
+try:
+    run_port(req, drift_analyzer(ex / "hostlib-v1", ex / "hostlib-v2"))
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+def test_sigint_mid_run_leaves_everything_as_it_was(example, tmp_path):
+    with_stash(example["plugin"])
+    before = snapshot(example["plugin"])
+    marker = tmp_path / "paused"
+    work = tmp_path / "worktrees"
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER.format(tests=str(Path(__file__).parent), ex=str(example["root"]), work=str(work)))
+    env = {**os.environ, "PORTER_TEST_HOOK": f"pause:commit-2:{marker}", "PORTER_TEST_PAUSE_S": "60",
+           "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the run never reached the pause point"
+            time.sleep(0.05)
+        assert len(list(work.iterdir())) == 1  # the worktree exists mid-run, with two commits in it
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err.decode()
+    assert_untouched(example["plugin"], before, work)
+
+
+def test_dirty_fork_is_refused(example, request_for, tmp_path):
+    (example["plugin"] / "tiny_npu" / "ops.py").write_text("# local edit\n")
+    before = snapshot(example["plugin"])
+    with pytest.raises(InputError, match="uncommitted changes") as info:
+        run_port(request_for(), example["analyze"])
+    assert info.value.exit_code == 2
+    assert_untouched(example["plugin"], before, tmp_path / "worktrees")
+    result = run_port(request_for(allow_dirty=True), example["analyze"])  # the committed baseline is ported
+    assert result.branch_moved
+    assert (example["plugin"] / "tiny_npu" / "ops.py").read_text() == "# local edit\n"
+
+
+def test_missing_fork_and_not_a_repository(example, request_for, tmp_path):
+    with pytest.raises(InputError, match="does not exist"):
+        run_port(request_for(fork_path=tmp_path / "nowhere"), example["analyze"])
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with pytest.raises(InputError, match="not a git repository"):
+        run_port(request_for(fork_path=plain), example["analyze"])
+
+
+def test_detached_head_needs_an_explicit_ref(example, request_for):
+    git(example["plugin"], "checkout", "-q", "--detach")
+    with pytest.raises(InputError, match="detached"):
+        run_port(request_for(), example["analyze"])
+    assert run_port(request_for(fork_ref="main"), example["analyze"]).branch_moved
+
+
+def test_target_equal_to_baseline(example, request_for):
+    with pytest.raises(UsageError, match="equals the baseline") as info:
+        run_port(request_for(target="v1"), example["analyze"])
+    assert info.value.exit_code == 2
+
+
+def test_unknown_fork_ref(example, request_for):
+    with pytest.raises(InputError, match="does not exist"):
+        run_port(request_for(fork_ref="no-such-branch"), example["analyze"])
+
+
+def test_diverged_branch_is_refused_unless_forced(example, request_for, tmp_path):
+    repo = example["plugin"]
+    git(repo, "branch", "ascend-port/hostlib-v2")
+    git(repo, "checkout", "-q", "ascend-port/hostlib-v2")
+    (repo / "NOTES.md").write_text("a maintainer's own work\n")
+    git(repo, "add", "NOTES.md")
+    git(repo, "commit", "-qm", "maintainer work on the port branch")
+    git(repo, "checkout", "-q", "main")
+    before = snapshot(repo)
+    with pytest.raises(InputError, match="diverged") as info:
+        run_port(request_for(), example["analyze"])
+    assert info.value.exit_code == 2
+    assert_untouched(repo, before, tmp_path / "worktrees")
+    assert run_port(request_for(force=True), example["analyze"]).branch_moved
+
+
+def test_checked_out_port_branch_is_refused(example, request_for):
+    run_port(request_for(), example["analyze"])
+    git(example["plugin"], "checkout", "-q", "ascend-port/hostlib-v2")
+    with pytest.raises(InputError, match="checked out"):
+        run_port(request_for(fork_ref="main"), example["analyze"])
+
+
+def test_template_error_leaves_nothing_half_written(example, request_for, tmp_path, monkeypatch):
+    from porter.shims import render
+
+    override = tmp_path / "templates"
+    override.mkdir()
+    (override / "removed.py.j2").write_text("{{ undefined_thing }}")
+    monkeypatch.setenv("PORTER_SHIM_TEMPLATES", str(override))
+    render._environment.cache_clear()
+    before = snapshot(example["plugin"])
+    try:
+        with pytest.raises(InputError, match="undefined_thing"):
+            run_port(request_for(), example["analyze"])
+    finally:
+        render._environment.cache_clear()
+    assert_untouched(example["plugin"], before, tmp_path / "worktrees")
+
+
+def test_c_report_makes_no_branch(example, request_for):
+    def analyze(path):
+        result = example["analyze"](path)
+        return PortAnalysis(result.records, result.notes, OutcomeDecision(Outcome.C_REPORT, ("site outside ownership",)))
+
+    result = run_port(request_for(), analyze)
+    assert result.exit_code == 1 and not result.branch_moved and "C_REPORT" in result.message

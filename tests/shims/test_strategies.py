@@ -1,0 +1,188 @@
+"""Every family gets its shim (or a clear hand-off), and every generated test passes against
+stubs of both upstream layouts."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import make_example
+from porter.errors import InputError
+from porter.shims.apply import apply_group
+from porter.shims.convention import detect
+from porter.shims.lookup import UpstreamTree
+from porter.shims.strategies import ShimContext, plan_shims
+from porter.upgrade.models import DriftFamily, DriftRecord, Location, Severity, Site
+
+
+def rec(family, symbol, sites, new=None, detail=None, severity=Severity.BREAKING):
+    module, _, name = symbol.rpartition(".")
+    return DriftRecord(
+        family=family, symbol=symbol, old_location=Location(module, name),
+        sites=tuple(Site(p, line) for p, line in sites), severity=severity,
+        new_location=Location(*new.rsplit(".", 1)) if new else None, confidence=0.9 if new else 0.0,
+        detail=detail or {},
+    )
+
+
+RECORDS = [
+    rec(DriftFamily.REMOVED, "hostlib.layers.moe.SharedFusedMoE", [("tiny_npu/moe.py", 2)]),
+    rec(DriftFamily.REMOVED, "hostlib.layers.moe.legacy_router", [("tiny_npu/moe.py", 3)]),
+    rec(DriftFamily.MOVED, "hostlib.spec.eagle.Proposer", [("tiny_npu/spec.py", 1)], new="hostlib.spec.base_proposer.Proposer"),
+    rec(DriftFamily.RENAMED, "hostlib.utils.DefaultRunner", [("tiny_npu/ops.py", 1)], new="hostlib.utils.MoERunner"),
+    rec(DriftFamily.SIGNATURE, "hostlib.utils.make_buffer", [("tiny_npu/ops.py", 5)],
+        detail={"change": "keyword_removed", "parameter": "pin_memory"}),
+    rec(DriftFamily.NEW_ATTRIBUTE, "hostlib.platform.Platform", [("tiny_npu/platform.py", 4)],
+        detail={"attributes": ["seed_offset"], "plugin_class": "NPUPlatform"}),
+    rec(DriftFamily.NEW_METHOD, "hostlib.platform.Platform", [("tiny_npu/platform.py", 4)],
+        detail={"methods": ["manual_seed_all"], "plugin_class": "NPUPlatform"}),
+]
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory):
+    return make_example(tmp_path_factory.mktemp("example") / "ex")
+
+
+@pytest.fixture
+def tree(example, tmp_path):
+    work = tmp_path / "plugin"
+    shutil.copytree(example["plugin"], work, ignore=shutil.ignore_patterns(".git"))
+    return work
+
+
+def context(example, work, **hint):
+    return ShimContext(work, detect(work, hint=hint or None), "hostlib", "v1", "v2",
+                       UpstreamTree(example["upstream_v1"]), UpstreamTree(example["upstream_v2"]))
+
+
+def test_every_family_gets_a_shim_and_a_test(example, tree):
+    plan = plan_shims(RECORDS, context(example, tree))
+    by_strategy = {g.strategy: g for g in plan.groups}
+    assert set(by_strategy) == {"lazy_import_fallback", "signature_adapter", "removed_fallback", "member_default"}
+    covered = {r.key for g in plan.groups for r in g.records}
+    assert covered == {r.key for r in RECORDS}
+    for group in plan.groups:
+        assert group.test_paths, group.name
+        for new_file in group.files:
+            compile(new_file.content, new_file.path, "exec")
+    assert plan.needs_human == ("F1:hostlib.layers.moe.legacy_router",)
+    removed = by_strategy["removed_fallback"]
+    shim = next(f for f in removed.files if f.kind == "shim").content
+    assert "TODO(porter)" in shim and "def legacy_router(logits):" in shim  # old source quoted for the human
+    assert "_REBUILD_BASES" in shim and "('hostlib.layers.moe', 'FusedMoE')" in shim
+    members = by_strategy["member_default"]
+    assert {m.member for m in members.member_adds} == {"seed_offset", "manual_seed_all"}
+    assert "seed_offset = 0" in next(m.code for m in members.member_adds if m.member == "seed_offset")
+    assert set(members.review) == {"F7:hostlib.platform.Platform", "F8:hostlib.platform.Platform"}
+
+
+def _pytest(cwd: Path, *args: str, pythonpath: Path | None = None) -> subprocess.CompletedProcess:
+    env = {"PYTHONDONTWRITEBYTECODE": "1", "PATH": "/usr/bin:/bin"}
+    env["PYTHONPATH"] = f"{pythonpath}:{cwd}" if pythonpath else str(cwd)
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_applied_plan_keeps_plugin_tests_green_on_both_versions(example, tree):
+    before = _pytest(tree, "tests/test_plugin.py", pythonpath=example["upstream_v2"])
+    assert before.returncode != 0  # the example really breaks on v2
+    plan = plan_shims(RECORDS, context(example, tree))
+    for group in plan.groups:
+        applied = apply_group(tree, group)
+        assert not applied.missed_moves
+    generated = [p for g in plan.groups for p in g.test_paths]
+    result = _pytest(tree, "--noconftest", *generated)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "10 passed" in result.stdout
+    for version in ("upstream_v1", "upstream_v2"):
+        run = _pytest(tree, "tests/test_plugin.py", pythonpath=example[version])
+        assert run.returncode == 0, (version, run.stdout + run.stderr)
+    moe = (tree / "tiny_npu/moe.py").read_text()
+    assert "from hostlib.layers.moe import FusedMoE  # shared experts\n" in moe
+    assert "from tiny_npu.compat.moe_fallbacks import SharedFusedMoE\n" in moe
+
+
+def test_generated_test_fails_when_the_shim_is_wrong(example, tree):
+    plan = plan_shims([RECORDS[2]], context(example, tree))
+    (group,) = plan.groups
+    apply_group(tree, group)
+    shim = tree / "tiny_npu/compat/eagle.py"
+    shim.write_text(shim.read_text().replace("('hostlib.spec.base_proposer', 'Proposer')", "('hostlib.spec.eagle', 'Proposer')"))
+    result = _pytest(tree, "--noconftest", *group.test_paths)
+    assert result.returncode == 1 and "1 failed" in result.stdout
+
+
+def test_unbridgeable_families_go_to_a_human(example, tree):
+    records = [
+        rec(DriftFamily.RETURN, "hostlib.utils.cdiv", [("tiny_npu/ops.py", 5)]),
+        rec(DriftFamily.MONKEYPATCH, "hostlib.utils.cdiv", [("tiny_npu/ops.py", 5)]),
+        rec(DriftFamily.SIGNATURE, "hostlib.platform.Platform.name", [("tiny_npu/platform.py", 9)],
+            detail={"change": "override_mismatch", "plugin_class": "NPUPlatform", "method": "name"}),
+        rec(DriftFamily.MOVED, "hostlib.utils.cdiv", [("tiny_npu/ops.py", 1)], severity=Severity.NOTE,
+            new="hostlib.math.cdiv"),
+    ]
+    plan = plan_shims(records, context(example, tree))
+    assert not plan.groups
+    assert [u.record.family for u in plan.unhandled] == [DriftFamily.RETURN, DriftFamily.MONKEYPATCH, DriftFamily.SIGNATURE]
+    assert "guarded definitions" in plan.unhandled[2].reason
+
+
+def test_new_required_parameter_needs_a_human(example, tree):
+    record = rec(DriftFamily.SIGNATURE, "hostlib.utils.make_buffer", [("tiny_npu/ops.py", 5)],
+                 detail={"changes": [{"change": "new_required_parameter", "parameter": "device"}]})
+    plan = plan_shims([record], context(example, tree))
+    assert plan.needs_human == (record.key,)
+
+
+def test_torch_compat_convention_and_markers(example, tree):
+    (tree / "tiny_npu/_compat").mkdir()
+    (tree / "tiny_npu/_compat/__init__.py").write_text("")
+    ctx = context(example, tree)
+    assert ctx.convention.compat_dir == "tiny_npu/_compat" and ctx.convention.style == "torch_compat"
+    plan = plan_shims([RECORDS[2]], ctx)
+    shim = plan.groups[0].files[0]
+    assert shim.path == "tiny_npu/_compat/eagle.py"
+    assert "# COMPAT(>= v2):" in shim.content and "# CAN REMOVE" in shim.content
+
+
+def test_guard_function_detected(example, tree):
+    ctx = context(example, tree)
+    assert ctx.convention.guard_function == "tiny_npu.utils.hostlib_version_is"
+
+
+def test_existing_file_is_never_overwritten(example, tree):
+    (tree / "tiny_npu/compat").mkdir()
+    (tree / "tiny_npu/compat/eagle.py").write_text("# maintainers' own\n")
+    ctx = context(example, tree)
+    ctx = ShimContext(**{**ctx.__dict__, "existing": frozenset({"tiny_npu/compat/eagle.py"})})
+    group = plan_shims([RECORDS[2]], ctx).groups[0]
+    assert group.files[0].path == "tiny_npu/compat/spec_eagle.py"
+    with pytest.raises(InputError):
+        bad = group.files[0].__class__("tiny_npu/compat/eagle.py", "x = 1\n")
+        apply_group(tree, group.__class__(**{**group.__dict__, "files": (bad,)}))
+
+
+@pytest.mark.parametrize("content,needle", [
+    ("{% for x in %}", "shim template"),
+    ("{{ no_such_variable }}", "no_such_variable"),
+    ("def broken(:\n", "invalid Python"),
+])
+def test_template_errors_are_input_errors(example, tree, tmp_path, monkeypatch, content, needle):
+    from porter.shims import render
+
+    override = tmp_path / "templates"
+    override.mkdir()
+    (override / "moved.py.j2").write_text(content)
+    monkeypatch.setenv("PORTER_SHIM_TEMPLATES", str(override))
+    render._environment.cache_clear()
+    try:
+        with pytest.raises(InputError, match=needle) as info:
+            plan_shims([RECORDS[2]], context(example, tree))
+        assert info.value.exit_code == 2
+    finally:
+        render._environment.cache_clear()
