@@ -72,7 +72,7 @@ class Signature:
         parts: list[str] = []
         for p in self.params:
             prefix = "*" if p.kind == "varargs" else "**" if p.kind == "varkw" else ""
-            parts.append(prefix + p.name + ("=…" if p.has_default else ""))
+            parts.append(prefix + p.name + ("=…" if p.has_default and not prefix else ""))
         return "(" + ", ".join(parts) + ")" + (f" -> {self.returns}" if self.returns else "")
 
     def drop_first(self) -> "Signature":

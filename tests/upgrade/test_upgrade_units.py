@@ -1,0 +1,268 @@
+"""Unit tests of the pieces: API index, guard evaluation, registry, archive extraction."""
+
+from __future__ import annotations
+
+import ast
+import io
+import tarfile
+import textwrap
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from porter.errors import InputError
+from porter.registry import LedgerEntry, Ownership, append_ledger, load_forks, load_registry
+from porter.upgrade import index as index_mod
+from porter.upgrade.guards import Condition, GuardConventions, TargetVersions, combine, evaluate_condition
+from porter.upgrade.index import TreeIndex, parse_module
+from porter.upgrade.models import GuardKind
+from porter.upgrade.sources import check_ref_syntax, extract_archive, parse_release
+
+from upgrade_fixtures import write_tree
+
+
+def module(source: str, name: str = "pkg.mod", path: str = "pkg/mod.py"):
+    return parse_module(name, path, textwrap.dedent(source).encode())
+
+
+def test_index_records_members_signatures_and_conditions():
+    info = module("""
+        import typing
+        from abc import ABC, abstractmethod
+        from .base import Base as B
+        if typing.TYPE_CHECKING:
+            from .types import T
+        try:
+            from fast import speedy
+        except ImportError:
+            def speedy(x, /, y, *args, z, w=1, **kw) -> int:
+                return x
+        __all__ = ["Thing", "speedy"]
+        __all__ += ["extra"]
+
+        class Thing(B, ABC):
+            limit: int = 3
+
+            def __init__(self, a, b=2):
+                self.a = a
+                self.cache: dict = {}
+
+            @abstractmethod
+            def step(self): ...
+
+            def todo(self):
+                \"\"\"Subclasses implement this.\"\"\"
+                raise NotImplementedError
+
+            @property
+            def size(self):
+                return 1
+        """)
+    thing = info.defs["Thing"]
+    assert thing.bases == ("pkg.base.Base", "abc.ABC")
+    assert set(thing.instance_attrs) == {"a", "cache"}
+    assert set(thing.abstract) == {"step", "todo"}
+    assert thing.member("size").kind == "property"
+    assert thing.member("limit").kind == "variable"
+    assert thing.signature.render() == "(a, b=…)"  # the constructor, self bound
+    speedy = info.defs["speedy"]
+    assert speedy.conditional == "try"
+    assert speedy.signature.render() == "(x, y, *args, z, w=…, **kw) -> int"
+    assert speedy.signature.accepts_keyword("anything") and speedy.signature.required_names() == ("x", "y", "z")
+    assert info.imports["T"].conditional == "type_checking"
+    assert info.all_names == ("Thing", "speedy", "extra")
+
+
+def test_lazy_module_names_and_unknowns():
+    info = module("""
+        MODULE_ATTRS = {"LLM": ".entrypoints:LLM", "SamplingParams": ".sampling:SamplingParams"}
+        def __getattr__(name):
+            if name in MODULE_ATTRS:
+                return 1
+            if name == "legacy":
+                return 2
+            raise AttributeError(name)
+        """)
+    assert info.lazy and {"LLM", "SamplingParams", "legacy"} <= set(info.lazy_names)
+
+
+def test_syntax_error_is_unknown_not_missing(tmp_path):
+    write_tree(tmp_path, {"pkg/__init__.py": "", "pkg/broken.py": "def f(:\n"})
+    idx = TreeIndex(tmp_path, ["pkg"])
+    res = idx.resolve("pkg.broken", "f")
+    assert res.status == "unknown" and "SyntaxError" in res.reason
+    assert idx.resolve("pkg", "nothing").status == "missing"
+    assert idx.resolve("os.path", "join").status == "external"
+
+
+def test_cache_by_content_and_parallel_prefetch(tmp_path, monkeypatch):
+    files = {"pkg/__init__.py": ""}
+    files.update({f"pkg/m{i}.py": f"def f{i}(a, b=1):\n    return a\n" for i in range(12)})
+    write_tree(tmp_path / "tree", files)
+    monkeypatch.setattr(index_mod, "_PARALLEL_THRESHOLD", 4)
+    cold = TreeIndex(tmp_path / "tree", ["pkg"], tmp_path / "cache")
+    cold.prefetch([f"pkg.m{i}" for i in range(12)], workers=2)
+    assert cold.stats == {"parsed": 12, "cached": 0}
+    assert cold.resolve("pkg.m3", "f3").definition.signature.names == ("a", "b")
+    warm = TreeIndex(tmp_path / "tree", ["pkg"], tmp_path / "cache")
+    warm.prefetch([f"pkg.m{i}" for i in range(12)])
+    assert warm.stats == {"parsed": 0, "cached": 12}
+    (tmp_path / "tree" / "pkg" / "m3.py").write_text("def g3():\n    pass\n")
+    changed = TreeIndex(tmp_path / "tree", ["pkg"], tmp_path / "cache")
+    assert changed.resolve("pkg.m3", "f3").status == "missing" and changed.stats["parsed"] == 1
+
+
+def test_find_definitions_searches_the_whole_tree(tmp_path):
+    write_tree(tmp_path, {"pkg/__init__.py": "", "pkg/a.py": "class Needle:\n    pass\n",
+                          "pkg/deep/__init__.py": "", "pkg/deep/b.py": "Needle = 1\nasync def other():\n    pass\n"})
+    found = TreeIndex(tmp_path, ["pkg"]).find_definitions(["Needle", "other", "absent"])
+    assert sorted(m for m, _ in found["Needle"]) == ["pkg.a", "pkg.deep.b"]
+    assert [m for m, _ in found["other"]] == ["pkg.deep.b"] and found["absent"] == []
+
+
+CONV = GuardConventions({"vllm_version_is": "vllm"}, {"CURRENT_VERSION": "torch"}, {"torch": "torch", "vllm": "vllm"})
+
+
+@pytest.mark.parametrize(
+    ("source", "negated", "versions", "expected"),
+    [
+        ('vllm_version_is("0.11.0")', False, {"vllm": "0.11.0"}, True),
+        ('vllm_version_is("0.11.0")', True, {"vllm": "0.11.0"}, False),
+        ('utils.vllm_version_is("0.11.0")', False, {"vllm": "0.13.0"}, False),
+        ('vllm_version_is("0.11.0")', False, {"vllm": None}, False),  # main: no release matches
+        ('not vllm_version_is("0.11.0") and flag', False, {"vllm": "0.11.0"}, False),
+        ('vllm_version_is("0.11.0") or flag', False, {"vllm": "0.13.0"}, None),
+        ("CURRENT_VERSION >= (2, 11)", False, {"torch": "2.11.0"}, True),
+        ("CURRENT_VERSION < (2, 11)", False, {"torch": "2.12.0"}, False),
+        ("(2, 14) <= CURRENT_VERSION", False, {"torch": "2.13.0"}, False),
+        ('Version(torch.__version__) >= Version("2.1")', False, {"torch": "2.0.1"}, False),
+        ("some_runtime_flag()", False, {}, None),
+    ],
+)
+def test_version_guards(source, negated, versions, expected):
+    target = TargetVersions({k: Version(v) if v else None for k, v in versions.items()})
+    assert evaluate_condition(Condition("if", source, negated), CONV, target) is expected
+
+
+def test_combined_guard_reports_the_deciding_condition():
+    target = TargetVersions({"vllm": Version("0.13.0")})
+    conds = (Condition("try", "", False, 1), Condition("if", 'vllm_version_is("0.11.0")', False))
+    guard = combine(conds, CONV, target)
+    assert guard.live is False and guard.kind == GuardKind.VERSION
+    assert combine((Condition("type_checking", "TYPE_CHECKING"),), CONV, target).live is False
+    assert combine((Condition("type_checking", "TYPE_CHECKING", True),), CONV, target).live is True
+    hasattr_guard = combine((Condition("if", 'hasattr(m, "x")'),), CONV, target, lambda d, a: False, {"m": "vllm.m"})
+    assert hasattr_guard.live is False and hasattr_guard.kind == GuardKind.HASATTR
+
+
+def test_ref_and_version_syntax():
+    assert parse_release("v0.13.0") == Version("0.13.0") and parse_release("main") is None
+    for good in ("0.13.0", "v0.13.0", "main", "release/3.2.x", "85400f8", "2.10.0.post4"):
+        check_ref_syntax(good)
+    for bad in ("0.x.1", "1..2", "", "bad ref", "-rf"):
+        with pytest.raises(InputError):
+            check_ref_syntax(bad)
+
+
+def test_sdist_extraction_keeps_python_only(tmp_path):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        for name, data in {"pkg-1.0/pkg/__init__.py": b"x = 1\n", "pkg-1.0/pkg/_ops.so": b"\x7fELF",
+                           "pkg-1.0/README.md": b"hi", "pkg-1.0/../evil.py": b"bad"}.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    archive = tmp_path / "pkg-1.0.tar.gz"
+    archive.write_bytes(buf.getvalue())
+    dest = tmp_path / "out"
+    assert extract_archive(archive, dest) == 1
+    assert (dest / "pkg" / "__init__.py").read_text() == "x = 1\n"
+    assert (dest / ".porter-extensions.txt").read_text().split() == ["pkg._ops"]
+    assert not (tmp_path / "evil.py").exists() and not (dest / "README.md").exists()
+    broken = tmp_path / "broken.tar.gz"
+    broken.write_bytes(buf.getvalue()[:50])
+    with pytest.raises(InputError):
+        extract_archive(broken, tmp_path / "out2")
+    assert not (tmp_path / "out2").exists()
+
+
+def test_registry_of_this_repository_loads():
+    root = Path(__file__).resolve().parents[2]
+    registry = load_registry(root / "knowledge" / "upstreams.yaml")
+    assert {"vllm-ascend", "torch-npu", "triton-ascend", "transformers-npu", "vime"} <= set(registry.plugins)
+    va = registry.plugin("vllm-ascend")
+    assert va.primary_upstream == "vllm" and va.guards.version_functions == {"vllm_version_is": "vllm"}
+    assert [p.plugin for p in va.pairs_for("vllm", "0.11.0")] == ["0.11.0"]
+    transformers = registry.upstream("transformers").ownership
+    assert transformers.decide("src/transformers/integrations/npu_flash_attention.py") == "patch"
+    assert transformers.decide("src/transformers/modeling_utils.py") == "report"
+    forks = load_forks(root / "forks" / "forks.yaml")
+    assert forks["vime"].path == root and forks["vllm-ascend"].baseline == {"vllm": "0.27.1"}
+    with pytest.raises(InputError, match="unknown plugin"):
+        registry.plugin("nope")
+
+
+def test_registry_validation_names_the_key(tmp_path):
+    bad = tmp_path / "u.yaml"
+    bad.write_text("upstreams: {a: {packages: [a]}}\nplugins: {p: {upstreams: [b]}}\n")
+    with pytest.raises(InputError, match=r"plugins\.p\.upstreams names unknown upstream\(s\) b"):
+        load_registry(bad)
+    bad.write_text("upstreams: {a: {packages: 3}}\n")
+    with pytest.raises(InputError, match=r"upstreams\.a\.packages: expected a list"):
+        load_registry(bad)
+
+
+def test_ledger_append_is_atomic_and_keeps_entries(tmp_path):
+    forks_file = tmp_path / "forks" / "forks.yaml"
+    forks_file.parent.mkdir()
+    forks_file.write_text("schema: 1\nforks:\n  f:\n    plugin: p\n    baseline: {up: '1.0'}\n")
+    entry = LedgerEntry(slug="up-2.0", branch="ascend-port/up-2.0", upstream="up", target="2.0",
+                        outcome="C_PATCH", created="2026-11-29T10:00:00Z", commits=("abc",))
+    append_ledger(forks_file, "f", entry)
+    append_ledger(forks_file, "f", entry)
+    fork = load_forks(forks_file)["f"]
+    assert fork.ledger == (entry, entry) and fork.branches == ("ascend-port/up-2.0",)
+    assert fork.path == (tmp_path / "forks" / "f").resolve()
+    assert not [p for p in forks_file.parent.iterdir() if p.name.endswith(".tmp")]
+    with pytest.raises(InputError, match="unknown fork"):
+        append_ledger(forks_file, "g", entry)
+
+
+def test_ownership_patch_globs_win():
+    own = Ownership(patch=("src/x/npu_*",), report=("**",))
+    assert own.decide("src/x/npu_fa.py") == "patch" and own.decide("src/x/core.py") == "report"
+    assert Ownership().decide("a.py") is None
+
+
+def test_usage_scan_finds_every_kind(tmp_path):
+    from porter.upgrade.usage import scan_source
+
+    source = textwrap.dedent("""
+        import vllm.envs as envs
+        from vllm.layers import FusedMoE as FM
+        import vllm
+        class MyMoE(FM):
+            def __init__(self, *a, **k):
+                super().__init__(*a, hidden=1, **k)
+                self.extra = 1
+            def forward(self, x, *, scale=1.0):
+                return super().forward(x, scale=scale)
+        def patch():
+            vllm.layers.Thing = object
+            setattr(envs, "FLAG", True)
+            return envs.VLLM_USE_V1, FM.create(size=3)
+        """).encode()
+    usage = scan_source("p.py", source, ["vllm"])
+    kinds = {(u.kind, u.symbol) for u in usage.uses}
+    assert ("module", "vllm.envs") in kinds and ("import", "vllm.layers.FusedMoE") in kinds
+    assert ("subclass", "vllm.layers.FusedMoE") in kinds
+    assert ("monkeypatch", "vllm.layers.Thing") in kinds and ("monkeypatch", "vllm.envs.FLAG") in kinds
+    assert ("attribute", "vllm.envs.VLLM_USE_V1") in kinds
+    calls = {u.symbol: u.detail for u in usage.uses if u.kind == "call"}
+    assert calls["vllm.layers.FusedMoE"]["keywords"] == ["hidden"] and calls["vllm.layers.FusedMoE"]["via_super"]
+    assert calls["vllm.layers.FusedMoE.forward"]["keywords"] == ["scale"]
+    assert calls["vllm.layers.FusedMoE.create"]["keywords"] == ["size"]
+    sub = next(u for u in usage.uses if u.kind == "subclass")
+    assert sub.detail["calls_super_init"] and "extra" in sub.detail["attrs"] and "forward" in sub.detail["methods"]
+    assert ast.parse(source)  # the scanned source itself is valid
