@@ -177,7 +177,8 @@ def parse_profile(name: str, data: Any, source: str) -> HostProfile:
     unknown = sorted(set(data) - PROFILE_KEYS)
     if unknown:
         raise _fail(name, source, f"unknown key(s) {', '.join(unknown)}", hint=f"known keys: {', '.join(sorted(PROFILE_KEYS))}")
-    transport = str(data.get("transport", "ssh" if data.get("address") else "local"))
+    implied = ("ssh+container" if "container" in data else "ssh") if data.get("address") else "local"
+    transport = str(data.get("transport", implied))
     if transport not in TRANSPORTS:
         raise _fail(name, source, f"transport {transport!r} is not one of {', '.join(TRANSPORTS)}")
     address = str(data.get("address", "") or "")

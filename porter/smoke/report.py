@@ -27,12 +27,13 @@ def sparkline(values: list[float | None], width: int = 140, height: int = 28) ->
         return ""
     lo = min(v for _, v in points)
     hi = max(v for _, v in points)
-    span = (hi - lo) or 1.0
+    span = hi - lo
     step = width / max(len(values) - 1, 1)
-    coords = [
-        (round(i * step if len(values) > 1 else width / 2, 1), round(height - 3 - (v - lo) / span * (height - 6), 1))
-        for i, v in points
-    ]
+
+    def y(v: float) -> float:
+        return height / 2 if span == 0 else height - 3 - (v - lo) / span * (height - 6)
+
+    coords = [(round(i * step if len(values) > 1 else width / 2, 1), round(y(v), 1)) for i, v in points]
     path = " ".join(f"{x},{y}" for x, y in coords)
     last_x, last_y = coords[-1]
     title = escape(f"min {lo:.4g}, max {hi:.4g}, last {points[-1][1]:.4g} ({len(points)} runs)")

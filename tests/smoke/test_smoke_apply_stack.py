@@ -1,0 +1,95 @@
+"""`porter apply ... --to vime` and the stack file it writes; the shipped bundle."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import tarfile
+
+import pytest
+import yaml
+
+from porter.smoke.bundle import STACK_FILE, build_bundle
+from porter.stack import load_stack, split_slug
+from smoke_helpers import invoke
+
+
+def _git(repo, *args):
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                        "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": str(repo)})
+
+
+@pytest.fixture
+def fork(tmp_path):
+    repo = tmp_path / "forks" / "vllm-ascend"
+    repo.mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "x.py").write_text("x = 1\n")
+    _git(repo, "add", "x.py")
+    _git(repo, "commit", "-q", "-m", "base")
+    _git(repo, "branch", "ascend-port/vllm-main")
+    sha = subprocess.run(["git", "-C", str(repo), "rev-parse", "ascend-port/vllm-main"], capture_output=True, text=True).stdout.strip()
+    return repo, sha
+
+
+def test_apply_upstream_version(project):
+    stack = project / "stack.yaml"
+    code, doc, _ = invoke("apply", "transformers==5.4.0", "--to", "vime", "--stack", str(stack), "--json")
+    assert code == 0 and doc["recorded"] == {"kind": "upstream", "upstream": "transformers", "version": "5.4.0"}
+    code, _, _ = invoke("apply", "torch==2.12.0rc3", "--to", "vime", "--stack", str(stack), "--json")
+    data = yaml.safe_load(stack.read_text())
+    assert data["upstreams"] == {"transformers": {"version": "5.4.0"}, "torch": {"version": "2.12.0rc3"}}
+    assert data["schema"] == "porter.stack/1"
+
+
+def test_apply_fork_branch_records_commit(project, fork):
+    repo, sha = fork
+    stack = project / "stack.yaml"
+    code, doc, _ = invoke("apply", "ascend-port/vllm-main", "--to", "vime", "--fork-repo", str(repo),
+                          "--stack", str(stack), "--json")
+    assert code == 0, doc
+    pin = load_stack(stack)["forks"]["vllm-ascend"]
+    assert pin["branch"] == "ascend-port/vllm-main" and pin["commit"] == sha
+    assert pin["upstream"] == "vllm" and pin["target"] == "main"
+
+
+def test_apply_fork_found_through_the_registry(project, fork):
+    repo, sha = fork
+    (project / "forks").mkdir()
+    (project / "forks" / "forks.yaml").write_text(yaml.safe_dump({"forks": [{"name": "vllm-ascend", "clone": str(repo)}]}))
+    (project / "porter.yaml").write_text("runs_dir: runs\nforks_file: forks/forks.yaml\n")
+    stack = project / "stack.yaml"
+    code, doc, _ = invoke("apply", "vllm-main", "--to", "vime", "--stack", str(stack), "--json")
+    assert code == 0, doc
+    assert doc["recorded"]["plugin"] == "vllm-ascend" and doc["recorded"]["commit"] == sha
+
+
+def test_apply_errors(project, fork):
+    repo, _ = fork
+    stack = project / "stack.yaml"
+    assert invoke("apply", "torch==2.12", "--to", "vllm", "--stack", str(stack))[0] == 2
+    code, doc, _ = invoke("apply", "torch==not-a-version", "--to", "vime", "--stack", str(stack), "--json")
+    assert code == 2 and "PEP 440" in doc["error"]["message"]
+    code, doc, _ = invoke("apply", "ascend-port/torch-main", "--to", "vime", "--fork-repo", str(repo),
+                          "--stack", str(stack), "--json")
+    assert code == 2 and "not found" in doc["error"]["message"]
+    assert not stack.exists()  # nothing written on failure
+
+
+def test_split_slug():
+    assert split_slug("vllm-main") == ("vllm", "main")
+    assert split_slug("torch-npu-v2.9.0") == ("torch-npu", "v2.9.0")
+    assert split_slug("transformers-v5.4.0") == ("transformers", "v5.4.0")
+
+
+def test_bundle_contents_and_determinism():
+    stack = {"upstreams": {"torch": {"version": "2.13.0"}}}
+    data = build_bundle(stack)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        names = tar.getnames()
+        assert json.load(tar.extractfile(STACK_FILE)) == stack
+    assert "vime/smoke.py" in names and "vime/results.py" in names and "vime/envfacts.py" in names
+    assert not any(n.endswith(".pyc") or "__pycache__" in n for n in names)
+    assert build_bundle(stack) == data
