@@ -21,7 +21,7 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -90,18 +90,33 @@ def load_transformers_model(checkpoint_dir: str | Path, dtype: torch.dtype) -> A
 
 
 @torch.no_grad()
-def check_parity(checkpoint_dir: str | Path, tokens: torch.Tensor, dtype: torch.dtype = torch.float32) -> ParityResult:
-    """Logits of transformers vs vime (rollout and train layouts) on `tokens` (B, T)."""
-    from vime.convert import load_hf, load_train_model
-    from vime.model import RolloutLM
+def check_parity(
+    checkpoint_dir: str | Path,
+    tokens: torch.Tensor,
+    dtype: torch.dtype = torch.float32,
+    vime_weights_hook: Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]] | None = None,
+) -> ParityResult:
+    """Logits of transformers vs vime (rollout and train layouts) on `tokens` (B, T).
+
+    `vime_weights_hook` rewrites the HF tensors before vime loads them (tests use it to model a vime
+    that reads a name differently from transformers)."""
+    from vime.convert import hf_to_train, load_hf, load_train_model
+    from vime.model import RolloutLM, TrainLM
 
     transformers = _quiet_transformers()
     hf_model = load_transformers_model(checkpoint_dir, dtype)
     config, weights = load_hf(checkpoint_dir)
+    if vime_weights_hook is not None:
+        weights = vime_weights_hook(dict(weights))
     rollout = RolloutLM(config)
     rollout.load_state_dict(weights)
     rollout = rollout.to(dtype).eval()
-    train = load_train_model(checkpoint_dir, dtype=dtype).eval()
+    if vime_weights_hook is None:
+        train = load_train_model(checkpoint_dir, dtype=dtype).eval()
+    else:
+        train = TrainLM(config, init=False)
+        train.load_state_dict(hf_to_train(weights, config))
+        train = train.to(dtype).eval()
 
     ref = hf_model(input_ids=tokens).logits.float()
     ours_rollout = rollout(tokens).float()

@@ -13,8 +13,6 @@ from __future__ import annotations
 import difflib
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
@@ -163,29 +161,22 @@ def export_draft_hf(
     """Atomic export: contiguous CPU tensors -> temp dir -> completeness check -> rename into place."""
     from safetensors.torch import load_file, save_file
 
+    from vime.fsio import write_dir_atomically
+
     out = Path(out_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v.detach().to("cpu").contiguous() for k, v in state_dict.items()}
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
+    tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in state_dict.items()}
+    if not tensors:
+        raise SpeculativeConfigError(f"refusing to export an empty draft model to {out}")
+
+    def fill(tmp: Path) -> None:
         (tmp / "config.json").write_text(json.dumps(dict(config), indent=2, sort_keys=True) + "\n", encoding="utf-8")
         save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         back = load_file(str(tmp / "model.safetensors"))
         if set(back) != set(tensors) or any(back[k].shape != tensors[k].shape for k in tensors):
             raise SpeculativeConfigError(f"draft export to {out} is incomplete: saved tensors do not match")
         json.loads((tmp / "config.json").read_text(encoding="utf-8"))
-        if out.exists():
-            # Replace an earlier export of the same rollout id without a window where neither exists.
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
-            os.replace(out, old / out.name)
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
+
+    return write_dir_atomically(out, fill)
 
 
 # --------------------------------------------------------------------------- verification

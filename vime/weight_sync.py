@@ -30,6 +30,7 @@ import os
 import socket
 import time
 import traceback
+from functools import partial
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -298,9 +299,10 @@ def _engine_main(
                 break
             if op == "update":
                 _reply(_serve_update(engine, cmd, device_kind))
-            elif op == "call":
+            elif op in ("call", "apply"):
                 try:
-                    value = getattr(engine, cmd["method"])(*cmd.get("args", ()), **cmd.get("kwargs", {}))
+                    fn = getattr(engine, cmd["method"]) if op == "call" else partial(cmd["fn"], engine)
+                    value = fn(*cmd.get("args", ()), **cmd.get("kwargs", {}))
                     _reply({"ok": True, "value": _to_cpu(value)})
                 except Exception as exc:
                     _reply({"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
@@ -500,6 +502,11 @@ class BroadcastSync:
             if ctx is not None:
                 _join_or_kill(ctx, 10.0 if graceful else 0.5)
 
+    @property
+    def version(self) -> int:
+        """The engine's weight version as of the last completed push (0 = checkpoint weights only)."""
+        return self._version
+
     # ----- commands
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """Run `engine.<method>(*args, **kwargs)` in the engine process and return its (CPU) result."""
@@ -509,6 +516,17 @@ class BroadcastSync:
         out = _await_reply()
         if not out["ok"]:
             raise WeightSyncError(f"engine.{method} failed in the engine process: {out['error']}\n{out.get('traceback', '')}")
+        return out["value"]
+
+    def apply(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run `fn(engine, *args, **kwargs)` in the engine process (`fn` must be importable: spawn pickles
+        it by name), e.g. to install a worker extension there."""
+        if self._context is None:
+            raise WeightSyncError("BroadcastSync is not started")
+        _send_command({"op": "apply", "fn": fn, "args": args, "kwargs": kwargs})
+        out = _await_reply()
+        if not out["ok"]:
+            raise WeightSyncError(f"{getattr(fn, '__name__', fn)} failed in the engine process: {out['error']}\n{out.get('traceback', '')}")
         return out["value"]
 
     def push(self, named: NamedTensors, *, fault: SyncFault | None = None) -> SyncReport:

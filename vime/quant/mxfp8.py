@@ -254,11 +254,10 @@ def describe_model(
 
 
 def write_description(checkpoint_dir: str | Path, description: QuantDescription) -> Path:
-    from porter.fsutil import atomic_write_text
+    from vime.fsio import atomic_write_bytes
 
-    path = Path(checkpoint_dir) / DESCRIPTION_FILE
-    atomic_write_text(path, json.dumps(description.to_dict(), indent=2, sort_keys=True) + "\n")
-    return path
+    text = json.dumps(description.to_dict(), indent=2, sort_keys=True) + "\n"
+    return atomic_write_bytes(Path(checkpoint_dir) / DESCRIPTION_FILE, text.encode("utf-8"))
 
 
 # --------------------------------------------------------------------------- conversion
@@ -323,7 +322,12 @@ class MXFP8RolloutExtension:
     The trainer keeps sending full-precision weights; only this side quantises.
     """
 
-    def __init__(self, engine: Any, description: QuantDescription, *, backend: str = "auto") -> None:
+    FAULTS = ("drop_scale", "skip_quant")  # test knobs: lose one scale in transit / load unquantised weights
+
+    def __init__(self, engine: Any, description: QuantDescription, *, backend: str = "auto", fault: str | None = None) -> None:
+        if fault is not None and fault not in self.FAULTS:
+            raise ValueError(f"unknown MXFP8 fault {fault!r}; use one of {self.FAULTS}")
+        self.fault = fault
         self.engine = engine
         self.description = description
         self.backend = backend
@@ -345,6 +349,7 @@ class MXFP8RolloutExtension:
         worker_extension_cls: str | None = None,
         external_server: bool = False,
         backend: str = "auto",
+        fault: str | None = None,
     ) -> "MXFP8RolloutExtension":
         """Fail closed: an external server, a user worker extension or a description that does not
         fit the engine's model all stop here with a message that says what to change."""
@@ -370,7 +375,7 @@ class MXFP8RolloutExtension:
                 raise MXFP8ConfigError("MXFP8 needs a quant description or the checkpoint directory that holds one")
             description = QuantDescription.load(checkpoint_dir)
         description.validate_against({n: tuple(t.shape) for n, t in engine.named_weights().items()})
-        ext = cls(engine, description, backend=backend)
+        ext = cls(engine, description, backend=backend, fault=fault)
         for verb in ("start_weight_update", "update_weights", "finish_weight_update", "abort_weight_update"):
             ext._native[verb] = getattr(engine, verb)
         engine.start_weight_update = ext.start_weight_update
@@ -424,7 +429,14 @@ class MXFP8RolloutExtension:
         if not self.prepared:
             raise MXFP8LifecycleError("update_weights outside prepare/finalize")
         items = list(chunk.items() if hasattr(chunk, "items") else chunk)
-        wire = list(quantize_named_tensors(items, self.description, backend=self.backend))
+        if self.fault == "skip_quant":
+            wire = items
+        else:
+            wire = list(quantize_named_tensors(items, self.description, backend=self.backend))
+        if self.fault == "drop_scale":
+            scales = [i for i, (n, _) in enumerate(wire) if n.endswith(SCALE_SUFFIX)]
+            if scales:
+                del wire[scales[0]]
         originals = {n: t for n, t in items}
         for name, t in wire:
             if name.endswith(SCALE_SUFFIX) and name[: -len(SCALE_SUFFIX)] in originals:
@@ -434,7 +446,7 @@ class MXFP8RolloutExtension:
             self.passthrough[name] = t
         by_name = dict(wire)
         for name in originals:
-            if self.description.is_eligible(name):
+            if self.description.is_eligible(name) and name + SCALE_SUFFIX in by_name:
                 self.last_pairs[name] = (by_name[name], by_name[name + SCALE_SUFFIX])
         params = self.engine.named_weights()
         loaded = {}
@@ -460,3 +472,44 @@ class MXFP8RolloutExtension:
     def abort_weight_update(self) -> None:
         self._native["abort_weight_update"]()
         self.finalize(success=False)
+
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "extension": EXTENSION_NAME,
+            "eligible": len(self._expected),
+            "described": len(self.description.entries),
+            "backend": "npu" if self.backend == "npu" or (self.backend == "auto" and npu_mx_quant_available()) else "reference",
+            "events": list(self.events),
+        }
+
+
+def _install_in_engine(
+    engine: Any, checkpoint_dir: str | None, worker_extension_cls: str | None, external_server: bool, backend: str
+) -> dict[str, Any]:
+    return MXFP8RolloutExtension.install(
+        engine, checkpoint_dir, worker_extension_cls=worker_extension_cls, external_server=external_server, backend=backend
+    ).summary()
+
+
+def enable_for_engine(
+    engine: Any,
+    checkpoint_dir: str | Path | None,
+    *,
+    worker_extension_cls: str | None = None,
+    external_server: bool = False,
+    backend: str = "auto",
+) -> dict[str, Any]:
+    """--vllm-quantization ascend: install the extension on a local engine, or inside the engine process
+    of a decoupled (broadcast) setup when `engine` is a proxy carrying a BroadcastSync as `_sync`."""
+    directory = None if checkpoint_dir is None else str(checkpoint_dir)
+    if directory is None and not external_server:
+        raise MXFP8ConfigError(
+            "--vllm-quantization ascend needs --hf-checkpoint", f"the directory must hold {DESCRIPTION_FILE}"
+        )
+    remote = getattr(engine, "_sync", None)
+    if remote is not None and hasattr(remote, "apply"):
+        if external_server:  # fail before touching the remote process
+            _install_in_engine(engine, directory, worker_extension_cls, external_server, backend)
+        return remote.apply(_install_in_engine, directory, worker_extension_cls, external_server, backend)
+    return _install_in_engine(engine, directory, worker_extension_cls, external_server, backend)
