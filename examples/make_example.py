@@ -4,7 +4,10 @@ plugin (`tiny_npu`) that works with v1 and breaks on v2 in every family porter b
 
     python examples/make_example.py DIR        # creates DIR/hostlib (git, tags v1 v2),
                                                # DIR/hostlib-v1, DIR/hostlib-v2 (plain trees),
-                                               # DIR/tiny-npu (git, branch main)
+                                               # DIR/tiny-npu (git, branch main) and a porter
+                                               # project (porter.yaml, upstreams.yaml, forks/)
+    cd DIR && porter upgrade example-plugin --to v2            # analysis -> shims -> branch -> PR
+    git -C DIR/tiny-npu show ascend-port/hostlib-v2:PR_MATERIAL.md
 
 What changes from v1 to v2 (and what the plugin uses):
 - F2 moved:     hostlib.spec.eagle.Proposer -> hostlib.spec.base_proposer.Proposer
@@ -243,6 +246,52 @@ def _replace_tree(root: Path, files: dict[str, str]) -> None:
     _write_tree(root, files)
 
 
+def _registry(target: Path) -> dict[str, str]:
+    """A self-contained porter project around the example: its own registry, fork list and runs."""
+    upstreams = f"""# The example's registry (examples/make_example.py): one upstream, one plugin.
+schema: 1
+upstreams:
+  hostlib:
+    description: tiny stand-in upstream of the porter example
+    git: {target / "hostlib"}
+    packages: [hostlib]
+    default_branch: main
+    tag: "v{{version}}"
+    ownership:
+      report: ["**"]
+plugins:
+  example-plugin:
+    description: tiny NPU plugin of hostlib (the porter example)
+    upstreams: [hostlib]
+    packages: [tiny_npu]
+    guards:
+      version_functions: {{hostlib_version_is: hostlib}}
+      helper_module: tiny_npu.utils
+    shim_dir: tiny_npu/compat
+    ownership:
+      patch: ["tiny_npu/**", "tests/**"]
+    port_tests: [tests/test_plugin.py]
+"""
+    forks = f"""# The example's fork list; `porter upgrade` appends its runs to the ledger.
+schema: 1
+forks:
+  example-plugin:
+    plugin: example-plugin
+    remote: ""
+    path: {target / "tiny-npu"}
+    default_branch: main
+    baseline: {{hostlib: v1}}
+    branches: []
+    ledger: []
+"""
+    return {
+        "porter.yaml": "# porter project of the bundled example\nupstreams_file: upstreams.yaml\n"
+                       "forks_file: forks/forks.yaml\nruns_dir: runs\n",
+        "upstreams.yaml": upstreams,
+        "forks/forks.yaml": forks,
+    }
+
+
 def make_example(target: Path) -> dict[str, Path]:
     """Create the example under `target` (must not exist or be empty). Returns the paths."""
     target = Path(target).resolve()
@@ -264,6 +313,7 @@ def make_example(target: Path) -> dict[str, Path]:
 
     for version, files in (("v1", UPSTREAM_V1), ("v2", UPSTREAM_V2)):
         _write_tree(target / f"hostlib-{version}", files)
+    _write_tree(target, _registry(target))
 
     plugin = target / "tiny-npu"
     plugin.mkdir()
@@ -277,6 +327,8 @@ def make_example(target: Path) -> dict[str, Path]:
         "upstream_v1": target / "hostlib-v1",
         "upstream_v2": target / "hostlib-v2",
         "plugin": plugin,
+        "config": target / "porter.yaml",
+        "forks_file": target / "forks" / "forks.yaml",
     }
 
 

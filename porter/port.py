@@ -111,6 +111,8 @@ class PortResult:
 
     @property
     def exit_code(self) -> int:
+        """0 when the run did its job (branch made, or nothing to port); 1 when the fix belongs upstream.
+        Findings left for a human are part of a successful C_PATCH outcome and its PR material."""
         if self.outcome.outcome is Outcome.C_REPORT:
             return int(ExitCode.FINDINGS)
         return int(ExitCode.OK)
@@ -406,3 +408,131 @@ def _ledger(request: PortRequest, result: PortResult) -> None:
         pr_material=f"{result.branch}:PR_MATERIAL.md", run_id=result.run_id,
         notes=f"{len(result.bridged)} bridged, {len(result.needs_human)} need a human",
     ))
+
+
+# ---------------------------------------------------------------- `porter upgrade` without --dry-run
+
+
+def _guard_function(spec) -> str | None:
+    functions = getattr(spec.guards, "version_functions", {}) or {}
+    helper = getattr(spec.guards, "helper_module", "") or ""
+    if functions and helper:
+        return f"{helper}.{next(iter(functions))}"
+    return None
+
+
+def port_after_analysis(
+    analysis_request: Any,
+    report: Any,
+    config: Any,
+    status: Callable[[str], None] = lambda _m: None,
+    *,
+    push: bool = False,
+    force: bool = False,
+    allow_dirty: bool = False,
+    fork_ref: str | None = None,
+    slug: str | None = None,
+) -> PortResult:
+    """Port the plugin that `report` (porter.upgrade.analyze.AnalysisReport) analysed.
+
+    The fork is the `--plugin-path` checkout or the clone named in forks.yaml; the analysis is
+    re-run by porter on the fork's committed baseline (in the worktree), not on the checkout."""
+    from porter.registry import load_forks
+    from porter.upgrade.analyze import AnalysisRequest, run_analysis
+
+    spec = report.plugin_spec
+    name = report.plugin
+    fork_name, fork_path = name, analysis_request.plugin_path
+    if fork_path is None:
+        for fork in load_forks(config.forks_file).values():
+            if fork.plugin == name or fork.name == name:
+                fork_name, fork_path = fork.name, fork.path
+                break
+    if fork_path is None:
+        raise InputError(
+            f"no fork checkout of {name} to port",
+            hint="register the fork in forks/forks.yaml (path:) or pass --plugin-path to a git checkout of it",
+        )
+    if report.baseline is None:
+        raise UsageError(f"no baseline for {name}: porter needs both versions to build shims",
+                         hint="pass --from REF (or set the fork's baseline in forks/forks.yaml)")
+    plugin_root = (spec.plugin_root if spec is not None else "") or ""
+    target, baseline = report.target, report.baseline
+    trees = {target.label: target.root, baseline.label: baseline.root}
+
+    def analyze(tree: Path) -> PortAnalysis:
+        again = run_analysis(AnalysisRequest(
+            plugin=name, target=target.label, baseline=baseline.label, plugin_path=tree / plugin_root if plugin_root else tree,
+            upstream_paths=trees, upstream=report.upstream, config=config,
+        ))
+        records, notes = list(again.records), list(again.notes)
+        if plugin_root:  # sites are relative to the plugin root; commits are relative to the fork root
+            records = [_prefix_sites(r, plugin_root) for r in records]
+            notes = [_prefix_sites(r, plugin_root) for r in notes]
+        return PortAnalysis(tuple(records), tuple(notes), again.outcome,
+                            {"timings": again.timings, "usage": again.usage.to_dict()})
+
+    hint = {}
+    if spec is not None:
+        package = spec.packages[0] if spec.packages else None
+        if package and plugin_root:
+            package = f"{plugin_root.strip('/')}/{package}"
+        hint = {k: v for k, v in {"package": package, "shim_dir": spec.shim_dir or None,
+                                  "guard_function": _guard_function(spec)}.items() if v}
+    reproducer = f"porter upgrade {name} --to {target.label} --from {baseline.label}"
+    if analysis_request.plugin_path is not None:
+        reproducer += f" --plugin-path {analysis_request.plugin_path}"
+    for label, root in getattr(analysis_request, "upstream_paths", {}).items():
+        reproducer += f" --upstream-path {label}={root}"
+    tests = tuple(str(t) for t in ((spec.raw.get("port_tests") if spec is not None else None) or ()))
+    request = PortRequest(
+        fork=fork_name, fork_path=Path(fork_path), upstream=report.upstream, baseline=baseline.label, target=target.label,
+        baseline_tree=baseline.root, target_tree=target.root, fork_ref=fork_ref,
+        package=hint.pop("package", None), convention_hint=hint, slug=slug, plugin_tests=tests, push=push,
+        allow_dirty=allow_dirty, force=force, work_dir=Path(config.cache_dir) / "worktrees", runs_dir=Path(config.runs_dir),
+        forks_file=Path(config.forks_file), reproducer=reproducer,
+    )
+    return run_port(request, analyze, status)
+
+
+def _prefix_sites(record: DriftRecord, prefix: str) -> DriftRecord:
+    from porter.upgrade.models import Site
+
+    prefix = prefix.strip("/")
+    sites = tuple(Site(f"{prefix}/{s.path}", s.line, s.code) for s in record.sites)
+    return replace(record, sites=sites)
+
+
+def render_port(result: PortResult, console: Any) -> None:
+    """Rich summary of a port run (the analysis table is rendered by porter.upgrade.report)."""
+    from rich.table import Table
+
+    console.print(f"\n[bold]port[/] {result.fork}: outcome [bold]{result.outcome.outcome.value}[/] — {result.message}")
+    if result.commits:
+        table = Table(title=f"{result.branch} (run {result.run_id})")
+        table.add_column("commit")
+        table.add_column("families")
+        table.add_column("change")
+        for commit in result.commits:
+            table.add_row(commit.sha[:12], ", ".join(commit.families), commit.subject)
+        console.print(table)
+    checks = result.validation.get("checks", [])
+    if checks:
+        table = Table(title="validation")
+        table.add_column("check")
+        table.add_column("verdict")
+        table.add_column("detail")
+        for check in checks:
+            colour = {"pass": "green", "fail": "red"}.get(check["verdict"], "yellow")
+            table.add_row(check["name"], f"[{colour}]{check['verdict']}[/]", check["detail"])
+        console.print(table)
+    if result.needs_human:
+        console.print(f"[yellow]needs a human[/]: {', '.join(result.needs_human)}")
+    if result.changes:
+        console.print(f"replaced previous series {result.changes['previous_sha'][:12]}: "
+                      f"new {result.changes['added'] or 'none'}, dropped {result.changes['dropped'] or 'none'}")
+    if result.branch_moved:
+        console.print(f"PR material: git show {result.branch}:PR_MATERIAL.md"
+                      + (f"  (copy in {result.record_dir})" if result.record_dir else ""))
+    if result.pushed:
+        console.print(f"pushed: {result.pushed}")

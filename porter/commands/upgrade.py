@@ -64,16 +64,17 @@ def register(app: typer.Typer) -> None:
                 reporter.status(f"Markdown report: {markdown}")
             payload = {"dry_run": dry_run, "analysis": report.to_dict()}
             if not dry_run:
-                try:
-                    from porter.port import run_port  # owned by the shims/forks work; absent in older checkouts
-                except ModuleNotFoundError as exc:
-                    if exc.name not in ("porter.port",):
-                        raise
-                    raise UsageError("porting is not available in this checkout: only --dry-run is available",
-                                     hint=f"run `porter upgrade {name} --to {to} --dry-run`") from None
-                port_result = run_port(request=request, report=report, reporter=reporter, config=state.config())
-                if port_result is not None:
-                    payload["port"] = port_result.to_dict() if hasattr(port_result, "to_dict") else port_result
+                from porter.port import port_after_analysis, render_port
+
+                port_result = port_after_analysis(request, report, state.config(), reporter.status)
+                payload["port"] = port_result.to_dict()
+
+                def render_both(console) -> None:
+                    render_rich(report, console)
+                    render_port(port_result, console)
+
+                reporter.emit("upgrade", payload, render_both)
+                exit_with(port_result.exit_code)
             reporter.emit("upgrade", payload, lambda console: render_rich(report, console))
             if report.breaking:
                 exit_with(ExitCode.FINDINGS)

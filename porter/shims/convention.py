@@ -24,10 +24,18 @@ class Convention:
     style: str  # "compat_module" | "torch_compat" (COMPAT markers)
     guard_function: str | None = None  # dotted, e.g. vllm_ascend.utils.vllm_version_is
     test_dir: str = "tests/porter_compat"
+    import_root: str = ""  # directory that is on sys.path (src/ layouts), relative to the fork root
+
+    def module_of(self, path: str) -> str:
+        """Import name of a fork file (`vllm_ascend/compat/x.py` -> `vllm_ascend.compat.x`)."""
+        rel = path[:-3] if path.endswith(".py") else path
+        if self.import_root and rel.startswith(self.import_root + "/"):
+            rel = rel[len(self.import_root) + 1:]
+        return rel.replace("/", ".")
 
     @property
     def compat_package(self) -> str:
-        return self.compat_dir.removeprefix("src/").replace("/", ".")
+        return self.module_of(self.compat_dir)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {"compat_package": self.compat_package}
@@ -72,7 +80,9 @@ def detect(root: Path, package: str | None = None, hint: dict[str, Any] | None =
             compat_dir = f"{pkg_dir}/compat"
     style = style or "compat_module"
     guard = hint.get("guard_function") or _find_guard(root / pkg_dir, import_name)
-    return Convention(package=import_name, compat_dir=compat_dir.strip("/"), style=style, guard_function=guard)
+    import_root = pkg_dir.rpartition("/")[0]
+    return Convention(package=import_name, compat_dir=compat_dir.strip("/"), style=style, guard_function=guard,
+                      import_root=import_root)
 
 
 def _find_guard(pkg_root: Path, package: str) -> str | None:

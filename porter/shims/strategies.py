@@ -135,10 +135,6 @@ def _test_path(shim_path: str, ctx: ShimContext) -> tuple[str, int]:
     return test_path, len(Path(test_path).parts) - 1
 
 
-def _module_of(path: str) -> str:
-    return path[:-3].removeprefix("src/").replace("/", ".")
-
-
 def _import_path(record: DriftRecord) -> tuple[str, str]:
     """(module, name) as the plugin imported it at the baseline: the path that worked then.
 
@@ -197,7 +193,7 @@ def _render_pair(ctx: ShimContext, shim_template: str, shim_path: str, shim_vars
 
 def _plan_moved(module: str, records: list[DriftRecord], ctx: ShimContext, taken: set[str]) -> ShimGroup:
     shim_path = _module_file_name(module, "", ctx, taken)
-    shim_module = _module_of(shim_path)
+    shim_module = ctx.convention.module_of(shim_path)
     entries, rationale = [], []
     layouts: dict[str, dict[str, str]] = {"baseline": {}, "target": {}}
     expected: dict[str, dict[str, str]] = {"baseline": {}, "target": {}}
@@ -335,7 +331,7 @@ def _stub_function(name: str, definition: Definition | None, fallback: list[str]
 
 def _plan_signature(module: str, records: list[DriftRecord], ctx: ShimContext, taken: set[str]) -> ShimGroup:
     shim_path = _module_file_name(module, "_signatures", ctx, taken)
-    shim_module = _module_of(shim_path)
+    shim_module = ctx.convention.module_of(shim_path)
     entries, rationale, needs_human, review = [], [], [], []
     layouts: dict[str, dict[str, str]] = {"baseline": {}, "target": {}}
     calls: dict[str, dict[str, int]] = {}
@@ -423,7 +419,7 @@ def _surviving_base(base: str, ctx: ShimContext) -> str | None:
 
 def _plan_removed(module: str, records: list[DriftRecord], ctx: ShimContext, taken: set[str]) -> ShimGroup:
     shim_path = _module_file_name(module, "_fallbacks", ctx, taken)
-    shim_module = _module_of(shim_path)
+    shim_module = ctx.convention.module_of(shim_path)
     entries, rationale, needs_human, checks = [], [], [], {}
     layouts: dict[str, dict[str, str]] = {"baseline": {}, "target": {}}
     for record in records:
