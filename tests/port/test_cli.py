@@ -1,0 +1,42 @@
+"""`porter upgrade NAME --to REF` (no --dry-run) on the bundled example project, end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from typer.testing import CliRunner
+
+from helpers import make_example, snapshot
+from porter.cli import app
+
+
+def test_upgrade_example_makes_branch_and_pr(tmp_path, monkeypatch):
+    paths = make_example(tmp_path / "ex")
+    monkeypatch.chdir(paths["root"])
+    monkeypatch.setenv("PORTER_CACHE_DIR", str(tmp_path / "cache"))
+    result = CliRunner().invoke(app, ["upgrade", "example-plugin", "--to", "v2", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    port = doc["port"]
+    assert port["branch"] == "ascend-port/hostlib-v2" and port["branch_moved"]
+    assert port["outcome"]["outcome"] == "C_PATCH"
+    assert port["needs_human"] == ["F1:hostlib.layers.moe.legacy_router"]
+    assert all(c["verdict"] == "pass" for c in port["validation"]["checks"])
+    pr = subprocess.run(["git", "show", "ascend-port/hostlib-v2:PR_MATERIAL.md"], cwd=paths["plugin"],
+                        capture_output=True, text=True, check=True).stdout
+    assert "porter upgrade example-plugin --to v2 --from v1" in pr
+    ledger = paths["forks_file"].read_text()
+    assert port["run_id"] in ledger
+
+
+def test_upgrade_on_dirty_fork_exits_2_and_changes_nothing(tmp_path, monkeypatch):
+    paths = make_example(tmp_path / "ex")
+    (paths["plugin"] / "scratch.txt").write_text("work in progress\n")
+    before = snapshot(paths["plugin"])
+    monkeypatch.chdir(paths["root"])
+    monkeypatch.setenv("PORTER_CACHE_DIR", str(tmp_path / "cache"))
+    result = CliRunner().invoke(app, ["upgrade", "example-plugin", "--to", "v2", "--json"])
+    assert result.exit_code == 2, result.output
+    assert "uncommitted changes" in json.loads(result.stdout)["error"]["message"]
+    assert snapshot(paths["plugin"]) == before
