@@ -144,7 +144,12 @@ def level1(stack: dict[str, Any]) -> list[GateResult]:
         return "pass", {"version": vime.__version__, "path": str(Path(vime.__file__).parent), "modules": loaded}, {}, ""
 
     out.append(_check("L1.import.vime", "import vime", "L1", vime_body))
+    return out + pin_checks(stack)
 
+
+def pin_checks(stack: dict[str, Any]) -> list[GateResult]:
+    """One check per upstream version the stack pins: is that release installed here?"""
+    out: list[GateResult] = []
     for upstream, pin in sorted((stack.get("upstreams") or {}).items()):
         wanted = pin.get("version") if isinstance(pin, dict) else pin
         if not wanted:

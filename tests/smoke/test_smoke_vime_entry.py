@@ -80,14 +80,14 @@ def test_l3_broken_registry_is_an_error_with_traceback(monkeypatch):
     assert result.verdict == "error" and "torch_npu" in result.traceback
 
 
-def test_l1_stack_pin_mismatch_fails():
-    results = {r.gate: r for r in vsmoke.level1({"upstreams": {"torch": {"version": "1.0.0"}, "numpy": "0.0.1"}})}
+def test_stack_pin_mismatch_fails():
+    results = {r.gate: r for r in vsmoke.pin_checks({"upstreams": {"torch": {"version": "1.0.0"}, "numpy": "0.0.1"}})}
     assert results["L1.stack.torch"].verdict == "fail"
     assert results["L1.stack.torch"].thresholds == {"version": "1.0.0"}
     assert results["L1.stack.numpy"].verdict == "fail"
     import torch
 
-    ok = {r.gate: r for r in vsmoke.level1({"upstreams": {"torch": {"version": torch.__version__.split("+")[0]}}})}
+    ok = {r.gate: r for r in vsmoke.pin_checks({"upstreams": {"torch": {"version": torch.__version__.split("+")[0]}}})}
     assert ok["L1.stack.torch"].verdict == "pass"
 
 
