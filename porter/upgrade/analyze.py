@@ -12,7 +12,9 @@ baseline and target, compute drift, decide the outcome.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import pickle
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -21,6 +23,7 @@ from typing import Any, Iterator
 
 from porter.config import PACKAGE_ROOT, PorterConfig, load_config
 from porter.errors import EnvironmentProblem, InputError
+from porter.fsutil import atomic_write_bytes
 from porter.registry import PluginSpec, Registry, UpstreamSpec, load_forks, load_registry
 from porter.upgrade.drift import Verdict, compute_drift
 from porter.upgrade.guards import GuardConventions, TargetVersions
@@ -207,6 +210,37 @@ def guard_conventions(registry: Registry, spec: PluginSpec) -> GuardConventions:
     return GuardConventions(dict(spec.guards.version_functions), dict(spec.guards.version_names), packages)
 
 
+_ANALYSIS_MODULES = ("index.py", "usage.py", "guards.py", "drift.py", "models.py")
+
+
+def _result_key(plugin_root: Path, excludes, packages, target: TreeIndex, baseline: TreeIndex | None,
+                conventions: GuardConventions, versions: dict) -> str:
+    """Identity of one drift computation: the plugin files, both trees, the conventions, the versions
+    and the analysis code itself (so a porter change never serves a stale result)."""
+    from porter.upgrade.usage import plugin_files
+
+    digest = hashlib.blake2b(digest_size=20)
+    here = Path(__file__).resolve().parent
+    for name in _ANALYSIS_MODULES:
+        digest.update((here / name).read_bytes())
+    for rel, path in plugin_files(plugin_root, excludes):
+        st = path.stat()
+        digest.update(f"{rel}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    digest.update(repr((tuple(packages), target.fingerprint(), baseline.fingerprint() if baseline else None,
+                        sorted(conventions.version_functions.items()), sorted(conventions.version_names.items()),
+                        sorted(conventions.packages.items()), sorted((k, str(v)) for k, v in versions.items()))).encode())
+    return digest.hexdigest()
+
+
+def _load_pickle(path: Path) -> Any:
+    if not path.is_file():
+        return None
+    try:
+        return pickle.loads(path.read_bytes())
+    except Exception:  # noqa: BLE001 - a damaged cache entry is recomputed
+        return None
+
+
 # ---------------------------------------------------------------- the analysis
 
 
@@ -263,15 +297,21 @@ def run_analysis(request: AnalysisRequest, progress: Any = None) -> AnalysisRepo
     t0 = time.perf_counter()
     versions = {upstream_name: target.version}
     conventions = guard_conventions(registry, spec)
-    with _stage(progress, f"indexing {upstream_name} and computing drift", None):
-        result = compute_drift(files, target_index, baseline_index, conventions, TargetVersions(versions))
+    result_key = _result_key(plugin_tree.root, excludes, upstream.packages, target_index, baseline_index, conventions, versions)
+    result_path = Path(config.cache_dir) / "results" / result_key[:2] / f"{result_key}.pkl"
+    result = _load_pickle(result_path)
+    cache_state = "hit" if result is not None else "miss"
+    if result is None:
+        with _stage(progress, f"indexing {upstream_name} and computing drift", None):
+            result = compute_drift(files, target_index, baseline_index, conventions, TargetVersions(versions))
+        atomic_write_bytes(result_path, pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
     timings["drift"] = time.perf_counter() - t0
 
     pairs = [p.plugin for p in spec.pairs_for(upstream_name, str(target.version))] if target.version else []
     outcome = decide_outcome(result.records, result.notes, spec.ownership, spec.name, pairs,
                              str(plugin_tree.version) if plugin_tree.version and plugin_tree.kind == "pypi" else None)
     timings["total"] = time.perf_counter() - started
-    stats = {"target": dict(target_index.stats, modules=len(target_index.files))}
+    stats: dict[str, Any] = {"target": dict(target_index.stats, modules=len(target_index.files)), "result_cache": cache_state}
     if baseline_index is not None:
         stats["baseline"] = dict(baseline_index.stats, modules=len(baseline_index.files))
     return AnalysisReport(

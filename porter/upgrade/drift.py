@@ -131,7 +131,7 @@ class DriftAnalyzer:
                 if use.kind == "import":
                     if self.target.resolve(use.detail["module"], use.detail["name"]).status == "missing":
                         names.add(use.detail["name"])
-                elif use.kind == "monkeypatch":
+                elif use.kind in ("monkeypatch", "attribute"):
                     res = self.target.resolve_dotted(use.symbol)
                     if res.status == "missing" and res.name and "." not in res.name:
                         names.add(res.name)

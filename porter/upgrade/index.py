@@ -21,14 +21,14 @@ from typing import Callable, Iterable
 
 from porter.fsutil import atomic_write_bytes
 
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 _PARALLEL_THRESHOLD = 48  # below this many uncached modules a process pool costs more than it saves
 
 
 # ---------------------------------------------------------------- records
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Param:
     name: str
     kind: str  # posonly | pos | varargs | kwonly | varkw
@@ -39,7 +39,7 @@ class Param:
         return not self.has_default and self.kind in ("posonly", "pos", "kwonly")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Signature:
     params: tuple[Param, ...]
     returns: str | None = None
@@ -82,7 +82,7 @@ class Signature:
         return self
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Definition:
     name: str
     kind: str  # class | function | variable | property
@@ -107,7 +107,7 @@ class Definition:
         return frozenset(m.name for m in self.members) | frozenset(self.instance_attrs)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ImportRef:
     module: str  # absolute module name
     name: str | None  # None: the local name is the module itself (`import a.b as c`)
@@ -115,7 +115,7 @@ class ImportRef:
     conditional: str = ""
 
 
-@dataclass(slots=True)
+@dataclass
 class ModuleInfo:
     name: str
     path: str  # relative to the tree root
@@ -729,6 +729,15 @@ class TreeIndex:
         out: dict[str, list[tuple[str, Definition]]] = {n: [] for n in names}
         if not names:
             return out
+        cache_path = None
+        if self.cache_dir is not None:
+            key = hashlib.blake2b(("\0".join(names) + "\0" + self.fingerprint()).encode(), digest_size=20).hexdigest()
+            cache_path = self.cache_dir.parent / f"search-v{INDEX_VERSION}" / key[:2] / f"{key}.pkl"
+            if cache_path.is_file():
+                try:
+                    return pickle.loads(cache_path.read_bytes())
+                except Exception:  # noqa: BLE001 - damaged entry: search again
+                    pass
         alternation = "|".join(re.escape(n) for n in names)
         pattern = re.compile(
             rf"^(?:(?:async\s+)?def|class)\s+({alternation})\b|^({alternation})\s*[:=]".encode(), re.MULTILINE
@@ -750,7 +759,24 @@ class TreeIndex:
                 definition = info.defs.get(name)
                 if definition is not None:
                     out[name].append((module, definition))
+        if cache_path is not None:
+            atomic_write_bytes(cache_path, pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
         return out
+
+    def fingerprint(self) -> str:
+        """Identity of the tree's files (name, size, mtime): a cheap key for whole-tree searches."""
+        if getattr(self, "_fingerprint", None) is None:
+            digest = hashlib.blake2b(digest_size=20)
+            digest.update(str(self.root.resolve()).encode())
+            for module in sorted(self.files):
+                path = self.files[module]
+                try:
+                    st = path.stat()
+                except OSError:
+                    continue
+                digest.update(f"{module}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+            self._fingerprint = digest.hexdigest()
+        return self._fingerprint
 
     def module_last_parts(self, last: str) -> list[str]:
         return [m for m in self.files if m.rsplit(".", 1)[-1] == last]

@@ -128,9 +128,17 @@ def test_warm_run_uses_the_cache(project, trees):
                               upstream_paths={"1.0": trees["v1"], "2.0": trees["v2"]}, config=load_config())
     first = run_analysis(request)
     second = run_analysis(request)
-    assert first.index_stats["target"]["parsed"] > 0
-    assert second.index_stats["target"]["parsed"] == 0 and second.index_stats["target"]["cached"] > 0
+    assert first.index_stats["target"]["parsed"] > 0 and first.index_stats["result_cache"] == "miss"
+    assert second.index_stats["result_cache"] == "hit"
     assert [r.to_dict() for r in first.records] == [r.to_dict() for r in second.records]
+    # A plugin edit misses the result cache but reuses every parsed upstream module.
+    extra = trees["plugin"] / "myplug" / "extra.py"
+    extra.write_text("from upkg.core import gone_fn\n")
+    third = run_analysis(request)
+    assert third.index_stats["result_cache"] == "miss"
+    assert third.index_stats["target"]["parsed"] == 0 and third.index_stats["target"]["cached"] > 0
+    gone = next(r for r in third.records if r.symbol == "upkg.core.gone_fn")
+    assert "myplug/extra.py" in {s.path for s in gone.sites}
 
 
 def test_target_without_baseline_still_finds_missing_imports(project, trees):

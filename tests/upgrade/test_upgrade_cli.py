@@ -216,19 +216,3 @@ def test_unreadable_fork_path_is_exit_3(project, trees, monkeypatch):
                     "--upstream-path", f"2.0={trees['v2']}", "--dry-run", "--json")
     assert result.exit_code == 3, result.output
     assert "fork" in json.loads(result.stdout)["error"]["message"]
-
-
-def test_non_dry_run_without_port_module_says_so(project, trees, monkeypatch):
-    import builtins
-
-    real_import = builtins.__import__
-
-    def fake_import(name, *args, **kwargs):
-        if name == "porter.port":
-            raise ModuleNotFoundError("No module named 'porter.port'", name="porter.port")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", fake_import)
-    result = invoke("upgrade", "myplug", "--to", "2.0", "--from", "1.0", *paths(trees), "--json")
-    assert result.exit_code == 2
-    assert "only --dry-run" in json.loads(result.stdout)["error"]["message"]
