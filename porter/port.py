@@ -453,6 +453,9 @@ def port_after_analysis(
             f"no fork checkout of {name} to port",
             hint="register the fork in forks/forks.yaml (path:) or pass --plugin-path to a git checkout of it",
         )
+    if spec is not None and spec.kind == "fork":
+        return _merge_for_fork(fork_name, Path(fork_path), report, config, status, push=push, force=force,
+                               allow_dirty=allow_dirty, fork_ref=fork_ref, slug=slug)
     if report.baseline is None:
         raise UsageError(f"no baseline for {name}: porter needs both versions to build shims",
                          hint="pass --from REF (or set the fork's baseline in forks/forks.yaml)")
@@ -503,9 +506,21 @@ def _prefix_sites(record: DriftRecord, prefix: str) -> DriftRecord:
     return replace(record, sites=sites)
 
 
-def render_port(result: PortResult, console: Any) -> None:
+def render_port(result: Any, console: Any) -> None:
     """Rich summary of a port run (the analysis table is rendered by porter.upgrade.report)."""
     from rich.table import Table
+
+    if hasattr(result, "conflicts"):  # a merge (porter.triton_merge.MergeResult)
+        console.print(f"\n[bold]merge[/] {result.fork}: {result.message}")
+        table = Table(title="conflicts")
+        for column in ("file", "kind", "resolved by"):
+            table.add_column(column)
+        for c in result.conflicts:
+            table.add_row(c.path, c.kind, c.resolved_by or "[yellow]a human[/]")
+        console.print(table)
+        if result.branch_moved:
+            console.print(f"PR material: git show {result.branch}:PR_MATERIAL.md")
+        return
 
     console.print(f"\n[bold]port[/] {result.fork}: outcome [bold]{result.outcome.outcome.value}[/] — {result.message}")
     if result.commits:
@@ -536,3 +551,24 @@ def render_port(result: PortResult, console: Any) -> None:
                       + (f"  (copy in {result.record_dir})" if result.record_dir else ""))
     if result.pushed:
         console.print(f"pushed: {result.pushed}")
+
+
+def _merge_for_fork(fork_name: str, fork_path: Path, report: Any, config: Any, status: Callable[[str], None], *,
+                    push: bool, force: bool, allow_dirty: bool, fork_ref: str | None, slug: str | None):
+    """A fork that merges its parent (triton-ascend): merge the target ref instead of writing shims."""
+    from porter.triton_merge import MergeRequest, run_merge
+    from porter.upgrade.sources import Sources
+
+    target = report.target
+    if target.kind != "git" or not target.commit:
+        raise UsageError(f"{fork_name} merges {report.upstream}: the target must be a git ref of it, not a {target.kind} tree",
+                         hint=f"pass --to TAG (for example v3.6.0) without --upstream-path")
+    mirror = Sources(Path(config.cache_dir)).mirror_path(target.origin)
+    request = MergeRequest(
+        fork=fork_name, fork_path=fork_path, upstream=report.upstream, target=target.label, target_ref=target.commit,
+        fetch_from=str(mirror), fetch_ref=target.label, fork_ref=fork_ref, slug=slug,
+        resolutions_dir=Path(config.knowledge_dir) / "merge-resolutions", allow_dirty=allow_dirty, force=force, push=push,
+        work_dir=Path(config.cache_dir) / "worktrees", runs_dir=Path(config.runs_dir), forks_file=Path(config.forks_file),
+        reproducer=f"porter upgrade {fork_name} --to {target.label}",
+    )
+    return run_merge(request, status)
