@@ -58,27 +58,44 @@ _FRAME = re.compile(r'^\s*File "(?P<path>[^"]{1,1000})", line (?P<line>\d+)')
 # "pkg.mod.SomeError: message" at the start of a line (tracebacks end with one; one-line errors are one)
 _EXCEPTION = re.compile(
     r"^(?P<type>(?:[A-Za-z_][\w]{0,80}\.){0,8}[A-Za-z_]\w{0,80}"
-    r"(?:Error|Exception|Exit|Interrupt|Failed|Fault|Warning|Invalid|NotFound|Timeout|Unavailable|Denied))"
+    r"(?:Error|Exception|Exit|Interrupt|Failed|Fault|Invalid|NotFound|Timeout|Unavailable|Denied))"
     r"(?::\s?(?P<msg>.*))?$"
 )
-_ERRORISH = re.compile(
-    r"(?i)(?:\b(?:error|errors|exception|failed|failure|fatal|abort(?:ed)?|panic|segmentation fault|core dumped"
-    r"|cannot|can't|could not|couldn't|unable to|no such file|not found|not supported|unsupported|permission denied"
-    r"|refused|unreachable|timed out|timeout|out of memory|oom|killed|illegal|invalid|mismatch|undefined symbol"
-    r"|errcode|retcode|ret is)\b|\bE[A-Z]\d{4}\b|\bERR\d{5}\b)"
-)
+# Error-ish lines, decided from the line's word tokens (a set lookup) plus a few phrases:
+# a case-insensitive regex alternation here cost 20 us per line, too slow for 50 MB logs.
+_ERR_WORDS = (
+    "error errors exception failed failure fatal abort aborted panic segmentation dumped cannot unable couldn"
+    " unsupported denied refused unreachable timeout timed oom killed illegal invalid mismatch undefined errcode"
+    " retcode traceback"
+).split()
+_ERR_TOKENS = frozenset(v for w in _ERR_WORDS for v in (w, w.capitalize(), w.upper()))
+# One leading character class, then the rest: lets the regex engine skip most positions fast.
+_ERR_PHRASES = re.compile(r"[EeNnOoCcr](?:rrCode|etCode|et is|ot found|ot supported|o such file|ut of memory|an't|ould not|OT FOUND|UT OF MEMORY)")
+_TOKEN = re.compile(r"\w+")
+_EXC_SUFFIXES = ("Error", "Exception", "Exit", "Interrupt", "Failed", "Fault", "Invalid", "NotFound",
+                 "Timeout", "Unavailable", "Denied")  # not "Warning": warnings are not part of the failure chain
 _DMESG = re.compile(r"^\[\s{0,8}\d{1,8}\.\d{3,9}\]|\b(?:uda_|devdrv_|davinci|hdc_|dms_)\w*")
 
-# Error codes: (family, pattern). Group 1 is the code as reported.
-_CODES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("cann", re.compile(r"\b(E[A-Z]\d{4})\b")),  # EZ9999, EE1001, EI0006, EJ0001, EL0005
-    ("cann", re.compile(r"\b(ERR\d{5})\b")),
-    ("cann", re.compile(r"(?i)\b(?:error[ _]?code|errcode|err_code|error)(?:\s+is)?\s*[=:]?\s*\[?(\d{6})\b")),  # 507899, 161002
-    ("cann", re.compile(r"\b(507\d{3})\b")),  # runtime 507xxx codes are distinctive even without "code"
-    ("cann", re.compile(r"\b(retCode=0x[0-9a-fA-F]+)")),
-    ("driver", re.compile(r"(?i)\b(drvRetCode=\d+)")),
-    ("driver", re.compile(r"(?i)\bret is (-?\d{1,6})\b")),
-    ("driver", re.compile(r"(?i)\bdcmi\b[^\n]{0,80}?\bret(?:urn)?(?: code)?\s*[=:]\s*(-?\d{1,6})\b")),
+# Error codes, one combined pattern (one scan per error-ish line); the group name gives the family.
+_CODE_RX = re.compile(
+    r"\b(?P<cann_e>E[A-Z]\d{4})\b"  # EZ9999, EE1001, EI0006, EJ0001, EL0005
+    r"|\b(?P<cann_err>ERR\d{5})\b"
+    r"|(?:[Ee]rror[ _]?[Cc]ode|ErrCode|errcode|err_code|[Ee]rror)(?:\s+is)?\s*[=:]?\s*\[?(?P<cann_num>\d{6})\b"  # 507899, 161002
+    r"|\b(?P<cann_507>507\d{3})\b"  # runtime 507xxx codes are distinctive even without "code"
+    r"|(?P<cann_ret>retCode=0x[0-9a-fA-F]+)"
+    r"|(?P<driver_drv>drvRetCode=\d+)"
+    r"|\bret is (?P<driver_ret>-?\d{1,6})\b"
+    r"|\bdcmi\b[^\n]{0,80}?\bret(?:urn)?(?: code)?\s*[=:]\s*(?P<driver_dcmi>-?\d{1,6})\b"
+)
+_CODE_GATE = re.compile(r"\d{4}|0x|RetCode")  # every code above has one of these: a cheap first test
+# Substrings that make a line worth a full look by the extractor (a superset of what `feed`
+# reacts to when idle). The scanner finds them chunk-wise with str.find and skips other lines.
+EXTRACT_NEEDLES: tuple[str, ...] = (
+    *sorted(_ERR_TOKENS),
+    "rrCode", "etCode", "et is", "ot found", "ot supported", "o such file", "ut of memory", "an't", "ould not",
+    "OT FOUND", "UT OF MEMORY",
+    *_EXC_SUFFIXES,
+    _TRACEBACK, 'File "', *_CHAIN_MARKERS, "uda_", "devdrv", "davinci", "hdc_", "dms_",
 )
 _CODE_LAYER_HINT = {"cann": "cann", "driver": "driver"}
 
@@ -130,7 +147,7 @@ class Signals:
             seen.setdefault(exc.text, None)
         for block in self.blocks:
             for line in block.lines:
-                if block.kind != "traceback" and _ERRORISH.search(line):
+                if block.kind != "traceback" and is_errorish(line):
                     seen.setdefault(line.strip(), None)
         return [t for t in seen if len(t) >= 12][:limit]
 
@@ -162,8 +179,16 @@ def package_of(path: str) -> str | None:
     return None
 
 
-def is_errorish(text: str) -> bool:
-    return bool(_ERRORISH.search(text))
+def is_errorish(text: str, tokens=None) -> bool:
+    if tokens is None:
+        tokens = _TOKEN.findall(text)
+    return not _ERR_TOKENS.isdisjoint(tokens) or _ERR_PHRASES.search(text) is not None
+
+
+def _looks_like_exception(text: str) -> bool:
+    """Cheap gate before the full regex: `Type: ...` or a bare `Type` ending in a known suffix."""
+    head = text.split(":", 1)[0] if ":" in text else text
+    return len(head) < 300 and " " not in head and head.endswith(_EXC_SUFFIXES)
 
 
 class Extractor:
@@ -183,11 +208,23 @@ class Extractor:
         self._error_lines = 0
         self._lines = 0
 
+    @property
+    def idle(self) -> bool:
+        """No block is open: a line without error-ish content cannot change the state."""
+        return self._current is None and not self._state
+
+    def note(self, text: str) -> None:
+        """Remember a skipped line as context for a block that may open next."""
+        self._before.append((0, text))
+
+    def seen(self, lines: int) -> None:
+        self._lines = max(self._lines, lines)
+
     # -- block bookkeeping -------------------------------------------------
     def _open(self, kind: str, number: int, text: str, with_context: bool) -> None:
         self._close()
         start_lines = list(self._before) if with_context else []
-        start = start_lines[0][0] if start_lines else number
+        start = number - len(start_lines)
         self._current = Block(kind, start, [t for _, t in start_lines] + [text])
         self._gap = 0
 
@@ -211,6 +248,8 @@ class Extractor:
             self._tail.append(block)
 
     def _record_exception(self, number: int, text: str) -> bool:
+        if not _looks_like_exception(text):
+            return False
         m = _EXCEPTION.match(text)
         if not m:
             return False
@@ -220,14 +259,17 @@ class Extractor:
         return True
 
     def _record_codes(self, number: int, text: str) -> None:
-        for family, pattern in _CODES:
-            for m in pattern.finditer(text):
-                code = m.group(1)
-                if code not in self._codes and len(self._codes) < MAX_CODES:
-                    self._codes[code] = (code, family, number)
+        if len(self._codes) >= MAX_CODES or not _CODE_GATE.search(text):
+            return
+        for m in _CODE_RX.finditer(text):
+            group = m.lastgroup or ""
+            code = m.group(group)
+            if code not in self._codes and len(self._codes) < MAX_CODES:
+                self._codes[code] = (code, group.split("_", 1)[0], number)
 
     # -- the state machine -------------------------------------------------
-    def feed(self, number: int, text: str) -> None:
+    def feed(self, number: int, text: str, tokens=None) -> None:
+        """`tokens`: the line's word tokens when the caller already has them (saves a pass)."""
         self._lines = number
         stripped = text.strip()
         if stripped.startswith(_TRACEBACK):
@@ -263,10 +305,10 @@ class Extractor:
             if not stripped:
                 self._append(text)
                 return
-            if self._gap < 4 and not _EXCEPTION.match(stripped):
+            if self._gap < 4 and not _looks_like_exception(stripped):
                 self._gap += 1
                 self._append(text)  # continuation of a multi-line exception message
-                if is_errorish(text):
+                if is_errorish(text, tokens):
                     self._error_lines += 1
                     self._record_codes(number, text)
                 return
@@ -281,7 +323,7 @@ class Extractor:
             self._state = "tb"
             self._before.append((number, text))
             return
-        errorish = is_errorish(text)
+        errorish = is_errorish(text, tokens)
         is_exc = bool(stripped) and self._record_exception(number, stripped)
         dmesg = bool(_DMESG.search(text)) if (errorish or "uda_" in text or "devdrv" in text) else False
         if errorish or is_exc or dmesg:

@@ -33,8 +33,8 @@ _PREFIXES = re.compile(
       | \[rank\s?\d{1,6}\]:?\s*                                               # [rank3]:
       | \[\d{1,6},\d{1,6}\]<std(?:out|err)>:\s?                              # [1,0]<stderr>: (mpirun)
       | rank\s?\d{1,6}:\s+                                                    # rank3: (torchrun --tee)
-      | \[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]\s*  # [2024-05-01 12:00:00,123]
-      | \d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\s*(?:\|\s*)?  # 2024-05-01T12:00:00.123Z
+      | (?P<ts>\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]\s*  # [2024-05-01 12:00:00,123]
+              | \d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\s*(?:\|\s*)?)  # 2024-05-01T12:00:00.123Z
       | \[\s{0,8}\d{1,8}\.\d{3,9}\]\s*                                        # dmesg [ 1234.567890]
       | (?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\s+\d\d-\d\d\s\d\d:\d\d:\d\d(?:\.\d+)?\s*(?:\[[^\]\s]{1,120}\]\s*)?  # vllm: INFO 05-01 12:00:00 [core.py:12]
       | \[(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE|EVENT)\]\s*   # [ERROR]
@@ -46,48 +46,82 @@ _PREFIXES = re.compile(
 _LEVEL_AFTER_TS = re.compile(r"^(?:-\s*)?(?:\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]?)(?:\s*[-:|]\s*|\s+)")
 
 
-def iter_lines(stream: BinaryIO, max_line: int = MAX_LINE_CHARS) -> Iterator[str]:
-    """Yield decoded lines without their terminators. Never raises on content."""
+def _clean_block(text: str) -> str:
+    """ANSI escapes and control characters out of a block of lines (one C-level pass each)."""
+    if "\x1b" in text or "\x9b" in text:
+        text = _ANSI.sub("", text)
+    if _CONTROL.search(text):
+        text = _CONTROL.sub("", text)
+    return text
+
+
+def iter_batches(stream: BinaryIO, max_line: int = MAX_LINE_CHARS) -> Iterator[list[str]]:
+    """Yield lists of clean lines, one list per read chunk, so callers can work chunk-wise.
+
+    Lines are decoded (invalid UTF-8 replaced), NUL-free, split on LF/CRLF/CR, stripped of
+    ANSI escapes and control characters, and cut to `max_line` characters (the rest of an
+    over-long line is skipped without being held in memory). Never raises on content.
+    """
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     pending = ""
     skipping = False  # inside an over-long line: drop characters until its end
     while True:
         chunk = stream.read(CHUNK_SIZE)
         final = not chunk
-        text = decoder.decode(chunk, final=final) if chunk else decoder.decode(b"", final=True)
+        text = decoder.decode(chunk, final=final)
         if "\x00" in text:
             text = text.replace("\x00", "")
         text = pending + text
         pending = ""
         if not final and text.endswith("\r"):
-            # "\r\n" may straddle the chunk boundary: keep the "\r" for the next round
-            pending, text = "\r", text[:-1]
-        pos = 0
-        for m in _NEWLINES.finditer(text):
-            if skipping:
-                skipping = False
-            else:
-                yield text[pos : m.start()][:max_line]
-            pos = m.end()
-        tail = text[pos:]
+            pending, text = "\r", text[:-1]  # "\r\n" may straddle the chunk boundary
+        if "\r" in text:
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
         if final:
-            if tail and not skipping:
-                yield tail[:max_line]
-            return
-        if skipping:
-            continue
-        if len(tail) > max_line:
-            yield tail[:max_line]
-            skipping = True
+            complete, tail = text, None
         else:
-            pending = tail + pending
+            cut = text.rfind("\n")
+            if cut < 0:
+                if skipping:
+                    continue
+                if len(text) > max_line:
+                    yield [_clean_block(text[:max_line])]
+                    skipping = True
+                else:
+                    pending = text + pending
+                continue
+            complete, tail = text[:cut], text[cut + 1 :]
+        lines = _clean_block(complete).split("\n")
+        if skipping:
+            lines = lines[1:]  # the end of the over-long line
+            skipping = False
+        if tail is not None:
+            if len(tail) > max_line:
+                lines.append(_clean_block(tail[:max_line]))
+                skipping = True
+            else:
+                pending = tail + pending
+        elif lines and lines[-1] == "":
+            lines.pop()  # the input ended with a newline
+        if lines and max(map(len, lines)) > max_line:
+            lines = [line[:max_line] for line in lines]
+        if lines:
+            yield lines
+        if final:
+            return
+
+
+def iter_lines(stream: BinaryIO, max_line: int = MAX_LINE_CHARS) -> Iterator[str]:
+    """Yield clean lines without their terminators (see `iter_batches`)."""
+    for batch in iter_batches(stream, max_line):
+        yield from batch
 
 
 def iter_text_lines(text: str, max_line: int = MAX_LINE_CHARS) -> Iterator[str]:
     """`iter_lines` for an in-memory string (tests, fixtures)."""
-    for line in _NEWLINES.split(text.replace("\x00", "")):
-        yield line[:max_line]
-    # note: a trailing newline yields a final empty line, which is harmless for matching
+    import io
+
+    return iter_lines(io.BytesIO(text.encode("utf-8", "surrogatepass")), max_line)
 
 
 def clean_line(line: str) -> str:
@@ -105,9 +139,8 @@ def strip_prefix(line: str) -> str:
         m = _PREFIXES.match(line)
         if not m or m.end() == 0:
             break
-        after_timestamp = line[:1].isdigit() or line.startswith("[") and line[1:2].isdigit()
         line = line[m.end() :]
-        if after_timestamp:
+        if m.group("ts") is not None:
             lv = _LEVEL_AFTER_TS.match(line)
             if lv:
                 line = line[lv.end() :]

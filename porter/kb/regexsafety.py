@@ -115,7 +115,8 @@ def adversarial_lines(pattern: str, size: int = LINE_CHARS) -> list[str]:
     if current:
         runs.append("".join(current))
     chars = list(dict.fromkeys(literal_chars))[:6] + ["a", " ", "0", "'", "."]
-    lines = [c * size for c in dict.fromkeys(chars)]
+    # the trailing NUL makes a match fail at the very end, which is what forces backtracking
+    lines = [c * size + "\x00" for c in dict.fromkeys(chars)]
     mix = "".join(dict.fromkeys(literal_chars)) or "a0 "
     lines.append((mix * (size // len(mix) + 1))[:size])
     for run in sorted(set(runs), key=len, reverse=True)[:4]:

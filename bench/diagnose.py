@@ -1,0 +1,168 @@
+"""Benchmark `porter diagnose` with the full knowledge base.
+
+Prints:
+- per-trace latency in-process (p50/p95 over the seed corpus, KB already compiled);
+- end-to-end CLI time of a fresh `porter diagnose FILE` process, without and with the
+  compiled-KB cache (and `porter --version` as the CLI framework's own floor);
+- throughput on a generated 50 MB log (noise, progress bars, warnings and a few real traces).
+
+Targets (issue 2): p50 <= 20 ms per trace, CLI cold <= 300 ms, 50 MB <= 10 s.
+Usage: .venv/bin/python bench/diagnose.py [--mb 50] [--runs 7] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from porter.kb.loader import load_entries  # noqa: E402
+from porter.kb.matcher import diagnose_stream  # noqa: E402
+
+SEEDS = ROOT / "tests" / "data" / "seed-traces"
+PORTER = Path(sys.executable).parent / "porter"
+
+NOISE = [
+    "INFO 05-01 12:{m:02d}:{s:02d} [engine.py:{n}] Avg prompt throughput: {f:.1f} tokens/s, Avg generation throughput: {g:.1f} tokens/s",
+    "(RayWorker pid={pid}) INFO 05-01 12:{m:02d}:{s:02d} [model_runner.py:{n}] Loading weights took {f:.2f} seconds",
+    "[rank{r}]: step {n} loss={f:.4f} grad_norm={g:.3f} lr=1.0e-05",
+    "(EngineCore_DP0 pid={pid}) WARNING 05-01 12:{m:02d}:{s:02d} [utils.py:{n}] Some warning about cache size {n}",
+    "2026-05-01 12:{m:02d}:{s:02d},{n:03d} - INFO - trainer - epoch {r} iteration {n}/10000",
+    "Processed prompts:  {p}%|#####     | {n}/1000 [00:{s:02d}<00:{m:02d}, {f:.2f}it/s]\r",
+    "[W compiler_depend.ts:{n}] Warning: The operator 'aten::foo' is not currently supported on the NPU backend (function operator())",
+    "Ignore import error when loading vllm_ascend.patch: No module named 'vllm'",
+]
+
+
+def percentile(values: list[float], q: float) -> float:
+    values = sorted(values)
+    if not values:
+        return 0.0
+    k = (len(values) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (k - lo)
+
+
+def per_trace_latency(kb, files: list[Path], runs: int) -> dict:
+    payloads = [f.read_bytes() for f in files]
+    for data in payloads:  # warm-up: lazy regex compilation, imports
+        diagnose_stream(kb, io.BytesIO(data))
+    samples = []
+    for data in payloads:
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            diagnose_stream(kb, io.BytesIO(data))
+            times.append((time.perf_counter() - start) * 1000)
+        samples.append(statistics.median(times))
+    return {"traces": len(files), "p50_ms": round(percentile(samples, 0.5), 2), "p95_ms": round(percentile(samples, 0.95), 2),
+            "max_ms": round(max(samples), 2)}
+
+
+def cli_time(argv: list[str], env: dict, runs: int, before=None) -> float:
+    times = []
+    for _ in range(runs):
+        if before:
+            before()
+        start = time.perf_counter()
+        subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, cwd=ROOT)
+        times.append((time.perf_counter() - start) * 1000)
+    return round(statistics.median(times), 1)
+
+
+def cli_latency(trace: Path, runs: int) -> dict:
+    cache = Path(tempfile.mkdtemp(prefix="porter-bench-cache-"))
+    env = {**os.environ, "PORTER_CACHE_DIR": str(cache)}
+    try:
+        floor = cli_time([str(PORTER), "--version"], env, runs)
+        cold = cli_time([str(PORTER), "diagnose", str(trace)], env, runs, before=lambda: shutil.rmtree(cache, ignore_errors=True))
+        subprocess.run([str(PORTER), "diagnose", str(trace)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, cwd=ROOT)
+        warm = cli_time([str(PORTER), "diagnose", str(trace)], env, runs)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    return {"trace": trace.name, "porter_version_ms": floor, "no_cache_ms": cold, "with_cache_ms": warm, "runs": runs}
+
+
+def generate_log(path: Path, megabytes: int, traces: list[Path]) -> int:
+    rng = random.Random(1234)
+    target = megabytes * 1024 * 1024
+    inserts = sorted(rng.sample(range(1, 1000), k=min(len(traces), 6)))
+    written, step, next_insert = 0, 0, 0
+    with path.open("wb") as fh:
+        while written < target:
+            step += 1
+            tmpl = NOISE[rng.randrange(len(NOISE))]
+            line = tmpl.format(m=rng.randrange(60), s=rng.randrange(60), n=rng.randrange(100000), f=rng.random() * 100,
+                               g=rng.random() * 10, pid=rng.randrange(1000, 99999), r=rng.randrange(8), p=rng.randrange(100))
+            data = (line if line.endswith("\r") else line + "\n").encode()
+            if next_insert < len(inserts) and written >= target * inserts[next_insert] / 1000:
+                data += traces[next_insert].read_bytes()
+                next_insert += 1
+            fh.write(data)
+            written += len(data)
+    return written
+
+
+def throughput(kb, megabytes: int, traces: list[Path]) -> dict:
+    with tempfile.TemporaryDirectory(prefix="porter-bench-") as tmp:
+        path = Path(tmp) / "big.log"
+        size = generate_log(path, megabytes, traces)
+        start = time.perf_counter()
+        with path.open("rb") as fh:
+            diag = diagnose_stream(kb, fh)
+        elapsed = time.perf_counter() - start
+        return {"bytes": size, "lines": diag.signals.lines, "seconds": round(elapsed, 2),
+                "mb_per_s": round(size / 1024 / 1024 / elapsed, 1), "status": diag.status,
+                "top": [m.entry.id for m in diag.matches], "blocks_kept": len(diag.signals.blocks),
+                "blocks_dropped": diag.signals.blocks_dropped}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mb", type=int, default=50, help="size of the generated log (default 50)")
+    ap.add_argument("--runs", type=int, default=7, help="repetitions per measurement (median)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+
+    start = time.perf_counter()
+    loaded = load_entries(ROOT / "knowledge" / "patterns")
+    kb = loaded.compiled()
+    load_ms = (time.perf_counter() - start) * 1000
+    files = sorted(SEEDS.glob("*.txt"))
+    positives = [f for f in files if not f.name.startswith("neg-")]
+    result = {
+        "kb": {"entries": len(kb.entries), "signatures": len(kb.sigs), "parse_and_compile_ms": round(load_ms, 1)},
+        "per_trace": per_trace_latency(kb, files, args.runs),
+        "cli": cli_latency(SEEDS / "036-rmsnorm-bias-fused-split-qk-norm-traceback.txt", args.runs),
+        "big_log": throughput(kb, args.mb, [positives[i] for i in (35, 13, 4, 44, 58, 72) if i < len(positives)]),
+        "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        "cpus": os.cpu_count(),
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    pt, cli, big = result["per_trace"], result["cli"], result["big_log"]
+    print(f"knowledge base: {result['kb']['entries']} entries, {result['kb']['signatures']} signatures, parse+compile {result['kb']['parse_and_compile_ms']} ms")
+    print(f"per trace (in-process, {pt['traces']} seed traces): p50 {pt['p50_ms']} ms, p95 {pt['p95_ms']} ms, max {pt['max_ms']} ms   [target p50 <= 20 ms]")
+    print(f"CLI end-to-end ({cli['trace']}, median of {cli['runs']}): no cache {cli['no_cache_ms']} ms, "
+          f"with compiled-KB cache {cli['with_cache_ms']} ms; `porter --version` alone {cli['porter_version_ms']} ms   [target cold <= 300 ms]")
+    print(f"{big['bytes'] / 1024 / 1024:.0f} MB log ({big['lines']} lines): {big['seconds']} s = {big['mb_per_s']} MB/s, "
+          f"status {big['status']}, top {big['top']}, blocks kept {big['blocks_kept']} (dropped {big['blocks_dropped']})   [target <= 10 s]")
+    print(f"load average {result['load_average']} on {result['cpus']} CPUs (other processes share this machine)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

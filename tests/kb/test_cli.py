@@ -1,0 +1,139 @@
+"""`porter diagnose` and `porter kb` through the CLI: exit codes, JSON schema, redaction, cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from conftest import DCMI_TRACE, LORA_TRACE, entry
+
+from porter.kb.loader import load_kb
+
+MATCH_KEYS = {
+    "rank", "id", "title", "layer", "kind", "severity", "confidence", "method", "aliases", "matched_lines",
+    "root_cause", "fix", "verify", "discriminators", "related", "references", "version_notes",
+}
+
+
+def diagnose(cli, kb, *args, input=None):
+    return cli(["diagnose", "--kb", str(kb.patterns), *args], input=input)
+
+
+def test_match_exit_0_and_stable_json_schema(small_kb, cli, tmp_path):
+    trace = tmp_path / "t.txt"
+    trace.write_text(LORA_TRACE)
+    code, out = diagnose(cli, small_kb, str(trace), "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    assert doc["schema"] == "porter.diagnose/1"
+    assert set(doc) >= {"input", "status", "matches", "close", "near_misses", "signals", "kb"}
+    assert doc["status"] == "match" and doc["input"]["lines"] == 5
+    m = doc["matches"][0]
+    assert set(m) == MATCH_KEYS
+    assert m["id"] == "VLLM-001" and m["matched_lines"][0]["line"] == 5 and m["aliases"] == ["NPU-CP-002"]
+    assert set(doc["signals"]) >= {"exceptions", "codes", "packages", "layer_hints", "blocks"}
+
+
+def test_unknown_exit_1_shows_signals(small_kb, cli):
+    text = "Traceback (most recent call last):\n  File \"/x/site-packages/torch_npu/a.py\", line 1, in f\nRuntimeError: EZ9999 strange thing\n"
+    code, out = diagnose(cli, small_kb, "-", "--json", input=text)
+    assert code == 1
+    doc = json.loads(out)
+    assert doc["status"] == "unknown" and doc["matches"] == []
+    assert doc["signals"]["exceptions"][0]["type"] == "RuntimeError"
+    assert doc["signals"]["codes"][0]["code"] == "EZ9999"
+    assert doc["signals"]["packages"][0]["package"] == "torch_npu"
+    code, out = diagnose(cli, small_kb, "-", input=text)
+    assert code == 1 and "unknown" in out and "exception chain" in out and "EZ9999" in out
+
+
+def test_stdin_without_dash(small_kb, cli):
+    code, out = diagnose(cli, small_kb, input=DCMI_TRACE.encode())
+    assert code == 0 and "DRV-001" in out
+
+
+def test_unusable_input_exit_2(small_kb, cli, tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    for args in ([str(tmp_path / "missing.txt")], [str(tmp_path)], [str(empty)], ["--env", "nonsense", str(empty)]):
+        code, out = diagnose(cli, small_kb, *args, "--json")
+        assert code == 2, (args, out)
+        assert json.loads(out)["error"]["kind"] == "input_error"
+    code, _ = diagnose(cli, small_kb, "-", input=b"")
+    assert code == 2
+
+
+def test_env_filter_and_explain(small_kb, cli, tmp_path):
+    trace = tmp_path / "t.txt"
+    trace.write_text(LORA_TRACE)
+    code, _ = diagnose(cli, small_kb, str(trace), "--env", "vllm==0.11.0")
+    assert code == 1  # out of applies_to: demoted below the threshold
+    report = tmp_path / "smoke.json"
+    report.write_text(json.dumps({"schema": "vime.smoke/1", "environment": {"packages": {"vllm": "0.13.0", "torch": None}}}))
+    code, out = diagnose(cli, small_kb, str(trace), "--env", str(report), "--json", "--explain")
+    doc = json.loads(out)
+    assert code == 0 and doc["env"] == {"vllm": "0.13.0"}
+    assert doc["matches"][0]["explain"]["noisy_or"] == 1.0 and doc["matches"][0]["version_notes"]
+
+
+def test_top_k_and_discriminators_when_close(fixture_kb, cli):
+    items = [{"literal": "HCCL timeout waiting for peers", "weight": 0.8}]
+    fixture_kb.add(entry("HCCL-001", "hccl", items, discriminators=["check the ranktable"]))
+    fixture_kb.add(entry("HCCL-002", "hccl", items, discriminators=["check the network"]))
+    code, out = diagnose(cli, fixture_kb, "-", input="RuntimeError: HCCL timeout waiting for peers\n")
+    assert code == 0 and "close" in out and "check the ranktable" in out and "check the network" in out
+    code, out = diagnose(cli, fixture_kb, "-", "--top", "1", "--json", input="RuntimeError: HCCL timeout waiting for peers\n")
+    assert len(json.loads(out)["matches"]) == 1
+
+
+def test_secrets_in_traces_are_redacted(small_kb, cli):
+    secret = "hf_abcdefghijklmnopqrstuvwxyz0123"
+    text = f"HF_TOKEN={secret}\nModuleNotFoundError: No module named 'vllm.lora.models' token={secret}\nRuntimeError: password=hunter2secret\n"
+    for args in (["--json"], []):
+        code, out = diagnose(cli, small_kb, "-", *args, input=text)
+        assert code == 0
+        assert secret not in out and "hunter2secret" not in out
+    code, out = diagnose(cli, small_kb, "-", "--json", input=f"RuntimeError: login failed token={secret}\n")
+    assert code == 1 and secret not in out and "[REDACTED]" in out
+
+
+def test_rich_markup_in_traces_is_not_interpreted(small_kb, cli):
+    code, out = diagnose(cli, small_kb, "-", input="RuntimeError: [bold red]not markup[/] and [link=x]y[/link]\n")
+    assert code == 1 and "[bold red]not markup[/]" in out
+
+
+def test_kb_list_show_search(small_kb, cli):
+    code, out = cli(["kb", "list", "--kb", str(small_kb.patterns), "--json"])
+    assert code == 0 and [e["id"] for e in json.loads(out)["entries"]] == ["DRV-001", "VLLM-001"]
+    code, out = cli(["kb", "list", "--layer", "driver", "--kb", str(small_kb.patterns), "--json"])
+    assert [e["id"] for e in json.loads(out)["entries"]] == ["DRV-001"]
+    assert cli(["kb", "list", "--layer", "nope", "--kb", str(small_kb.patterns)])[0] == 2
+    code, out = cli(["kb", "show", "NPU-CP-002", "--kb", str(small_kb.patterns), "--json"])
+    assert code == 0 and json.loads(out)["entry"]["id"] == "VLLM-001"
+    code, out = cli(["kb", "show", "VLLM-001", "--kb", str(small_kb.patterns)])
+    assert code == 0 and "root cause" in out and "verify" in out
+    assert cli(["kb", "show", "NOPE-001", "--kb", str(small_kb.patterns)])[0] == 2
+    code, out = cli(["kb", "search", "lora models", "--kb", str(small_kb.patterns), "--json"])
+    assert code == 0 and json.loads(out)["results"][0]["id"] == "VLLM-001"
+
+
+def test_compiled_cache_is_used_rebuilt_on_change_and_survives_corruption(small_kb, tmp_path):
+    cache = tmp_path / "kbcache"
+    first = load_kb(small_kb.patterns, cache)
+    assert not first.from_cache and len(first.entries) == 2
+    second = load_kb(small_kb.patterns, cache)
+    assert second.from_cache and [e.id for e in second.entries] == [e.id for e in first.entries]
+    assert second.entries[0] == first.entries[0]
+    # a changed file changes the key
+    path = small_kb.patterns / "driver" / "DRV-001.yaml"
+    path.write_text(path.read_text().replace("title of DRV-001", "a new title"))
+    os.utime(path, ns=(time.time_ns(), time.time_ns() + 5_000_000))
+    third = load_kb(small_kb.patterns, cache)
+    assert not third.from_cache and any(e.title == "a new title" for e in third.entries)
+    # corrupt cache files are ignored and rebuilt
+    for f in (cache / "kb").glob("*.pickle"):
+        f.write_bytes(b"\x80\x04garbage")
+    fourth = load_kb(small_kb.patterns, cache)
+    assert not fourth.from_cache and len(fourth.entries) == 2
+    assert load_kb(small_kb.patterns, cache).from_cache

@@ -1,0 +1,72 @@
+"""Random, binary, huge and deeply nested inputs: the pipeline never crashes and stays fast."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import LORA_TRACE
+
+from porter.kb.matcher import diagnose_stream, diagnose_text
+
+TRACE_PIECES = [
+    "Traceback (most recent call last):\n",
+    '  File "/usr/lib/python3/site-packages/vllm_ascend/x.py", line 3, in f\n',
+    "During handling of the above exception, another exception occurred:\n",
+    "RuntimeError: EZ9999 retCode=0x31 error code 507899\n",
+    "(RayWorker pid=1) [rank0]: ",
+    "\x1b[31m", "\r", "\r\n", "\x00", "\xff", "    ", "ModuleNotFoundError: No module named 'vllm.lora.models'\n",
+]
+
+_kb_cache = {}
+
+
+@pytest.fixture
+def kb(small_kb):
+    return small_kb.compiled()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.binary(max_size=4096))
+def test_random_bytes_never_crash(kb, data):
+    diag = diagnose_stream(kb, io.BytesIO(data))
+    assert diag.status in ("match", "unknown")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(st.sampled_from(TRACE_PIECES), st.text(max_size=80)), max_size=200))
+def test_random_trace_like_text_never_crashes(kb, pieces):
+    text = "".join(pieces)
+    diag = diagnose_stream(kb, io.BytesIO(text.encode("utf-8", "surrogatepass")))
+    assert diag.status in ("match", "unknown")
+    assert len(diag.signals.blocks) <= 32
+
+
+def test_huge_line_and_deep_nesting_are_bounded(kb):
+    start = time.perf_counter()
+    huge = b"x" * 5_000_000 + b"\n" + LORA_TRACE.encode()
+    diag = diagnose_stream(kb, io.BytesIO(huge))
+    assert diag.top.entry.id == "VLLM-001"
+    nested = "Traceback (most recent call last):\n" + "".join(
+        f'  File "/a/site-packages/pkg{i}/m.py", line {i}, in f\n    f()\n' for i in range(20_000)
+    ) + "RecursionError: maximum recursion depth exceeded\n" + "(" * 100_000 + "\n" + "[" * 50_000 + "]" * 50_000 + "\n"
+    diag = diagnose_text(kb, nested)
+    assert diag.status == "unknown" and diag.signals.exceptions[0].type == "RecursionError"
+    assert time.perf_counter() - start < 15
+
+
+def test_many_error_lines_stream_in_bounded_memory(kb):
+    import tracemalloc
+
+    line = b"RuntimeError: failure with code EZ9999 at step 12345 and a long tail of text to fill the line\n"
+    data = line * 60_000  # ~6 MB of error lines
+    tracemalloc.start()
+    diag = diagnose_stream(kb, io.BytesIO(data))
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert diag.status == "unknown"
+    assert peak < 30_000_000  # the 1 MB read chunk plus bounded state, not the whole input
