@@ -456,6 +456,8 @@ def port_after_analysis(
     if spec is not None and spec.kind == "fork":
         return _merge_for_fork(fork_name, Path(fork_path), report, config, status, push=push, force=force,
                                allow_dirty=allow_dirty, fork_ref=fork_ref, slug=slug)
+    if report.upstream == "transformers" and report.baseline is not None and not report.breaking:
+        return _compare_transformers(report, analysis_request, config)
     if report.baseline is None:
         raise UsageError(f"no baseline for {name}: porter needs both versions to build shims",
                          hint="pass --from REF (or set the fork's baseline in forks/forks.yaml)")
@@ -510,6 +512,14 @@ def render_port(result: Any, console: Any) -> None:
     """Rich summary of a port run (the analysis table is rendered by porter.upgrade.report)."""
     from rich.table import Table
 
+    if hasattr(result, "keys_added"):  # porter.transformers_compare.TransformersComparison
+        console.print(f"\n[bold]NPU integration[/] transformers {result.baseline} -> {result.target}: "
+                      f"outcome [bold]{result.outcome.outcome.value}[/]")
+        for reason in result.outcome.reasons:
+            console.print(f"  • {reason}")
+        for line in result.evidence:
+            console.print(f"  [dim]{line}[/]")
+        return
     if hasattr(result, "conflicts"):  # a merge (porter.triton_merge.MergeResult)
         console.print(f"\n[bold]merge[/] {result.fork}: {result.message}")
         table = Table(title="conflicts")
@@ -572,3 +582,15 @@ def _merge_for_fork(fork_name: str, fork_path: Path, report: Any, config: Any, s
         reproducer=f"porter upgrade {fork_name} --to {target.label}",
     )
     return run_merge(request, status)
+
+
+def _compare_transformers(report: Any, analysis_request: Any, config: Any):
+    """A consumer of transformers with no breaking use: the NPU integration fast path decides A / A_WITH_NOTE."""
+    from porter.transformers_compare import compare, to_markdown
+
+    result = compare(report.baseline.root, report.target.root, report.plugin_tree.root,
+                     report.baseline.label, report.target.label)
+    directory = Path(config.runs_dir) / "upgrade" / f"{new_run_id()}-transformers"
+    atomic_write_text(directory / "NPU_INTEGRATION.md", to_markdown(result))
+    atomic_write_text(directory / "run.json", json.dumps(result.to_dict(), indent=2) + "\n")
+    return result
