@@ -31,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--rollout-num-gpus-per-engine", type=int, default=1)
     g.add_argument("--device", default="auto", help="auto | cpu | cuda | npu (auto: vime.platform.detect())")
     g.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    g.add_argument("--cpu-threads", type=int, default=1,
+                   help="torch intra-op threads for the CLI run (the tiny model gains nothing from more)")
 
     g = p.add_argument_group("model / checkpoints")
     g.add_argument("--hf-checkpoint", default=None, help="HF dir (config.json + model.safetensors): initial weights")

@@ -366,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:  # ArgumentError, SpeculativeConfigError
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    torch.set_num_threads(max(1, args.cpu_threads))
     try:
         run(args)
     except CICheckError as exc:
