@@ -17,7 +17,7 @@ from pathlib import Path
 
 from porter.kb.schema import SCHEMA_VERSION, KBEntry, Problem, parse_entry
 
-ENGINE_VERSION = f"{SCHEMA_VERSION}.3"  # bump when the cached representation changes
+ENGINE_VERSION = f"{SCHEMA_VERSION}.4"  # bump when the cached representation changes
 
 
 @dataclass
@@ -27,11 +27,12 @@ class LoadedKB:
     files: list[Path] = field(default_factory=list)
     from_cache: bool = False
     skipped: int = 0  # files that could not be turned into an entry
+    plan: dict | None = None  # CompiledKB.plan() of the entries, when it came from the cache
 
     def compiled(self):
         from porter.kb.matcher import CompiledKB
 
-        return CompiledKB.build(self.entries)
+        return CompiledKB.build(self.entries, self.plan)
 
 
 def entry_files(patterns_dir: Path) -> list[Path]:
@@ -118,21 +119,25 @@ class _PlainUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"refusing {module}.{name} in the KB cache")
 
 
-def _read_cache(path: Path) -> list[KBEntry] | None:
+def _read_cache(path: Path) -> tuple[list[KBEntry], dict] | None:
     try:
         raw = path.read_bytes()
         data = _PlainUnpickler(io.BytesIO(raw)).load()
         if not isinstance(data, dict) or data.get("engine") != ENGINE_VERSION:
             return None
-        return [KBEntry.from_dict(d) for d in data["entries"]]
+        entries = [KBEntry.from_dict(d) for d in data["entries"]]
+        plan = data["plan"]
+        if not isinstance(plan, dict) or len({(ei, si) for ei, si, _, _ in plan["sigs"]}) != sum(len(e.signatures) for e in entries):
+            return None
+        return entries, plan
     except Exception:  # noqa: BLE001 - any damage means "rebuild"
         return None
 
 
-def _write_cache(path: Path, entries: list[KBEntry], problems: int) -> None:
+def _write_cache(path: Path, entries: list[KBEntry], plan: dict, problems: int) -> None:
     from porter.fsutil import atomic_write_bytes
 
-    payload = {"engine": ENGINE_VERSION, "entries": [e.to_dict() for e in entries], "problems": problems}
+    payload = {"engine": ENGINE_VERSION, "entries": [e.to_dict() for e in entries], "plan": plan, "problems": problems}
     try:
         atomic_write_bytes(path, pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
         for old in path.parent.glob("kb-*.pickle"):
@@ -151,8 +156,11 @@ def load_kb(patterns_dir: Path, cache_dir: Path | None = None, use_cache: bool =
         cache_path = Path(cache_dir) / "kb" / f"kb-{cache_key(files)}.pickle"
         cached = _read_cache(cache_path)
         if cached is not None:
-            return LoadedKB(cached, [], files, from_cache=True)
+            return LoadedKB(cached[0], [], files, from_cache=True, plan=cached[1])
     loaded = load_entries(patterns_dir)
     if cache_path is not None:
-        _write_cache(cache_path, loaded.entries, len(loaded.problems))
+        from porter.kb.matcher import CompiledKB
+
+        loaded.plan = CompiledKB.plan(loaded.entries)
+        _write_cache(cache_path, loaded.entries, loaded.plan, len(loaded.problems))
     return loaded

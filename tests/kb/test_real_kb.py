@@ -1,0 +1,41 @@
+"""The shipped knowledge base: lint clean, examples top-1, seed-corpus accuracy, negatives unknown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from porter.kb.evaluate import evaluate
+from porter.kb.lint import lint
+from porter.kb.loader import load_entries
+
+ROOT = Path(__file__).resolve().parents[2]
+PATTERNS = ROOT / "knowledge" / "patterns"
+SEEDS = ROOT / "tests" / "data" / "seed-traces"
+
+pytestmark = pytest.mark.skipif(not any(PATTERNS.rglob("*.yaml")), reason="no knowledge-base entries in this checkout")
+
+
+@pytest.fixture(scope="module")
+def seed_report():
+    return evaluate(load_entries(PATTERNS).compiled(), SEEDS)
+
+
+def test_kb_lint_is_clean_and_every_example_is_top1():
+    report = lint(PATTERNS, root=ROOT)
+    assert report.entries >= 120, f"only {report.entries} entries"
+    assert report.examples_checked >= report.entries
+    assert report.ok, "\n".join(str(p) for p in report.errors)
+
+
+def test_seed_corpus_accuracy(seed_report):
+    misses = [f"{c.file}: expected {c.expected}, got {c.got}" for c in seed_report.misses]
+    assert seed_report.top1 >= 0.90, "\n".join(misses)
+    assert seed_report.top3 >= 0.97, "\n".join(misses)
+
+
+def test_seed_negatives_and_unknowns_give_unknown(seed_report):
+    wrong = [f"{c.file} ({c.kind}) matched {c.got}" for c in seed_report.false_positives]
+    assert not wrong, "\n".join(wrong)
+    assert sum(1 for c in seed_report.cases if c.kind != "positive") >= 10
