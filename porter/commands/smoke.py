@@ -73,6 +73,8 @@ def register(app: typer.Typer) -> None:
             if host:
                 run = _run(reporter, config, store, host, level, gate_list, stack, timeout, keep_remote)
                 payload["run"] = run.to_dict()
+                if run.error is not None:
+                    payload["error"] = run.error.to_dict()  # where every porter command puts it
                 exit_code = run.exit_code
             comparison = None
             if previous is not None:

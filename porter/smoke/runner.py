@@ -226,7 +226,8 @@ class SmokeRunner:
             shipped = True
             expect = profile.device_family if profile.device_family != "cpu" else None
             script = sh.run_script(setup=profile.setup, cwd=remote_dir, python=profile.python,
-                                   argv=smoke_argv(request.level, request.gates, expect), timeout_s=timeout_s)
+                                   argv=smoke_argv(request.level, request.gates, expect), timeout_s=timeout_s,
+                                   remove_after=not request.keep_remote)
             argv = transport.runtime_argv(script, transport.runtime_env(remote_dir), remote_dir)
             note(f"running vime.smoke {request.level} on {profile.name} (time limit {timeout_s:g} s)")
             t1 = time.perf_counter()
@@ -258,7 +259,7 @@ class SmokeRunner:
             self._diagnose(result)
         except PorterError as exc:
             result.error = exc
-            note(f"error: {exc.message}")
+            log.line(f"porter: error: {exc.message}")  # the CLI shows it once, with the hint
             self._diagnose_error(result)
         except KeyboardInterrupt:
             result.error = EnvironmentProblem(f"smoke run on host {profile.name} interrupted; partial log kept",
@@ -278,7 +279,8 @@ class SmokeRunner:
             note(f"could not reach the host to kill the remote process group: {exc.message}")
 
     def _finish(self, result: SmokeRun, log: LogWriter, transport, remote_dir: str, shipped: bool, keep: bool) -> None:
-        if shipped and not keep:
+        # After a normal end the run script removed its directory itself.
+        if shipped and not keep and result.error is not None:
             try:
                 run(transport.cleanup_argv(remote_dir), timeout=CLEANUP_TIMEOUT_S)
             except PorterError:

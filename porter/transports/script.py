@@ -38,6 +38,7 @@ def run_script(
     python: str,
     argv: Sequence[str],
     timeout_s: float,
+    remove_after: bool = False,
 ) -> str:
     """Run `python argv...` in `cwd` under `timeout`, in a process group of its own whose id is
     written to cwd/.porter-pgid; the script exits with the run's status (128+N for signal N)."""
@@ -60,6 +61,8 @@ def run_script(
         "trap 'kill -TERM -- \"-$pg\" 2>/dev/null' TERM INT HUP",
         'wait "$pg"; rc=$?',
         'if kill -0 "$pg" 2>/dev/null; then wait "$pg"; rc=$?; fi',
+        # Saves the caller a connection for the clean-up when the run ends normally.
+        *([f"cd / && rm -rf -- {q(cwd)}"] if remove_after else []),
         'exit "$rc"',
     ]
     return "\n".join(lines) + "\n"

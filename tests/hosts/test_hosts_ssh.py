@@ -156,8 +156,35 @@ def test_container_exec_through_fake_docker_on_the_host(project, sshd, tmp_path)
     assert env["CUDA_VISIBLE_DEVICES"] == "2,3"  # cpu/cuda profile: passed through as given
     argvs = [json.loads(line) for line in calls.read_text().splitlines()]
     verbs = [a[:2] for a in argvs]
-    assert verbs == [["exec", "-i"]] * 3  # ship, run, clean up: all inside the container
+    assert verbs == [["exec", "-i"]] * 2  # ship, then run (which removes its directory): both in the container
+    assert list((tmp_path / "remote").iterdir()) == []
     run_call = argvs[1]
     assert run_call[run_call.index("vime-dev") + 1:run_call.index("vime-dev") + 3] == ["bash", "-c"]
     assert "-e" in run_call and "HF_ENDPOINT=https://hf-mirror.example" in run_call
     assert "PYTHONDONTWRITEBYTECODE=1" in run_call
+
+
+def test_interrupt_kills_the_remote_group(project, sshd, tmp_path):
+    """Ctrl-C while the remote run stalls: the ssh session dies, and porter kills the remote
+    process group through a second connection (a closed session alone would not stop it)."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    python = fake_python(tmp_path / "stall-python", STALL_BODY.format(pids=pids))
+    write_config(project, {"a3": sshd.profile(python=str(python), workdir=str(tmp_path / "remote"))})
+    porter = Path(sys.executable).parent / "porter"
+    proc = subprocess.Popen([str(porter), "smoke", "--host", "a3", "--level", "L0"], cwd=project,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not (pids / "child.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    for name in ("main.pid", "child.pid"):
+        assert process_gone(int((pids / name).read_text())), f"remote {name} still running"

@@ -128,3 +128,32 @@ def test_usage_errors(project):
     assert invoke("smoke", "--host", "local", "--gates", "G1;rm -rf /")[0] == 2
     code, doc, _ = invoke("smoke", "--host", "nowhere", "--json")
     assert code == 2 and "unknown host" in doc["error"]["message"]
+
+
+def test_interrupt_kills_the_run_and_keeps_the_record(project, tmp_path):
+    """Ctrl-C on porter: exit 130, the run's process group killed, the partial record stored."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    python = fake_python(tmp_path / "stall-python", STALL_BODY.format(pids=pids))
+    write_config(project, {"box": _host(tmp_path, python=str(python))})
+    porter = Path(sys.executable).parent / "porter"
+    proc = subprocess.Popen([str(porter), "smoke", "--host", "box", "--level", "L0"], cwd=project,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not (pids / "child.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    for name in ("main.pid", "child.pid"):
+        assert process_gone(int((pids / name).read_text())), f"{name} still running"
+    (stored,) = (project / "runs" / "box").iterdir()
+    record = json.loads((stored / "result.json").read_text())
+    assert record["error"]["details"]["failure"] == "interrupted"
+    assert "vime.smoke: L0.python pass" in (stored / "log.txt").read_text()
