@@ -470,8 +470,8 @@ class BroadcastSync:
             self._teardown(graceful=False)
             raise
         if not ready.get("ok"):
-            self.close()
-            raise WeightSyncError(f"engine process failed to start: {ready}")
+            self._teardown(graceful=True)  # the engine process exits on its own after reporting
+            raise WeightSyncError(f"engine process failed to start: {ready.get('error')}\n{ready.get('traceback', '')}")
         self._version = int(ready.get("version", 0))
         return self
 

@@ -14,7 +14,7 @@ speculation, sampled output keeps the target distribution, and --draft-save-hf e
 4. --draft-save-hf: template validation rules hold and an export writes config.json +
    model.safetensors that load back unchanged.
 
-Knobs: `fault="no_residual"` (after a rejection, sample from p instead of norm(max(0, p - q)):
+Knobs: `parts` selects sub-checks (default all); `fault="no_residual"` (after a rejection, sample from p instead of norm(max(0, p - q)):
 biased; the chi-square must catch it) and `fault="accept_all"` (greedy verification keeps every
 draft: greedy output changes).
 """
@@ -215,15 +215,26 @@ def _export_checks(tmp: Path, values: dict) -> list[Check]:
     ]
 
 
-def run(device: str, dtype: str, *, fault: str | None = None) -> GateOutcome:
+PARTS = ("config", "greedy", "sampling", "export")
+
+
+def run(device: str, dtype: str, *, fault: str | None = None, parts: tuple[str, ...] = PARTS) -> GateOutcome:
     from vime.spec_decode import FAULTS
 
     if fault is not None and fault not in FAULTS:
         raise ValueError(f"unknown G6 fault {fault!r}; use one of {FAULTS}")
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        raise ValueError(f"unknown G6 parts {sorted(unknown)}; use {PARTS}")
     values: dict[str, Any] = {"fault": fault}
+    checks: list[Check] = []
     with tempfile.TemporaryDirectory(prefix="vime-g6-") as tmp:
-        checks = _config_checks(values)
-        checks += _greedy_checks(Path(tmp), device, dtype, fault, values)
-        checks += _distribution_checks(device, fault, values)
-        checks += _export_checks(Path(tmp), values)
+        if "config" in parts:
+            checks += _config_checks(values)
+        if "greedy" in parts:
+            checks += _greedy_checks(Path(tmp), device, dtype, fault, values)
+        if "sampling" in parts:
+            checks += _distribution_checks(device, fault, values)
+        if "export" in parts:
+            checks += _export_checks(Path(tmp), values)
     return outcome(checks, values, {"chi_square_alpha": ALPHA, "greedy": "identical tokens"})
