@@ -259,7 +259,7 @@ def run_analysis(request: AnalysisRequest, progress: Any = None) -> AnalysisRepo
     if request.target is None and request.target_path is None:
         raise InputError("no target given", hint="pass --to REF (a release, tag, branch or commit)")
     offline = config.offline if request.offline is None else request.offline
-    sources = Sources(Path(config.cache_dir), offline=offline)
+    sources = Sources(Path(config.cache_dir), offline=offline, status=getattr(progress, "status", None))
 
     t0 = time.perf_counter()
     target = resolve_upstream_tree(sources, upstream, request.target, request.target_path, request.upstream_paths, "--to")
@@ -302,8 +302,8 @@ def run_analysis(request: AnalysisRequest, progress: Any = None) -> AnalysisRepo
     result = _load_pickle(result_path)
     cache_state = "hit" if result is not None else "miss"
     if result is None:
-        with _stage(progress, f"indexing {upstream_name} and computing drift", None):
-            result = compute_drift(files, target_index, baseline_index, conventions, TargetVersions(versions))
+        result = compute_drift(files, target_index, baseline_index, conventions, TargetVersions(versions),
+                               stage=lambda description, total: _stage(progress, description, total))
         atomic_write_bytes(result_path, pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
     timings["drift"] = time.perf_counter() - t0
 

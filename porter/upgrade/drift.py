@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from rapidfuzz import fuzz
 
@@ -82,7 +82,9 @@ class DriftAnalyzer:
         baseline: TreeIndex | None,
         conventions: GuardConventions,
         target_versions: TargetVersions,
+        stage: Callable[[str, int | None], Any] | None = None,
     ):
+        self.stage = stage  # stage(description, total) -> context manager yielding advance(n): progress bars
         self.target = target
         self.baseline = baseline
         self.conventions = conventions
@@ -120,8 +122,14 @@ class DriftAnalyzer:
                     if index is not None:
                         modules.add(index.split_dotted(module)[0])
         for index in (self.target, self.baseline):
-            if index is not None:
-                index.prefetch(sorted(m for m in modules if m))
+            if index is None:
+                continue
+            wanted = sorted(m for m in modules if m)
+            if self.stage is None:
+                index.prefetch(wanted)
+                continue
+            with self.stage(f"indexing {index.label}", len([m for m in wanted if m in index.files])) as advance:
+                index.prefetch(wanted, progress=advance)
 
     def _search_new_homes(self, files: list[FileUsage]) -> None:
         """One pass over the target tree for every name that went missing (a pass per name is slow)."""
@@ -550,8 +558,9 @@ def compute_drift(
     baseline: TreeIndex | None,
     conventions: GuardConventions,
     target_versions: TargetVersions,
+    stage: Callable[[str, int | None], Any] | None = None,
 ) -> DriftResult:
-    return DriftAnalyzer(target, baseline, conventions, target_versions).run(files)
+    return DriftAnalyzer(target, baseline, conventions, target_versions, stage).run(files)
 
 
 __all__ = ["DriftAnalyzer", "DriftResult", "Finding", "Verdict", "compute_drift", "Site"]

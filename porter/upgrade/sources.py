@@ -206,13 +206,17 @@ class Sources:
     offline: bool = False
     notices: list[str] = field(default_factory=list)  # "offline: used the cache for ..." lines for the report
     timeout: float = 30.0
-    progress: Callable[[str, int | None], Any] | None = None
+    status: Callable[[str], None] | None = None  # one-line progress messages (downloads, mirrors)
     down_hosts: set[str] = field(default_factory=set)  # hosts that failed this run: use the cache for them
 
     @property
     def degraded(self) -> bool:
         """True when some answers came from the cache instead of the network."""
         return self.offline or bool(self.down_hosts)
+
+    def say(self, message: str) -> None:
+        if self.status is not None:
+            self.status(message)
 
     def online(self, url: str) -> bool:
         return not self.offline and _host(url) not in self.down_hosts
@@ -312,6 +316,7 @@ class Sources:
             raise EnvironmentProblem(f"{name} {version} is not in the cache and the network is unavailable",
                                      hint="run once online, or pass the tree with --upstream-path VERSION=DIR")
         files = releases.get(str(parsed)) or releases.get(version) or []
+        self.say(f"downloading {name} {parsed} (pip download --no-deps) ...")
         downloads = self.cache_dir / "downloads" / name / str(parsed)
         downloads.mkdir(parents=True, exist_ok=True)
         archive = self._pip_download(name, str(parsed), downloads) or self._sdist_download(files, downloads)
@@ -319,6 +324,7 @@ class Sources:
             raise EnvironmentProblem(f"could not download {name} {version} (no usable wheel or sdist)",
                                      hint="check the network, or pass the tree with --upstream-path VERSION=DIR")
         dest.parent.mkdir(parents=True, exist_ok=True)
+        self.say(f"extracting Python sources of {archive.name}")
         try:
             extract_archive(archive, dest)
         except InputError as exc:
@@ -420,6 +426,7 @@ class Sources:
             raise EnvironmentProblem(f"no mirror of {url} in the cache and the network is unavailable",
                                      hint="run once online, or pass the tree with --upstream-path VERSION=DIR")
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.say(f"mirroring {url} (git clone --mirror) ...")
         tmp = Path(tempfile.mkdtemp(prefix=".mirror-", dir=path.parent))
         try:
             git.Repo.clone_from(url, tmp, mirror=True, env={"GIT_TERMINAL_PROMPT": "0"})
@@ -461,6 +468,7 @@ class Sources:
         if (dest / COMPLETE).is_file():
             return Tree(dest, ref, "git", parse_release(ref), commit, str(url), from_cache=True)
         buffer = io.BytesIO()
+        self.say(f"materializing {ref} ({commit[:12]}) of {url}")
         try:
             git.Repo(repo_path).archive(buffer, commit, format="tar")
         except git.GitCommandError as exc:

@@ -154,3 +154,32 @@ def test_target_without_baseline_still_finds_missing_imports(project, trees):
     symbols = {r.symbol for r in report.records}
     assert "upkg.core.gone_fn" in symbols and "upkg.core.Mover" in symbols
     assert "upkg.core.Rot" not in symbols  # base changes need a baseline
+
+
+def test_progress_reports_scanning_and_indexing(project, trees):
+    from contextlib import contextmanager
+
+    class Recorder:
+        def __init__(self):
+            self.stages, self.advanced, self.messages = [], 0, []
+
+        @contextmanager
+        def progress(self, description, total=None):
+            self.stages.append((description, total))
+
+            def advance(n=1):
+                self.advanced += n
+
+            yield advance
+
+        def status(self, message):
+            self.messages.append(message)
+
+    recorder = Recorder()
+    request = AnalysisRequest(plugin="myplug", target="2.0", baseline="1.0", plugin_path=trees["plugin"],
+                              upstream_paths={"1.0": trees["v1"], "2.0": trees["v2"]}, config=load_config())
+    run_analysis(request, progress=recorder)
+    names = [d for d, _ in recorder.stages]
+    assert names[0] == "scanning myplug" and recorder.stages[0][1] == 4  # tests/ excluded
+    assert "indexing upkg 2.0" in names and "indexing upkg 1.0" in names
+    assert recorder.advanced >= 4 + 2

@@ -164,6 +164,7 @@ def test_network_failure_falls_back_to_the_cache(project, upstream_repo, monkeyp
     row = json.loads(online.stdout)["rows"][0]
     assert row["newest_release"] == "2.0" and row["releases_between"] == 1 and row["baseline"] == "1.0"
     assert row["head"] == git.Repo(upstream_repo).head.commit.hexsha
+    assert row["commits_between"] == 1  # v1.0..main in the (local) repository
     monkeypatch.setattr(sources_mod.Sources, "_fetch_json", down)
     offline = invoke("status", "myplug", "--json")
     assert offline.exit_code == 0, offline.output
