@@ -277,6 +277,9 @@ def run(args, log: Callable[[str], None] = print, audit: bool = False, stop_afte
             t_train = time.perf_counter() - t1
             rollout_metrics["rollout/weight_version"] = batch.extras["weight_version"]
             rollout_metrics["rollout/step"] = rollout_id
+            for key, value in batch.extras.get("spec_decode", {}).items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    rollout_metrics[f"spec/{key}"] = value
             log(f"rollout {rollout_id}: {_fmt(rollout_metrics)}")
             for i, step in enumerate(steps):
                 log(f"step {first_step + i}: {_fmt(step)}")
@@ -343,7 +346,8 @@ def _rollout(args, engine, data: RolloutDataSource, rollout_id: int, device) -> 
     rewards = rule_reward(out.response_tokens.cpu(), out.loss_mask.cpu(), labels)
     batch = TrainBatch(
         out.prompt_tokens.cpu(), out.response_tokens.cpu(), out.loss_mask.cpu(), out.logprobs.cpu(), rewards, n,
-        routing=out.routing, extras={"weight_version": out.weight_version},
+        routing=out.routing,
+        extras={"weight_version": out.weight_version, "spec_decode": out.stats.get("spec_decode", {})},
     )
     if args.save_debug_rollout_data:
         import io
