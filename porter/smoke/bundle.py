@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import tarfile
@@ -28,11 +29,11 @@ def _walk(root: Path) -> Iterable[Path]:
             yield path
 
 
-def build_bundle(stack: dict[str, Any], extra: Iterable[tuple[Path, str]] = ()) -> bytes:
+def build_bundle(stack: dict[str, Any], extra: Iterable[tuple[Path, str]] = (), runtime: Path | None = None) -> bytes:
     """A tar.gz with `vime/`, `porter-stack.json` and any (source dir, archive name) extras.
     Members get fixed mtimes and owners, so the same inputs give the same bytes."""
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=6) as tar:
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
 
         def add_bytes(name: str, data: bytes, mode: int = 0o644) -> None:
             info = tarfile.TarInfo(name)
@@ -41,9 +42,9 @@ def build_bundle(stack: dict[str, Any], extra: Iterable[tuple[Path, str]] = ()) 
             info.mtime = 0
             tar.addfile(info, io.BytesIO(data))
 
-        sources = [(runtime_root(), "vime"), *extra]
+        sources = [(runtime or runtime_root(), "vime"), *extra]
         for root, arcname in sources:
             for path in _walk(root):
                 add_bytes(f"{arcname}/{path.relative_to(root).as_posix()}", path.read_bytes())
         add_bytes(STACK_FILE, json.dumps(stack, indent=2, sort_keys=True, default=str).encode())
-    return buffer.getvalue()
+    return gzip.compress(buffer.getvalue(), compresslevel=6, mtime=0)  # no timestamp in the gzip header

@@ -84,7 +84,11 @@ def test_split_slug():
     assert split_slug("transformers-v5.4.0") == ("transformers", "v5.4.0")
 
 
-def test_bundle_contents_and_determinism():
+def test_bundle_contents_and_determinism(tmp_path):
+    import shutil
+
+    from porter.smoke.bundle import runtime_root
+
     stack = {"upstreams": {"torch": {"version": "2.13.0"}}}
     data = build_bundle(stack)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
@@ -92,4 +96,15 @@ def test_bundle_contents_and_determinism():
         assert json.load(tar.extractfile(STACK_FILE)) == stack
     assert "vime/smoke.py" in names and "vime/results.py" in names and "vime/envfacts.py" in names
     assert not any(n.endswith(".pyc") or "__pycache__" in n for n in names)
-    assert build_bundle(stack) == data
+    # Same inputs, same bytes (on a frozen copy: the checkout may change while tests run).
+    frozen = tmp_path / "vime"
+    shutil.copytree(runtime_root(), frozen, ignore=shutil.ignore_patterns("__pycache__"))
+    (frozen / "extra").mkdir()
+    (frozen / "extra" / "x.pyc").write_bytes(b"junk")
+    first = build_bundle(stack, runtime=frozen)
+    import time
+
+    time.sleep(1.1)  # a gzip header would carry the time
+    assert build_bundle(stack, runtime=frozen) == first
+    with tarfile.open(fileobj=io.BytesIO(build_bundle(stack, runtime=frozen)), mode="r:gz") as tar:
+        assert "vime/extra/x.pyc" not in tar.getnames()
