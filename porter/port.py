@@ -443,11 +443,12 @@ def port_after_analysis(
     spec = report.plugin_spec
     name = report.plugin
     fork_name, fork_path = name, analysis_request.plugin_path
-    if fork_path is None:
-        for fork in load_forks(config.forks_file).values():
-            if fork.plugin == name or fork.name == name:
-                fork_name, fork_path = fork.name, fork.path
-                break
+    registered = False  # the ledger records runs on the registered clone only, not on ad-hoc checkouts
+    for fork in load_forks(config.forks_file).values():
+        if fork.plugin == name or fork.name == name:
+            if fork_path is None or Path(fork_path).resolve() == fork.path.resolve():
+                fork_name, fork_path, registered = fork.name, fork.path, True
+            break
     if fork_path is None:
         raise InputError(
             f"no fork checkout of {name} to port",
@@ -455,7 +456,7 @@ def port_after_analysis(
         )
     if spec is not None and spec.kind == "fork":
         return _merge_for_fork(fork_name, Path(fork_path), report, config, status, push=push, force=force,
-                               allow_dirty=allow_dirty, fork_ref=fork_ref, slug=slug)
+                               allow_dirty=allow_dirty, fork_ref=fork_ref, slug=slug, registered=registered)
     if report.upstream == "transformers" and report.baseline is not None and not report.breaking:
         return _compare_transformers(report, analysis_request, config)
     if report.baseline is None:
@@ -495,7 +496,7 @@ def port_after_analysis(
         baseline_tree=baseline.root, target_tree=target.root, fork_ref=fork_ref,
         package=hint.pop("package", None), convention_hint=hint, slug=slug, plugin_tests=tests, push=push,
         allow_dirty=allow_dirty, force=force, work_dir=Path(config.cache_dir) / "worktrees", runs_dir=Path(config.runs_dir),
-        forks_file=Path(config.forks_file), reproducer=reproducer,
+        forks_file=Path(config.forks_file) if registered else None, reproducer=reproducer,
     )
     return run_port(request, analyze, status)
 
@@ -564,7 +565,8 @@ def render_port(result: Any, console: Any) -> None:
 
 
 def _merge_for_fork(fork_name: str, fork_path: Path, report: Any, config: Any, status: Callable[[str], None], *,
-                    push: bool, force: bool, allow_dirty: bool, fork_ref: str | None, slug: str | None):
+                    push: bool, force: bool, allow_dirty: bool, fork_ref: str | None, slug: str | None,
+                    registered: bool = True):
     """A fork that merges its parent (triton-ascend): merge the target ref instead of writing shims."""
     from porter.triton_merge import MergeRequest, run_merge
     from porter.upgrade.sources import Sources
@@ -578,8 +580,8 @@ def _merge_for_fork(fork_name: str, fork_path: Path, report: Any, config: Any, s
         fork=fork_name, fork_path=fork_path, upstream=report.upstream, target=target.label, target_ref=target.commit,
         fetch_from=str(mirror), fetch_ref=target.label, fork_ref=fork_ref, slug=slug,
         resolutions_dir=Path(config.knowledge_dir) / "merge-resolutions", allow_dirty=allow_dirty, force=force, push=push,
-        work_dir=Path(config.cache_dir) / "worktrees", runs_dir=Path(config.runs_dir), forks_file=Path(config.forks_file),
-        reproducer=f"porter upgrade {fork_name} --to {target.label}",
+        work_dir=Path(config.cache_dir) / "worktrees", runs_dir=Path(config.runs_dir),
+        forks_file=Path(config.forks_file) if registered else None, reproducer=f"porter upgrade {fork_name} --to {target.label}",
     )
     return run_merge(request, status)
 

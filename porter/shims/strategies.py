@@ -50,6 +50,7 @@ class ShimContext:
 def plan_shims(records: Iterable[DriftRecord], ctx: ShimContext) -> ShimPlan:
     """Group findings per family and upstream module and plan one ShimGroup per group."""
     by_kind: dict[tuple[str, str], list[DriftRecord]] = defaultdict(list)
+    members_by_path: dict[str, list[tuple[DriftRecord, Any]]] = defaultdict(list)
     unhandled: list[Unhandled] = []
     for record in records:
         if record.severity is Severity.NOTE:
@@ -72,7 +73,9 @@ def plan_shims(records: Iterable[DriftRecord], ctx: ShimContext) -> ShimPlan:
         elif family is DriftFamily.REMOVED:
             by_kind[("removed", _import_path(record)[0])].append(record)
         elif family in (DriftFamily.NEW_ATTRIBUTE, DriftFamily.NEW_METHOD):
-            by_kind[("members", _subclass_site(record)[0])].append(record)
+            # One record can name several plugin subclasses (one site each): each gets the member.
+            for site in record.sites or (None,):
+                members_by_path[site.path if site else _subclass_site(record)[0]].append((record, site))
         else:
             unhandled.append(Unhandled(record, _UNHANDLED_REASON.get(family, "no automatic strategy for this family")))
 
@@ -83,14 +86,17 @@ def plan_shims(records: Iterable[DriftRecord], ctx: ShimContext) -> ShimPlan:
         if kind == "moved":
             groups.append(_plan_moved(key, items, ctx, taken))
         elif kind == "signature":
-            groups.append(_plan_signature(key, items, ctx, taken))
-        elif kind == "removed":
-            groups.append(_plan_removed(key, items, ctx, taken))
-        else:
-            group, skipped = _plan_members(key, items, ctx, taken)
+            group, skipped = _plan_signature(key, items, ctx, taken)
             unhandled.extend(skipped)
             if group is not None:
                 groups.append(group)
+        elif kind == "removed":
+            groups.append(_plan_removed(key, items, ctx, taken))
+    for path, pairs in sorted(members_by_path.items()):
+        group, skipped = _plan_members(path, pairs, ctx, taken)
+        unhandled.extend(skipped)
+        if group is not None:
+            groups.append(group)
     return ShimPlan(tuple(groups), tuple(unhandled), ctx.convention.to_dict())
 
 
@@ -329,7 +335,22 @@ def _stub_function(name: str, definition: Definition | None, fallback: list[str]
     return f"def {name}({', '.join(parts)}):\n{body}"
 
 
-def _plan_signature(module: str, records: list[DriftRecord], ctx: ShimContext, taken: set[str]) -> ShimGroup:
+def _plan_signature(module: str, records: list[DriftRecord], ctx: ShimContext, taken: set[str]) -> tuple[ShimGroup | None, list[Unhandled]]:
+    adaptable, skipped = [], []
+    for record in records:
+        imp_module, name = _import_path(record)
+        target = record.new_location
+        mod, attr = (target.module, target.qualname) if target and target.qualname else (imp_module, name)
+        renamed, dropped, added = _signature_delta(record, ctx.old_tree.find(imp_module, name), ctx.new_tree.find(mod, attr))
+        if renamed or dropped:
+            adaptable.append(record)
+        else:  # nothing an adapter can map (a new required or shifted positional parameter)
+            needed = ", ".join(f"`{a}`" for a in added) or "a changed parameter"
+            skipped.append(Unhandled(record, f"the call must now pass {needed}: only the caller knows the value; "
+                                             f"edit the call at {_sites(record)}"))
+    if not adaptable:
+        return None, skipped
+    records = adaptable
     shim_path = _module_file_name(module, "_signatures", ctx, taken)
     shim_module = ctx.convention.module_of(shim_path)
     entries, rationale, needs_human, review = [], [], [], []
@@ -388,7 +409,7 @@ def _plan_signature(module: str, records: list[DriftRecord], ctx: ShimContext, t
         import_moves=_import_moves(records, shim_module, ctx),
         needs_human=tuple(needs_human),
         review=tuple(review),
-    )
+    ), skipped
 
 
 def _sites(record: DriftRecord) -> str:
@@ -530,9 +551,9 @@ def _class_at(root: Path, path: str, line: int | None) -> str | None:
         return None
     classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
     if line is not None:
-        for node in classes:
-            if node.lineno <= line <= (node.end_lineno or node.lineno):
-                return node.name
+        containing = [n for n in classes if n.lineno <= line <= (n.end_lineno or n.lineno)]
+        if containing:
+            return max(containing, key=lambda n: n.lineno).name  # the innermost class
     return classes[0].name if len(classes) == 1 else None
 
 
@@ -560,11 +581,12 @@ def _base_location(record: DriftRecord) -> tuple[str, str]:
     return loc.module, loc.qualname.split(".")[-1] if loc.qualname else record.symbol.rsplit(".", 1)[-1]
 
 
-def _plan_members(path: str, records: list[DriftRecord], ctx: ShimContext, taken: set[str]) -> tuple[ShimGroup | None, list[Unhandled]]:
+def _plan_members(path: str, pairs: list[tuple[DriftRecord, Any]], ctx: ShimContext, taken: set[str]) -> tuple[ShimGroup | None, list[Unhandled]]:
     adds, rationale, review, required, skipped, kept = [], [], [], [], [], []
-    for record, member in [(r, m) for r in records for m in _member_names(r)]:
-        _, cls = _subclass_site(record)
-        cls = cls or _class_at(ctx.plugin_root, path, record.sites[0].line if record.sites else None)
+    for record, site, member in [(r, s, m) for r, s in pairs for m in _member_names(r)]:
+        # The class defined at the site's line; the record's `plugin_class` names only the first subclass.
+        cls = _class_at(ctx.plugin_root, path, site.line) if site is not None else None
+        cls = cls or _subclass_site(record)[1]
         if not path or not cls or not member.isidentifier() or keyword.iskeyword(member):
             skipped.append(Unhandled(record, f"cannot tell which plugin class needs `{member}`: add it by hand"))
             continue
