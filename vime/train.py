@@ -116,16 +116,14 @@ class _Sync:
 
         self.error_type = weight_sync.WeightSyncError
         self.remote = None
-        if args.colocate:
-            from vime.rollout.engine import build_engine
+        from vime.rollout.engine import build_engine
 
+        if args.colocate:
             self.engine = build_engine(**engine_kwargs)
             self.transport = weight_sync.ColocatedSync(
                 self.engine, packed=args.vllm_weight_sync_packed, buffer_size=args.update_weight_buffer_size
             )
         else:
-            from vime.rollout.engine import build_engine
-
             spec = weight_sync.EngineSpec(build_engine, (), engine_kwargs)
             self.remote = weight_sync.BroadcastSync(
                 spec, packed=args.vllm_weight_sync_packed, buffer_size=args.update_weight_buffer_size,

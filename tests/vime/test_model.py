@@ -178,3 +178,27 @@ def test_attention_registry_and_npu_seam(monkeypatch):
     assert torch.equal(out, sdpa_attention(q, k, v, 0.25))
     with pytest.raises(ValueError, match="unknown attention"):
         RolloutLM(tiny_config(attention="flash"), init=True)(torch.zeros(1, 2, dtype=torch.long))
+
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    layers=st.integers(1, 3),
+    heads_kv=st.sampled_from([(4, 4), (4, 2), (4, 1), (2, 2)]),
+    experts=st.sampled_from([0, 2, 4]),
+    tie=st.booleans(),
+    seed=st.integers(0, 1000),
+)
+def test_any_small_config_converts_exactly(layers, heads_kv, experts, tie, seed):
+    heads, kv = heads_kv
+    config = tiny_config(num_layers=layers, num_heads=heads, num_kv_heads=kv, num_experts=experts,
+                         num_experts_per_tok=min(2, experts) or 2, tie_word_embeddings=tie, seed=seed)
+    train, rollout = _pair(config)
+    assert set(rollout.state_dict()) == set(hf_names(config))
+    back = hf_to_train(dict(iter_hf_weights(train)), config)
+    assert all(torch.equal(back[k], v) for k, v in train.state_dict().items())
+    ids = torch.randint(0, 256, (2, 5), generator=torch.Generator().manual_seed(seed))
+    assert torch.equal(train(ids), rollout(ids))

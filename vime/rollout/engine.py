@@ -24,6 +24,7 @@ the old weights and version; only a complete update is copied in and promotes th
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -332,6 +333,7 @@ class RolloutEngine:
         indices = list(range(b)) if sample_indices is None else [int(i) for i in sample_indices]
         if len(indices) != b:
             raise ValueError(f"{len(indices)} sample indices for {b} prompts")
+        started = time.perf_counter()
         gens = make_generators(rollout_seed, rollout_id, indices)
         routing = RoutingReplay("record") if record_routing and self.config.is_moe else None
         cache = KVCache(self.config, b, p + max_new_tokens, self.device, self.dtype)
@@ -361,6 +363,7 @@ class RolloutEngine:
             sample_indices=indices,
             weight_version=self._version,
             routing=routing.recorded() if routing is not None else None,
+            stats={"seconds": time.perf_counter() - started, "new_tokens": int(mask.sum().item())},
         )
 
     @torch.no_grad()
