@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from porter.smoke.compare import compare_runs
-from porter.smoke.report import render_html, sparkline
+from porter.smoke.report import sparkline
 from porter.smoke.store import RunStore
 from smoke_helpers import invoke
 

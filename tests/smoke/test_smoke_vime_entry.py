@@ -7,7 +7,6 @@ import subprocess
 import sys
 import types
 
-import pytest
 
 from vime import envfacts
 from vime import smoke as vsmoke
