@@ -460,30 +460,47 @@ class DriftAnalyzer:
         # F8: abstract / NotImplementedError methods new at the target that the subclass does not define.
         new_abstract = self._abstract_methods(self.target, *target_cls)
         old_abstract = self._abstract_methods(self.baseline, *base_cls)  # type: ignore[arg-type]
-        missing = sorted(new_abstract - old_abstract - plugin_members)
+        missing = sorted(set(new_abstract) - set(old_abstract) - plugin_members)
         if missing:
-            findings.append(Finding(DriftFamily.NEW_METHOD, use.symbol, loc, Severity.BREAKING,
-                                    f"{use.symbol} now requires method(s) {', '.join(missing)} that {plugin_cls} does not define",
-                                    detail={"methods": missing, "plugin_class": plugin_cls}, subject=f"abstract:{plugin_cls}"))
+            # @abstractmethod: the subclass can no longer be instantiated. NotImplementedError: it
+            # fails only when the new method is called.
+            hard = [m for m in missing if new_abstract[m] == "abstract"]
+            findings.append(Finding(DriftFamily.NEW_METHOD, use.symbol, loc, Severity.BREAKING if hard else Severity.RISKY,
+                                    f"{use.symbol} now requires method(s) {', '.join(missing)} that {plugin_cls} does not define"
+                                    + ("" if hard else " (the base raises NotImplementedError: fails when called)"),
+                                    detail={"methods": missing, "plugin_class": plugin_cls,
+                                            "kinds": {m: new_abstract[m] for m in missing}}, subject=f"abstract:{plugin_cls}"))
         # F7: attributes the base's __init__ now sets, when the subclass replaces __init__ without calling it.
         if use.detail.get("defines_init") and not use.detail.get("calls_super_init"):
             new_attrs = self._init_attrs(self.target, *target_cls)
             old_attrs = self._init_attrs(self.baseline, *base_cls)  # type: ignore[arg-type]
             missing_attrs = sorted(new_attrs - old_attrs - plugin_members)
             if missing_attrs:
-                findings.append(Finding(DriftFamily.NEW_ATTRIBUTE, use.symbol, loc, Severity.BREAKING,
+                # Breaking when upstream methods read the attribute; otherwise only a risk.
+                read = sorted(set(missing_attrs) & self._class_reads(self.target, *target_cls))
+                findings.append(Finding(DriftFamily.NEW_ATTRIBUTE, use.symbol, loc, Severity.BREAKING if read else Severity.RISKY,
                                         f"{use.symbol}.__init__ now sets {', '.join(missing_attrs)}; {plugin_cls}.__init__ "
-                                        "does not call it and does not set them",
-                                        detail={"attributes": missing_attrs, "plugin_class": plugin_cls}, subject=f"attrs:{plugin_cls}"))
+                                        "does not call it and does not set them"
+                                        + (f" (read by upstream methods: {', '.join(read)})" if read else ""),
+                                        detail={"attributes": missing_attrs, "plugin_class": plugin_cls, "read_by_upstream": read},
+                                        subject=f"attrs:{plugin_cls}"))
         return findings
 
     @staticmethod
-    def _abstract_methods(index: TreeIndex, cls: Definition, module: str) -> set[str]:
-        resolved: dict[str, bool] = {}
+    def _abstract_methods(index: TreeIndex, cls: Definition, module: str) -> dict[str, str]:
+        """Methods whose nearest definition in the MRO is abstract: name -> abstract | not_implemented."""
+        resolved: dict[str, str] = {}
         for klass, _ in index.mro(cls, module):
             for member in klass.members:
-                resolved.setdefault(member.name, member.is_abstract)
-        return {name for name, abstract in resolved.items() if abstract}
+                resolved.setdefault(member.name, member.abstract_kind or ("abstract" if member.is_abstract else ""))
+        return {name: kind for name, kind in resolved.items() if kind}
+
+    @staticmethod
+    def _class_reads(index: TreeIndex, cls: Definition, module: str) -> set[str]:
+        out: set[str] = set()
+        for klass, _ in index.mro(cls, module):
+            out.update(klass.reads)
+        return out
 
     @staticmethod
     def _init_attrs(index: TreeIndex, cls: Definition, module: str) -> set[str]:

@@ -21,7 +21,7 @@ from typing import Callable, Iterable
 
 from porter.fsutil import atomic_write_bytes
 
-INDEX_VERSION = 4
+INDEX_VERSION = 5
 _PARALLEL_THRESHOLD = 48  # below this many uncached modules a process pool costs more than it saves
 
 
@@ -95,6 +95,8 @@ class Definition:
     abstract: tuple[str, ...] = ()  # abstractmethod or body raising NotImplementedError
     is_abstract: bool = False  # for a method: it is abstract / NotImplementedError
     shape: str = ""  # top-level statement kinds of the body: a cheap fingerprint for "same body"
+    abstract_kind: str = ""  # "abstract" (@abstractmethod) | "not_implemented" (body raises it) | ""
+    reads: tuple[str, ...] = ()  # for a class: self.<attr> read by its methods other than __init__
 
     def member(self, name: str) -> "Definition | None":
         for m in self.members:
@@ -213,16 +215,34 @@ def _is_property(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return False
 
 
+def _abstract_kind(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    for dec in fn.decorator_list:
+        name = _dotted(dec)
+        if name and name.rsplit(".", 1)[-1] in ("abstractmethod", "abstractproperty"):
+            return "abstract"
+    return "not_implemented" if _raises_not_implemented(fn) else ""
+
+
 def _function_def(fn: ast.FunctionDef | ast.AsyncFunctionDef, conditional: str) -> Definition:
+    kind = _abstract_kind(fn)
     return Definition(
         name=fn.name,
         kind="property" if _is_property(fn) else "function",
         line=fn.lineno,
         conditional=conditional,
         signature=signature_of(fn),
-        is_abstract=_is_abstract(fn),
+        is_abstract=bool(kind),
         shape=_shape(fn.body),
+        abstract_kind=kind,
     )
+
+
+def _self_reads(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    if not fn.args.args:
+        return set()
+    self_name = fn.args.args[0].arg
+    return {node.attr for node in ast.walk(fn) if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load)
+            and isinstance(node.value, ast.Name) and node.value.id == self_name}
 
 
 def _self_attrs(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
@@ -356,11 +376,14 @@ class _ModuleVisitor:
     def class_def(self, node: ast.ClassDef, conditional: str) -> Definition:
         members: list[Definition] = []
         instance_attrs: list[str] = []
+        reads: set[str] = set()
         for stmt in node.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 members.append(_function_def(stmt, ""))
                 if stmt.name == "__init__":
                     instance_attrs.extend(_self_attrs(stmt))
+                else:
+                    reads |= _self_reads(stmt)
             elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                 for t in targets:
@@ -387,6 +410,7 @@ class _ModuleVisitor:
             abstract=abstract,
             is_abstract=is_protocol_like,
             shape=_shape(node.body),
+            reads=tuple(sorted(reads)),
         )
 
     def finish(self) -> None:

@@ -64,7 +64,12 @@ def test_signature_details(report):
     hook = records["upkg.core.Base.hook"]
     assert hook.detail["change"] == "override_mismatch" and hook.detail["added"] == ["b"]
     assert records["upkg.core.Batch"].detail["attributes"] == ["use_replayssm"]
-    assert records["upkg.core.Worker"].detail["methods"] == ["sample_tokens"]
+    assert records["upkg.core.Batch"].detail["read_by_upstream"] == ["use_replayssm"]
+    assert records["upkg.core.Batch"].severity == Severity.BREAKING
+    worker = records["upkg.core.Worker"]
+    assert worker.detail["methods"] == ["optional_hook", "sample_tokens"]
+    assert worker.detail["kinds"] == {"optional_hook": "not_implemented", "sample_tokens": "abstract"}
+    assert worker.severity == Severity.BREAKING
     assert records["upkg.core.Rot"].severity == Severity.RISKY
     assert records["upkg.core.patched_fn"].sites[0].path == "myplug/families.py"
 

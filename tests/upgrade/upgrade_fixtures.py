@@ -109,6 +109,9 @@ UPKG_V2 = {
                 self.x = 1
                 self.use_replayssm = False
 
+            def step(self):
+                return self.use_replayssm
+
         class Worker(ABC):
             @abstractmethod
             def run(self):
@@ -117,6 +120,9 @@ UPKG_V2 = {
             @abstractmethod
             def sample_tokens(self):
                 ...
+
+            def optional_hook(self):
+                raise NotImplementedError
 
         class RotBase:
             pass
