@@ -121,6 +121,8 @@ def _latest_after(store, previous) -> dict[str, Any]:
 
 
 def _run(reporter, config, store, host_name, level, gates, stack_path, timeout, keep_remote):
+    from rich.markup import escape
+
     from porter.hosts import get_host
     from porter.smoke.diagnosis import Diagnoser
     from porter.smoke.runner import SmokeRequest, SmokeRunner
@@ -136,7 +138,7 @@ def _run(reporter, config, store, host_name, level, gates, stack_path, timeout, 
             extras.append((source, rel))
     runner = SmokeRunner(
         store,
-        on_line=lambda line: reporter.status(line),
+        on_line=lambda line: reporter.status(escape(line)),  # host output is text, never rich markup
         diagnoser_factory=lambda env: Diagnoser(config.patterns_dir, config.cache_dir, env),
     )
     request = SmokeRequest(profile=profile, level=level, gates=gates, stack=stack, timeout_s=timeout,

@@ -198,13 +198,14 @@ class SmokeRunner:
         log = LogWriter(run_path / LOG_FILE)
 
         def note(line: str) -> None:
-            log.line("porter: " + line)
-            self.on_line("porter: " + line)
+            shown = log.line("porter: " + line)
+            if shown is not None:
+                self.on_line(shown)
 
         def relay(stream: str, line: str) -> None:
-            log.line(line)
-            if stream == "stderr":
-                self.on_line(line)
+            shown = log.line(line)  # what reaches the terminal is redacted like the stored log
+            if stream == "stderr" and shown is not None:
+                self.on_line(shown)
 
         shipped = False
         try:

@@ -47,11 +47,13 @@ class LogWriter:
         self._fh: TextIO = open(path, "a", encoding="utf-8")
         self._redactor = Redactor()
 
-    def line(self, text: str) -> None:
+    def line(self, text: str) -> str | None:
+        """Store one line; returns it redacted (None inside a private key block) for display."""
         red = self._redactor.line(text)
         if red is not None:
             self._fh.write(red + "\n")
             self._fh.flush()
+        return red
 
     def close(self) -> None:
         self._fh.close()

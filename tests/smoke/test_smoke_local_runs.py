@@ -157,3 +157,23 @@ def test_interrupt_kills_the_run_and_keeps_the_record(project, tmp_path):
     record = json.loads((stored / "result.json").read_text())
     assert record["error"]["details"]["failure"] == "interrupted"
     assert "vime.smoke: L0.python pass" in (stored / "log.txt").read_text()
+
+
+def test_progress_lines_are_redacted_and_not_markup(project, tmp_path, capsys):
+    """Host output streamed to the terminal: secrets masked, `[/path]` shown as text."""
+    from porter.smoke.runner import SmokeRequest, SmokeRunner
+    from porter.smoke.store import RunStore
+    from porter.hosts import parse_profile
+
+    python = fake_python(tmp_path / "chatty-python",
+                         "echo 'vime.smoke: token=ghp_abcdefghijklmnopqrstuvwxyz0123 in [/usr/lib]' >&2\nexit 3\n")
+    profile = parse_profile("box", _host(tmp_path, python=str(python)), "test")
+    shown: list[str] = []
+    run = SmokeRunner(RunStore(project / "runs"), on_line=shown.append).execute(SmokeRequest(profile, level="L0"))
+    assert run.exit_code == 3
+    line = next(l for l in shown if l.startswith("vime.smoke:"))
+    assert "ghp_abcdef" not in line and "[REDACTED]" in line
+    # And the CLI prints it without tripping over the bracketed path.
+    write_config(project, {"box": _host(tmp_path, python=str(python))})
+    code, _, output = invoke("smoke", "--host", "box", "--level", "L0")
+    assert code == 3 and "in [/usr/lib]" in output
