@@ -1,0 +1,188 @@
+"""Benchmark the vime runtime: rollout decode speed against transformers, training step time, and
+weight-sync cost per MB for each transport.
+
+Side by side, on the same weights:
+  * rollout: vime's engine `generate` vs transformers' `generate()` (LlamaForCausalLM loaded from the
+    checkpoint vime saved): same batch, same prompt, same number of new tokens, greedy, KV cache on
+    both; tokens/s = batch x new tokens / wall time (prefill included), median of --repeats after a
+    warm-up. Target: vime >= 1.0x. The greedy outputs are compared as a sanity check.
+  * training: one GRPO optimizer step (forward-only log-probs + forward/backward + AdamW) on a
+    rollout of the same batch, median over --repeats.
+  * weight sync: colocated hand-over and decoupled broadcast (gloo, two processes), packed and per
+    tensor, ms per MB of weights, median over --repeats.
+
+  .venv/bin/python bench/vime.py [--size small|tiny] [--batch 8] [--new-tokens 64] [--repeats 5] [--json]
+Writes bench/results/vime.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+SIZES = {
+    "tiny": {},
+    "small": {"vocab_size": 2048, "hidden_size": 256, "num_layers": 4, "num_heads": 8, "num_kv_heads": 8,
+              "intermediate_size": 688},
+}
+
+
+def _median_time(fn, repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def bench_rollout(model, hf_dir: Path, batch: int, prompt_len: int, new_tokens: int, repeats: int) -> dict:
+    from vime.hf_parity import load_transformers_model, transformers_status
+    from vime.rollout.engine import RolloutEngine
+
+    engine = RolloutEngine.from_hf(hf_dir)
+    prompts = torch.randint(0, model.config.vocab_size, (batch, prompt_len), generator=torch.Generator().manual_seed(0))
+    vime_s = _median_time(lambda: engine.generate(prompts, max_new_tokens=new_tokens, temperature=0), repeats)
+    tokens = batch * new_tokens
+    out = {"batch": batch, "prompt_len": prompt_len, "new_tokens": new_tokens,
+           "vime_tokens_per_s": tokens / vime_s, "vime_s": vime_s}
+    ok, why = transformers_status()
+    if not ok:
+        out["transformers"] = f"skipped: {why}"
+        return out
+    hf = load_transformers_model(hf_dir, torch.float32)
+
+    def hf_generate():
+        with torch.no_grad():
+            return hf.generate(
+                prompts, attention_mask=torch.ones_like(prompts), max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                do_sample=False, use_cache=True, pad_token_id=0, eos_token_id=None,
+            )
+
+    hf_s = _median_time(hf_generate, repeats)
+    ours = engine.generate(prompts, max_new_tokens=new_tokens, temperature=0).response_tokens
+    theirs = hf_generate()[:, prompt_len:]
+    out.update({
+        "transformers_tokens_per_s": tokens / hf_s, "transformers_s": hf_s, "speedup": hf_s / vime_s,
+        "greedy_tokens_identical": float((ours == theirs).float().mean()),
+        "transformers_version": __import__("transformers").__version__,
+    })
+    return out
+
+
+def bench_train(model, hf_dir: Path, batch: int, prompt_len: int, new_tokens: int, repeats: int) -> dict:
+    from vime.rollout.engine import RolloutEngine
+    from vime.trainer import TrainBatch, Trainer, TrainerConfig
+
+    engine = RolloutEngine.from_hf(hf_dir)
+    prompts = torch.randint(0, model.config.vocab_size, (batch, prompt_len), generator=torch.Generator().manual_seed(1))
+    out = engine.generate(prompts, max_new_tokens=new_tokens, temperature=1.0)
+    tb = TrainBatch(out.prompt_tokens, out.response_tokens, out.loss_mask, out.logprobs,
+                    torch.linspace(0, 1, batch), n_samples_per_prompt=min(4, batch))
+    trainer = Trainer(model, TrainerConfig(lr=1e-5, global_batch_size=batch))
+    step_s = _median_time(lambda: trainer.train_rollout(tb), repeats)
+    return {"samples_per_step": batch, "tokens_per_sample": prompt_len + new_tokens, "step_s": step_s}
+
+
+def bench_sync(model, hf_dir: Path, repeats: int) -> dict:
+    from vime.convert import iter_hf_weights
+    from vime.rollout.engine import RolloutEngine, build_engine
+    from vime.weight_sync import BroadcastSync, ColocatedSync, EngineSpec
+
+    mb = sum(t.numel() * t.element_size() for _, t in iter_hf_weights(model)) / 1e6
+    rows = {}
+    engine = RolloutEngine.from_hf(hf_dir)
+    for packed in (True, False):
+        sync = ColocatedSync(engine, packed=packed)
+        rows[f"colocated {'packed' if packed else 'per tensor'}"] = _median_time(
+            lambda: _ok(sync.push(iter_hf_weights(model))), repeats
+        )
+    spec = EngineSpec(build_engine, (), {"config": {}, "hf_dir": str(hf_dir)})
+    t0 = time.perf_counter()
+    with BroadcastSync(spec, device_kind="cpu", timeout_s=120) as remote:
+        start_s = time.perf_counter() - t0
+        for packed in (True, False):
+            remote.packed = packed
+            rows[f"broadcast {'packed' if packed else 'per tensor'}"] = _median_time(
+                lambda: _ok(remote.push(iter_hf_weights(model))), repeats
+            )
+    return {"mb": mb, "broadcast_process_start_s": start_s,
+            "transports": {k: {"s": v, "ms_per_mb": 1e3 * v / mb, "mb_per_s": mb / v} for k, v in rows.items()}}
+
+
+def _ok(report):
+    if not report.ok:
+        raise RuntimeError(f"sync failed: {report.error}")
+    return report
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", choices=sorted(SIZES), default="small")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--prompt-len", type=int, default=16)
+    parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    from vime.convert import save_train_model_hf
+    from vime.model import TrainLM, tiny_config
+
+    config = tiny_config(**SIZES[args.size])
+    model = TrainLM(config)
+    params = sum(p.numel() for p in model.parameters())
+    with tempfile.TemporaryDirectory(prefix="vime-bench-") as tmp:
+        hf_dir = save_train_model_hf(Path(tmp) / "hf", model)
+        result = {
+            "size": args.size, "params": params, "threads": torch.get_num_threads(), "torch": torch.__version__,
+            "load_average": os.getloadavg()[0],
+            "rollout": bench_rollout(model, hf_dir, args.batch, args.prompt_len, args.new_tokens, args.repeats),
+            "train": bench_train(model, hf_dir, args.batch, args.prompt_len, args.new_tokens, args.repeats),
+            "sync": bench_sync(model, hf_dir, args.repeats),
+        }
+    out_dir = ROOT / "bench" / "results"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "vime.json").write_text(json.dumps(result, indent=2) + "\n")
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    _print_tables(result)
+    return 0
+
+
+def _print_tables(r: dict) -> None:
+    ro, tr, sy = r["rollout"], r["train"], r["sync"]
+    print(f"vime bench: {r['size']} model, {r['params'] / 1e6:.2f} M params, torch {r['torch']}, "
+          f"{r['threads']} threads, load average {r['load_average']:.2f}")
+    print(f"\nrollout decode (batch {ro['batch']}, prompt {ro['prompt_len']}, {ro['new_tokens']} new tokens, greedy, KV cache)")
+    print(f"  {'':24}{'vime engine':>16}{'transformers':>16}")
+    hf_tps = ro.get("transformers_tokens_per_s")
+    hf_rate = f"{hf_tps:.1f}" if hf_tps else ro.get("transformers", "-")
+    hf_wall = f"{ro['transformers_s']:.4f}" if hf_tps else "-"
+    print(f"  {'tokens/s':24}{ro['vime_tokens_per_s']:>16.1f}{hf_rate:>16}")
+    print(f"  {'wall s (median)':24}{ro['vime_s']:>16.4f}{hf_wall:>16}")
+    if hf_tps:
+        print(f"  speedup vime / transformers: {ro['speedup']:.2f}x (target >= 1.0x); "
+              f"greedy tokens identical: {100 * ro['greedy_tokens_identical']:.1f}%")
+    print(f"\ntraining: {tr['step_s'] * 1e3:.1f} ms per optimizer step ({tr['samples_per_step']} samples x {tr['tokens_per_sample']} tokens)")
+    print(f"\nweight sync ({sy['mb']:.2f} MB of weights; broadcast engine process start {sy['broadcast_process_start_s']:.2f} s)")
+    print(f"  {'transport':24}{'ms/MB':>10}{'MB/s':>10}{'s/sync':>10}")
+    for name, row in sy["transports"].items():
+        print(f"  {name:24}{row['ms_per_mb']:>10.2f}{row['mb_per_s']:>10.1f}{row['s']:>10.4f}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
