@@ -184,3 +184,15 @@ def test_prompt_validation():
         engine.generate([[1, 2], [3]], max_new_tokens=2)
     out = engine.generate([[1, 2], [3, 4]], max_new_tokens=2)
     assert out.response_tokens.shape == (2, 2)
+
+
+def test_recorded_routing_covers_the_trainer_input_and_replays():
+    from vime.model import RoutingReplay
+
+    model, engine = _engine(tiny_config(moe=True))
+    out = engine.generate(_prompts(3, 4), max_new_tokens=5, record_routing=True)
+    assert set(out.routing) == {0, 1} and out.routing[0].shape == (3, 4 + 5 - 1, 2)
+    replay = RoutingReplay("replay", out.routing)
+    model(out.tokens[:, :-1], routing=replay)
+    replay.assert_all_consumed()
+    assert out.stats["new_tokens"] == 15 and out.stats["seconds"] > 0
