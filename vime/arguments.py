@@ -140,9 +140,9 @@ def validate(args: argparse.Namespace) -> argparse.Namespace:
         bad("--update-weight-buffer-size must be > 0 bytes")
     if args.use_rollout_routing_replay and args.num_experts == 0 and not args.hf_checkpoint:
         bad("--use-rollout-routing-replay needs a MoE model (--num-experts > 0)")
-    for flag in ("save_debug_rollout_data", "load_debug_rollout_data", "save_hf"):
+    for flag in ("save_debug_rollout_data", "load_debug_rollout_data"):  # one file per rollout
         value = getattr(args, flag)
-        if value and args.num_rollout > 1 and "{rollout_id}" not in value and flag != "save_hf":
+        if value and args.num_rollout > 1 and "{rollout_id}" not in value:
             bad(f"--{flag.replace('_', '-')} {value!r} needs a {{rollout_id}} placeholder")
     if args.vllm_speculative_config:
         from vime.spec_decode import parse_speculative_config

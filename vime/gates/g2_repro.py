@@ -10,6 +10,9 @@ Knobs: `seed_offset` (run B uses seed + offset: any non-zero value must fail), `
 
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
+
 import torch
 
 from vime.gates.common import Check, GateOutcome, gate_argv, metrics_close, outcome, quiet, tolerance
@@ -23,11 +26,28 @@ def _run(device: str, dtype: str, seed: int, rollout_seed: int, num_rollout: int
     return run(args, log=quiet)
 
 
+@contextmanager
+def _deterministic(device: str):
+    """CUDA's recipe for bit-exact runs: deterministic algorithms + a fixed cuBLAS workspace (the env
+    var only takes effect if cuBLAS was not initialised yet; `achieved` records what happened)."""
+    if device != "cuda":
+        yield
+        return
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
 def run(device: str, dtype: str, *, seed_offset: int = 0, num_rollout: int = 2) -> GateOutcome:
     tol = tolerance(device, dtype)
-    a = _run(device, dtype, 1234, 42, num_rollout)
-    b = _run(device, dtype, 1234 + seed_offset, 42 + seed_offset, num_rollout)
-    c = _run(device, dtype, 4321, 24, num_rollout)
+    with _deterministic(device):
+        a = _run(device, dtype, 1234, 42, num_rollout)
+        b = _run(device, dtype, 1234 + seed_offset, 42 + seed_offset, num_rollout)
+        c = _run(device, dtype, 4321, 24, num_rollout)
 
     tokens_equal = len(a.tokens) == len(b.tokens) and all(torch.equal(x, y) for x, y in zip(a.tokens, b.tokens))
     metrics_a, metrics_b = a.rollout_metrics + a.step_metrics, b.rollout_metrics + b.step_metrics
