@@ -188,3 +188,27 @@ def test_interrupt_kills_the_remote_group(project, sshd, tmp_path):
     assert proc.returncode == 130, err
     for name in ("main.pid", "child.pid"):
         assert process_gone(int((pids / name).read_text())), f"remote {name} still running"
+
+
+def test_container_run_mode_and_check_through_fake_docker(project, sshd, tmp_path):
+    """`run` mode: shipped to the host, bind-mounted at the same path, killed/removed by name."""
+    bin_dir = tmp_path / "host-bin"
+    bin_dir.mkdir()
+    fake_python(bin_dir / "docker", FAKE_DOCKER, shebang=f"#!{sys.executable}")
+    calls = tmp_path / "docker-calls.jsonl"
+    profile = sshd.profile(
+        transport="ssh+container",
+        container={"mode": "run", "image": "quay.io/ascend/verl:test", "default_binds": False,
+                   "host_setup": [f"export PATH={bin_dir}:$PATH", f"export FAKE_DOCKER_LOG={calls}"]},
+        workdir=str(tmp_path / "remote"),
+    )
+    write_config(project, {"fresh": profile})
+    code, doc, _ = invoke("hosts", "check", "fresh", "--json")
+    assert code == 0 and doc["facts"]["python"]["executable"] == sys.executable
+    code, doc, output = invoke("smoke", "--host", "fresh", "--level", "L0", "--json")
+    assert code == 0, output[-3000:]
+    run_call = json.loads(calls.read_text().splitlines()[-1])
+    run_dir = run_call[run_call.index("-w") + 1]
+    assert run_call[:5] == ["run", "--rm", "-i", "--name", "porter-" + Path(run_dir).name]
+    assert f"{run_dir}:{run_dir}" in run_call and run_call[run_call.index("-w") + 2] == "quay.io/ascend/verl:test"
+    assert not Path(run_dir).exists()
