@@ -144,6 +144,8 @@ def validate(args: argparse.Namespace) -> argparse.Namespace:
         value = getattr(args, flag)
         if value and args.num_rollout > 1 and "{rollout_id}" not in value:
             bad(f"--{flag.replace('_', '-')} {value!r} needs a {{rollout_id}} placeholder")
+    if args.vllm_quantization and not args.hf_checkpoint:
+        bad("--vllm-quantization ascend needs --hf-checkpoint (a directory holding quant_model_description.json)")
     if args.vllm_speculative_config:
         from vime.spec_decode import parse_speculative_config
 

@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import torch
 
-from vime.arguments import ArgumentError, parse_args
+from vime.arguments import parse_args
 from vime.checkpoint import LoadedCheckpoint, capture_rng, load_checkpoint, save_checkpoint
 from vime.convert import hf_to_train, iter_hf_weights, load_hf, save_train_model_hf
 from vime.data import RolloutDataSource, SyntheticPrompts, rule_reward
@@ -247,14 +247,11 @@ def run(args, log: Callable[[str], None] = print, audit: bool = False, stop_afte
     }
     sync = _Sync(args, engine_kwargs, platform)
     engine = sync.engine
-    if args.vllm_quantization:
-        from vime.quant import mxfp8
+    try:  # from here on the engine (maybe a second process) is always shut down
+        if args.vllm_quantization:
+            from vime.quant import mxfp8
 
-        enable = getattr(mxfp8, "enable_for_engine", None)
-        if enable is None:
-            raise ArgumentError("--vllm-quantization ascend: this build's vime.quant.mxfp8 has no engine integration yet")
-        enable(engine, args.hf_checkpoint)
-    try:
+            mxfp8.enable_for_engine(engine, args.hf_checkpoint)
         if args.check_weight_update_equal:
             engine.check_weights("snapshot")
         result.sync_reports.append(sync.push(model))  # always push once before the first rollout
@@ -363,17 +360,26 @@ def _rollout(args, engine, data: RolloutDataSource, rollout_id: int, device) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
+    """CLI exit codes: 0 ok, 1 a check or weight update failed, 2 bad flags or inputs, 3 device/runtime
+    missing. Known errors print one line; anything else propagates with its traceback."""
+    from vime.checkpoint import CheckpointError
+    from vime.platform import PlatformError
+    from vime.rollout.engine import WeightCheckError, WeightUpdateError
+    from vime.weight_sync import WeightSyncError
+
     try:
         args = parse_args(argv)
-    except ValueError as exc:  # ArgumentError, SpeculativeConfigError
+        torch.set_num_threads(max(1, args.cpu_threads))
+        run(args)
+    except (CICheckError, WeightCheckError, WeightUpdateError, WeightSyncError) as exc:
+        print(f"failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except (ValueError, CheckpointError) as exc:  # flags, configs, checkpoints
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    torch.set_num_threads(max(1, args.cpu_threads))
-    try:
-        run(args)
-    except CICheckError as exc:
-        print(f"ci check failed: {exc}", file=sys.stderr)
-        return 1
+    except PlatformError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
     return 0
 
 

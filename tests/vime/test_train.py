@@ -72,7 +72,7 @@ def test_decoupled_engine_in_a_second_process():
 def test_ci_threshold_failure_exits_1(capsys):
     # a negative bound fails on any measured gap, including an exact 0
     code = main(BASE + ["--num-rollout", "1", "--ci-test", "--ci-train-rollout-logprob-abs-diff-threshold", "-1"])
-    assert code == 1 and "train_rollout_logprob_abs_diff" in capsys.readouterr().err
+    assert code == 1 and "CICheckError" in capsys.readouterr().err
     assert main(BASE + ["--num-rollout", "1", "--ci-test"]) == 0
 
 
@@ -97,12 +97,20 @@ def test_ci_kl_checker_catches_actor_ref_mismatch():
     (["--use-rollout-routing-replay"], "MoE"),
     (["--num-rollout", "3", "--save-debug-rollout-data", "/tmp/x.pt"], "rollout_id"),
     (["--vllm-speculative-config", "{not json"], "not valid JSON"),
+    (["--vllm-quantization", "ascend"], "needs --hf-checkpoint"),
 ])
 def test_bad_flag_combinations(argv, message, capsys):
     with pytest.raises(ValueError, match=message):
         parse_args(argv)
     assert main(argv) == 2
     assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_input_and_device_errors_map_to_exit_codes(tmp_path, capsys):
+    assert main(BASE + ["--hf-checkpoint", str(tmp_path)]) == 2
+    assert "config.json is missing" in capsys.readouterr().err
+    assert main(BASE + ["--device", "tpu"]) == 3
+    assert "unknown device" in capsys.readouterr().err
 
 
 def test_colocate_forces_sleep_mode():
