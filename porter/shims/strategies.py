@@ -60,7 +60,7 @@ def plan_shims(records: Iterable[DriftRecord], ctx: ShimContext) -> ShimPlan:
             family = DriftFamily.REMOVED  # no new home found: treat as removed
         if family in (DriftFamily.MOVED, DriftFamily.RENAMED, DriftFamily.REMOVED) and not record.old_location.qualname:
             unhandled.append(Unhandled(record, "a whole module moved or went away: rewrite its `import` lines by hand"))
-        elif family in (DriftFamily.MOVED, DriftFamily.RENAMED, DriftFamily.REMOVED) and "." in _import_path(record)[1]:
+        elif family in (DriftFamily.MOVED, DriftFamily.RENAMED, DriftFamily.REMOVED) and _is_member(record, ctx):
             unhandled.append(Unhandled(record, "a class member moved or went away: adapt the attribute uses by hand"))
         elif family in (DriftFamily.MOVED, DriftFamily.RENAMED):
             by_kind[("moved", _import_path(record)[0])].append(record)
@@ -156,6 +156,16 @@ def _import_path(record: DriftRecord) -> tuple[str, str]:
     return (module, name) if module else (old.module, old.qualname)
 
 
+def _is_member(record: DriftRecord, ctx: ShimContext) -> bool:
+    """A class attribute or method (`module.Class.name`), not a module-level name an import can bring."""
+    module, name = _import_path(record)
+    if "." in name:
+        return True
+    if ctx.old_tree.root is None:
+        return False
+    return not ctx.old_tree.has_module(module) and ctx.old_tree.exists(module)
+
+
 def _local_name(record: DriftRecord) -> str:
     """The name the plugin imports."""
     return _import_path(record)[1].split(".")[-1]
@@ -197,10 +207,30 @@ def _render_pair(ctx: ShimContext, shim_template: str, shim_path: str, shim_vars
 # ---------------------------------------------------------------- moved / renamed
 
 
+def _lost_members(record: DriftRecord, old_module: str, name: str, new_module: str, new_name: str,
+                  ctx: ShimContext) -> list[str]:
+    """Attributes the plugin reads on a moved/renamed class (`Name.attr`) that the old class
+    defined and the new one does not (an enum whose members were renamed, say)."""
+    new_def = ctx.new_tree.find(new_module, new_name)
+    old_def = ctx.old_tree.find(old_module, name)
+    if new_def is None or old_def is None or new_def.kind != "class":
+        return []
+    used: set[str] = set()
+    for path in {s.path for s in record.sites}:
+        try:
+            tree = ast.parse((ctx.plugin_root / path).read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        used.update(n.attr for n in ast.walk(tree)
+                    if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == name)
+    return sorted(m for m in used if class_member(ctx.old_tree, old_def.module, old_def.name, m) is not None
+                  and class_member(ctx.new_tree, new_def.module, new_def.name, m) is None)
+
+
 def _plan_moved(module: str, records: list[DriftRecord], ctx: ShimContext, taken: set[str]) -> ShimGroup:
     shim_path = _module_file_name(module, "", ctx, taken)
     shim_module = ctx.convention.module_of(shim_path)
-    entries, rationale = [], []
+    entries, rationale, needs_human = [], [], []
     layouts: dict[str, dict[str, str]] = {"baseline": {}, "target": {}}
     expected: dict[str, dict[str, str]] = {"baseline": {}, "target": {}}
     for record in records:
@@ -228,6 +258,13 @@ def _plan_moved(module: str, records: list[DriftRecord], ctx: ShimContext, taken
             f"lazy fallback in `{shim_path}` tries the baseline path, then the target path; "
             f"{len(record.sites)} site(s) now import it from the shim."
         )
+        lost = _lost_members(record, imp_module, imp_name, new.module, new_attr, ctx)
+        if lost:
+            needs_human.append(record.key)
+            rationale.append(
+                f"TODO for a human: the plugin uses {', '.join(f'`{imp_name}.{m}`' for m in lost)}, which "
+                f"`{new_dotted}` no longer defines; the shim resolves the class but those uses still break."
+            )
     shim, test = _render_pair(
         ctx, "moved.py.j2", shim_path, {"entries": entries},
         {"strategy": "lazy_import_fallback", "layouts": layouts, "tops": _tops(layouts), "expected": expected},
@@ -242,6 +279,7 @@ def _plan_moved(module: str, records: list[DriftRecord], ctx: ShimContext, taken
         rationale=tuple(rationale),
         files=(shim, test),
         import_moves=_import_moves(records, shim_module, ctx),
+        needs_human=tuple(needs_human),
     )
 
 
@@ -290,14 +328,22 @@ def _signature_delta(record: DriftRecord, old_def: Definition | None, new_def: D
             added.append(str(param))
     old_names, new_names = _param_names(old_def), _param_names(new_def)
     renamed: dict[str, str] = {}
-    for name in removed:  # a keyword gone and a new one at the same position: a rename
+    for name in removed:  # a keyword gone and a similar new one at the same position: a rename
         if name in old_names:
             index = old_names.index(name)
-            if index < len(new_names) and new_names[index] not in old_names:
-                renamed[name] = new_names[index]
+            candidate = new_names[index] if index < len(new_names) else ""
+            if candidate and candidate not in old_names and _similar_names(name, candidate):
+                renamed[name] = candidate
     added = [a for a in dict.fromkeys(added) if a not in renamed.values()]
     dropped = [k for k in dict.fromkeys(removed) if k not in renamed]
     return renamed, dropped, added
+
+
+def _similar_names(old: str, new: str) -> bool:
+    """Position alone is weak evidence (`base` -> `rope_parameters` is a new meaning, not a rename)."""
+    from rapidfuzz import fuzz
+
+    return old in new or new in old or fuzz.ratio(old, new) >= 50
 
 
 def _stub_function(name: str, definition: Definition | None, fallback: list[str]) -> str:
@@ -342,8 +388,11 @@ def _plan_signature(module: str, records: list[DriftRecord], ctx: ShimContext, t
         target = record.new_location
         mod, attr = (target.module, target.qualname) if target and target.qualname else (imp_module, name)
         renamed, dropped, added = _signature_delta(record, ctx.old_tree.find(imp_module, name), ctx.new_tree.find(mod, attr))
-        if renamed or dropped:
+        if renamed and not dropped and not added:
             adaptable.append(record)
+        elif dropped:  # dropping what the plugin passes would change behaviour silently
+            skipped.append(Unhandled(record, f"the target no longer accepts {', '.join(f'`{d}`' for d in dropped)} and has "
+                                             f"no similar parameter to map it to: rework the call at {_sites(record)}"))
         else:  # nothing an adapter can map (a new required or shifted positional parameter)
             needed = ", ".join(f"`{a}`" for a in added) or "a changed parameter"
             skipped.append(Unhandled(record, f"the call must now pass {needed}: only the caller knows the value; "

@@ -186,3 +186,32 @@ def test_template_errors_are_input_errors(example, tree, tmp_path, monkeypatch, 
         assert info.value.exit_code == 2
     finally:
         render._environment.cache_clear()
+
+
+def test_renamed_class_whose_used_members_vanished_needs_a_human(tmp_path):
+    old, new, plugin = tmp_path / "old", tmp_path / "new", tmp_path / "plugin"
+    for root, text in ((old, "class Level:\n    PIECEWISE = 3\n"), (new, "class Mode:\n    VLLM_COMPILE = 3\n")):
+        (root / "up").mkdir(parents=True)
+        (root / "up" / "__init__.py").write_text("")
+        (root / "up" / "config.py").write_text(text)
+    (plugin / "pkg").mkdir(parents=True)
+    (plugin / "pkg" / "__init__.py").write_text("")
+    (plugin / "pkg" / "a.py").write_text("from up.config import Level\nX = Level.PIECEWISE\n")
+    record = rec(DriftFamily.RENAMED, "up.config.Level", [("pkg/a.py", 1)], new="up.config.Mode")
+    ctx = ShimContext(plugin, detect(plugin), "up", "1", "2", UpstreamTree(old), UpstreamTree(new))
+    (group,) = plan_shims([record], ctx).groups
+    assert group.needs_human == (record.key,)
+    assert any("`Level.PIECEWISE`" in line for line in group.rationale)
+
+
+def test_positional_rename_needs_similar_names(example, tree):
+    from porter.shims.strategies import _signature_delta
+    from porter.shims.lookup import Definition, Param
+
+    old = Definition("m", "f", "function", params=(Param("dim", "positional_or_keyword", False), Param("base", "positional_or_keyword", True)))
+    new = Definition("m", "f", "function", params=(Param("dim", "positional_or_keyword", False), Param("rope_parameters", "positional_or_keyword", True)))
+    record = rec(DriftFamily.SIGNATURE, "m.f", [], detail={"change": "keyword_removed", "parameter": "base"})
+    assert _signature_delta(record, old, new) == ({}, ["base"], [])
+    plan = plan_shims([rec(DriftFamily.SIGNATURE, "hostlib.utils.make_buffer", [("tiny_npu/ops.py", 5)],
+                           detail={"change": "keyword_removed", "parameter": "pin_memory"})], context(example, tree))
+    assert plan.groups and not plan.needs_human  # pin_memory -> pinned: same position, similar name
