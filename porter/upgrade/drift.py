@@ -39,6 +39,7 @@ STRATEGIES = {
     DriftFamily.MONKEYPATCH: "retarget_patch",
 }
 RENAME_THRESHOLD = 0.6
+RENAME_NAME_ONLY_THRESHOLD = 0.75
 MAX_CANDIDATES = 5
 
 
@@ -304,9 +305,15 @@ class DriftAnalyzer:
                 if name in old_names or definition.kind != old_def.kind:
                     continue
                 name_sim = fuzz.ratio(old_def.name.lower(), name.lower()) / 100
-                sig, shape = _similarity(old_def, definition)
-                score = 0.4 * name_sim + 0.35 * sig + 0.25 * shape
+                if old_def.kind == "variable":
+                    score = name_sim  # a constant has no signature or body to compare: the name is all we have
+                    if score < RENAME_NAME_ONLY_THRESHOLD:
+                        continue
+                else:
+                    sig, shape = _similarity(old_def, definition)
+                    score = 0.4 * name_sim + 0.35 * sig + 0.25 * shape
                 if score >= RENAME_THRESHOLD:
+                    sig, shape = _similarity(old_def, definition)
                     out.append(Candidate(Location(module, name, None, definition.line), round(score, 3), (
                         f"new in {module} at the target", f"name similarity {name_sim:.2f}",
                         f"signature similarity {sig:.2f}", f"body shape similarity {shape:.2f}")))
@@ -325,7 +332,9 @@ class DriftAnalyzer:
                 continue
             name_sim = fuzz.ratio(attr.lower(), member.name.lower()) / 100
             sig, shape = _similarity(old_def, member)
-            score = 0.4 * name_sim + 0.35 * sig + 0.25 * shape
+            score = name_sim if old_def.kind == "variable" else 0.4 * name_sim + 0.35 * sig + 0.25 * shape
+            if old_def.kind == "variable" and score < RENAME_NAME_ONLY_THRESHOLD:
+                continue
             if score >= RENAME_THRESHOLD:
                 out.append(Candidate(Location(target_cls[1], f"{target_cls[0].name}.{member.name}", None, member.line),
                                      round(score, 3), (f"new member of {owner}", f"name similarity {name_sim:.2f}")))

@@ -60,7 +60,7 @@ def test_git_refs_are_materialized_from_a_mirror(project, trees, upstream_repo):
     analysis = json.loads(result.stdout)["analysis"]
     assert analysis["target"]["kind"] == "git" and len(analysis["target"]["commit"]) == 40
     assert analysis["target"]["version"] == "2.0"
-    assert analysis["summary"]["breaking"] == 10
+    assert analysis["summary"]["breaking"] == 12
 
 
 def test_file_url_uses_a_bare_mirror_in_the_cache(project, trees, upstream_repo, tmp_path):

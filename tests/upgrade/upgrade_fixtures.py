@@ -24,6 +24,8 @@ UPKG_V1 = {
             return x
 
         gone_type = int
+        MAX_BATCH = 8
+        INPUT_REGISTRY = {}
 
         def gone_tuple():
             return 1
@@ -89,6 +91,9 @@ UPKG_V2 = {
     "upkg/core.py": """
         from abc import ABC, abstractmethod
         from ._impl import Exported
+
+        MAX_BATCH_SIZE = 8
+        MODULE_ATTRS = {}
 
         def compute_probabilities(logits, temperature, top_k=None):
             scaled = logits / temperature
@@ -163,6 +168,7 @@ PLUGIN = {
         from upkg import Exported
         from upkg.star import Starred, NotInAll
         from upkg.lazy import old_name, whatever_lazy
+        from upkg.core import MAX_BATCH, INPUT_REGISTRY
 
 
         def use():
