@@ -353,6 +353,8 @@ class RolloutEngine:
             mask[:, step] = alive.float()
             if eos_token_id is not None:
                 alive = alive & (tok != eos_token_id)
+                if not bool(alive.any()):
+                    break  # every sample ended; the rest stays padded and masked
             if step + 1 < max_new_tokens:
                 logits = self.model(tokens[:, step : step + 1], cache=cache, routing=routing)[:, -1]
         return RolloutOutput(
