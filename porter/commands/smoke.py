@@ -146,12 +146,27 @@ def _run(reporter, config, store, host_name, level, gates, stack_path, timeout, 
     return runner.execute(request)
 
 
-def _fmt_values(values: dict[str, Any]) -> str:
+MAX_SHOWN_VALUES = 3
+
+
+def _fmt_scalar(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def _fmt_measured(values: dict[str, Any], thresholds: dict[str, Any]) -> str:
+    """`key=value (limit L)` for the first few scalar values; the rest are in --json."""
+    scalars = [(k, v) for k, v in values.items() if not isinstance(v, (list, dict)) and v is not None]
+    # Values that have a threshold say the most: show them first.
+    scalars.sort(key=lambda kv: kv[0] not in thresholds)
     parts = []
-    for key, value in values.items():
-        if isinstance(value, (list, dict)):
-            continue
-        parts.append(f"{key}={value:.3g}" if isinstance(value, float) else f"{key}={value}")
+    for key, value in scalars[:MAX_SHOWN_VALUES]:
+        limit = thresholds.get(key)
+        text = f"{key}={_fmt_scalar(value)}"
+        if limit is not None and not isinstance(limit, (list, dict)):
+            text += f" (limit {_fmt_scalar(limit)})"
+        parts.append(text)
+    if len(scalars) > MAX_SHOWN_VALUES:
+        parts.append(f"+{len(scalars) - MAX_SHOWN_VALUES} more")
     return ", ".join(parts)
 
 
@@ -162,20 +177,22 @@ def _render_run(console, run) -> None:
     from porter.stack import summary
 
     state = "[green]OK[/]" if run.exit_code == 0 else ("[red]FAILED[/]" if run.exit_code == 1 else "[red]ERROR[/]")
-    console.print(f"smoke {escape(run.level)} on [bold]{escape(run.host)}[/] ({escape(run.transport)}): {state}")
+    console.print(f"smoke {escape(run.level)} on [bold]{escape(run.host)}[/] via {escape(run.transport)}: {state}")
     stack_lines = summary(run.stack or {})
     console.print("stack: " + (escape(", ".join(stack_lines)) if stack_lines else "no pins (vime/stack.yaml is empty)"))
     if run.report is not None:
         table = Table(show_lines=False)
-        for column in ("level", "check", "verdict", "measured", "threshold", "time"):
-            table.add_column(column)
+        table.add_column("check", no_wrap=True)
+        table.add_column("verdict", no_wrap=True)
+        table.add_column("measured (limit)")
+        table.add_column("time", justify="right", no_wrap=True)
         colours = {"pass": "green", "fail": "red", "error": "magenta", "skip": "dim"}
         for r in run.report.results:
-            measured = _fmt_values(r.values)
+            measured = _fmt_measured(r.values, r.thresholds)
             if r.reason:
-                measured = f"{measured} ({r.reason})" if measured else r.reason
-            table.add_row(r.level, escape(r.gate), f"[{colours.get(r.verdict, 'white')}]{r.verdict}[/]",
-                          escape(measured), escape(_fmt_values(r.thresholds)), f"{r.duration_s:.2f}s")
+                measured = f"{r.reason}; {measured}" if measured and r.verdict != "pass" else (measured or r.reason)
+            table.add_row(escape(r.gate), f"[{colours.get(r.verdict, 'white')}]{r.verdict}[/]", escape(measured),
+                          f"{r.duration_s:.2f}s")
         console.print(table)
     for gate, found in run.diagnoses.items():
         matches = found.get("matches") or []
