@@ -117,3 +117,24 @@ def test_colocate_forces_sleep_mode():
     assert parse_args(["--colocate"]).vllm_enable_sleep_mode
     assert not parse_args([]).vllm_enable_sleep_mode
     assert isinstance(ArgumentError("x"), ValueError)
+
+
+def test_check_weight_update_equal_catches_a_broken_conversion(tmp_path, monkeypatch, capsys):
+    import vime.train as train_mod
+    from vime.convert import save_train_model_hf
+    from vime.model import TrainLM, tiny_config
+
+    save_train_model_hf(tmp_path / "hf", TrainLM(tiny_config()))
+    args = BASE + ["--num-rollout", "1", "--check-weight-update-equal", "--hf-checkpoint", str(tmp_path / "hf")]
+    assert main(args) == 0  # HF checkpoint -> train layout -> HF names round-trips bit-exactly
+    real = train_mod.iter_hf_weights
+
+    def off_by_one_ulp(model):
+        for name, t in real(model):
+            if name == "model.norm.weight":
+                t = torch.nextafter(t, torch.full_like(t, 2.0))
+            yield name, t
+
+    monkeypatch.setattr(train_mod, "iter_hf_weights", off_by_one_ulp)
+    assert main(args) == 1
+    assert "'changed': 1" in capsys.readouterr().err
