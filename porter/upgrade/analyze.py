@@ -197,8 +197,12 @@ def resolve_plugin_tree(sources: Sources, config: PorterConfig, spec: PluginSpec
             if not releases:
                 raise InputError(f"{spec.pypi} has no releases on PyPI", hint="pass --plugin-path DIR")
             tree = sources.pypi_tree(spec.pypi, releases[-1])
-    if spec.plugin_root and (tree.root / spec.plugin_root).is_dir():
-        tree = Tree(tree.root / spec.plugin_root, tree.label, tree.kind, tree.version, tree.commit, tree.origin, tree.from_cache)
+    if spec.plugin_root:
+        # A source checkout has `src/pkg/...`; a wheel has `pkg/...`: accept both spellings.
+        for sub in (spec.plugin_root, spec.plugin_root.removeprefix("src/")):
+            if (tree.root / sub).is_dir():
+                tree = Tree(tree.root / sub, tree.label, tree.kind, tree.version, tree.commit, tree.origin, tree.from_cache)
+                break
     return tree
 
 

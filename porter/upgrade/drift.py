@@ -279,6 +279,10 @@ class DriftAnalyzer:
             evidence.append(f"body shape similarity {shape:.2f}")
             if module == old.module:
                 evidence.append("still defined in its old module; only the re-export went away")
+            exported_from = self._public_reexport(module, name)
+            if exported_from:
+                evidence.append(f"re-exported from {exported_from} (shorter import path)")
+                confidence += 0.02
             path = self.target.files.get(module)
             scored.append(Candidate(Location(module, name, str(path.relative_to(self.target.root)) if path and path.is_file() else None,
                                              definition.line), min(confidence, 0.99), tuple(evidence)))
@@ -287,6 +291,19 @@ class DriftAnalyzer:
         result = tuple(sorted(scored, key=lambda c: (-c.confidence, c.location.dotted))[:MAX_CANDIDATES])
         self._moves[key] = result
         return result
+
+    def _public_reexport(self, module: str, name: str) -> str:
+        """The nearest parent package that re-exports `name` from `module` at the target, if any."""
+        parts = module.split(".")
+        for i in range(len(parts) - 1, 0, -1):
+            parent = ".".join(parts[:i])
+            info = self.target.module(parent)
+            if info is None or name not in info.imports:
+                continue
+            res = self.target.resolve(parent, name)
+            if res.status == "found" and res.defined_in == module:
+                return parent
+        return ""
 
     def _renamed_candidates(self, old: Location, old_def: Definition) -> list[Candidate]:
         """New definitions of the same kind in the old module (or its package), similar in name and shape."""

@@ -51,6 +51,7 @@ def test_moved_and_renamed_point_at_the_new_home(report):
     assert moved.confidence > 0.8
     assert moved.new_location.file == "upkg/new/place.py"
     assert moved.suggested_strategy == "lazy_import_fallback"
+    assert "re-exported from upkg.new (shorter import path)" in moved.evidence
     renamed = records["upkg.core.compute_probs"]
     assert renamed.new_location.dotted == "upkg.core.compute_probabilities"
     assert 0.6 <= renamed.confidence < 1

@@ -135,7 +135,7 @@ UPKG_V2 = {
         class Rot(RotBase):
             pass
         """,
-    "upkg/new/__init__.py": "",
+    "upkg/new/__init__.py": "from .place import Mover\n",
     "upkg/new/place.py": """
         class Mover:
             def __init__(self, size, dtype=None):
