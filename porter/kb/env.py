@@ -8,11 +8,16 @@ versions), a bare environment-facts document (`packages` at the top), or a flat 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Iterable
 
 from porter.errors import InputError
-from porter.kb.matcher import normalise_package
+
+
+def normalise_package(name: str) -> str:
+    """PEP 503 form, so torch_npu, torch-npu and Torch.NPU compare equal."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _from_mapping(doc: Any, source: str) -> dict[str, str]:

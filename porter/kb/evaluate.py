@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from porter.errors import InputError
-from porter.kb.matcher import CompiledKB, Diagnosis, Match, diagnose_stream
+from porter.kb.index import CompiledKB
+from porter.kb.matcher import Diagnosis, Match, diagnose_stream
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,11 @@ def _check_signatures(entry: KBEntry, problems: list[Problem], regex_cache: dict
         if sig.kind != "regex":
             continue
         checked += 1
+        from porter.kb.index import regex_needles
+
+        if not regex_needles(sig.pattern):
+            problems.append(Problem(entry.path, where, f"{sig.pattern!r} has no literal anchor of 3+ characters, so every line of every log must be searched with it",
+                                    "start or anchor the regex on a literal fragment of the message (and avoid (?i))", "warning"))
         verdict = regex_cache.get(sig.pattern)
         if verdict is None:
             verdict = regex_cache[sig.pattern] = check_regex(sig.pattern)

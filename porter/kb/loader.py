@@ -30,7 +30,7 @@ class LoadedKB:
     plan: dict | None = None  # CompiledKB.plan() of the entries, when it came from the cache
 
     def compiled(self):
-        from porter.kb.matcher import CompiledKB
+        from porter.kb.index import CompiledKB
 
         return CompiledKB.build(self.entries, self.plan)
 
@@ -159,7 +159,7 @@ def load_kb(patterns_dir: Path, cache_dir: Path | None = None, use_cache: bool =
             return LoadedKB(cached[0], [], files, from_cache=True, plan=cached[1])
     loaded = load_entries(patterns_dir)
     if cache_path is not None:
-        from porter.kb.matcher import CompiledKB
+        from porter.kb.index import CompiledKB
 
         loaded.plan = CompiledKB.plan(loaded.entries)
         _write_cache(cache_path, loaded.entries, loaded.plan, len(loaded.problems))

@@ -7,7 +7,7 @@ raises on bad data, so `porter kb lint` can report every problem of every file a
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 SCHEMA_VERSION = 1

@@ -10,7 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 from porter.kb.loader import load_entries
-from porter.kb.matcher import CompiledKB
+from porter.kb.index import CompiledKB
 
 LORA_TRACE = textwrap.dedent(
     """\

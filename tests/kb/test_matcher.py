@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from conftest import DCMI_TRACE, LORA_TRACE, entry
 
-from porter.kb.matcher import MATCH_THRESHOLD, CompiledKB, diagnose_text, regex_literal_runs, signature_key
+from porter.kb.index import CompiledKB, regex_literal_runs, signature_key
+from porter.kb.matcher import MATCH_THRESHOLD, diagnose_text
 from porter.kb.schema import parse_entry
 
 

@@ -1,0 +1,287 @@
+"""The compiled knowledge base: signatures prepared for fast line matching.
+
+Every signature gets *needles* (substrings of which at least one must occur in any line it can
+match: the literal itself, or the literal runs of a regex found with the regex parser) and an
+index *key* (a whole word of a needle, for a per-line token lookup). `prefilter_needles` merges
+the needles with the extractor's error words into the short list the scanner searches chunk-wise
+with `str.find` to skip lines that cannot matter.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from dataclasses import dataclass
+from typing import Iterable
+
+from porter.kb.normalize import fuzzy_form
+from porter.kb.schema import KBEntry
+
+TOKEN = re.compile(r"\w+")
+# Frequent words make poor index keys (they would send every line to the checker).
+_COMMON = frozenset(
+    """error errors exception import module named from cannot name line file object has attribute
+    failed the not for and with this that none true false self type value runtime warning info
+    return call most recent last traceback main python site packages lib usr local""".split()
+)
+
+
+
+# -- needles and keys ----------------------------------------------------------------------------------
+def _interior_tokens(text: str) -> list[str]:
+    """Tokens of `text` that must appear as whole tokens in any line containing `text`."""
+    tokens = [(m.group(), m.start(), m.end()) for m in TOKEN.finditer(text)]
+    out = []
+    for tok, start, end in tokens:
+        if start == 0 and (text[:1].isalnum() or text[:1] == "_"):
+            continue  # may be the tail of a longer word in the line
+        if end == len(text) and (text[-1:].isalnum() or text[-1:] == "_"):
+            continue  # may be the head of a longer word
+        out.append(tok)
+    return out
+
+
+def _best_key(tokens: Iterable[str]) -> str | None:
+    """The rarest-looking token: long and not a common word (a common one still beats no key)."""
+    best, best_score = None, -100.0
+    for tok in tokens:
+        if len(tok) < 3 or (tok.isdigit() and len(tok) < 4):
+            continue
+        score = len(tok) - (20 if tok.lower() in _COMMON else 0)
+        if score > best_score:
+            best, best_score = tok, score
+    return best
+
+
+def _parse(pattern: str):
+    try:
+        from re import _parser as sre_parse  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover - Python < 3.11
+        import sre_parse  # type: ignore[no-redef]
+    try:
+        return sre_parse.parse(pattern)
+    except Exception:  # noqa: BLE001 - invalid patterns are reported by lint
+        return None
+
+
+def _constants():
+    try:
+        from re import _constants as C  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover
+        import sre_constants as C  # type: ignore[no-redef]
+    return C
+
+
+def _seq_runs(seq, C) -> list[str]:
+    """Literal runs that every match of the sequence contains (groups contribute their own)."""
+    runs: list[str] = []
+    current: list[str] = []
+    for op, arg in seq:
+        if op is C.LITERAL:
+            current.append(chr(arg))
+            continue
+        if current:
+            runs.append("".join(current))
+            current = []
+        if op is C.SUBPATTERN and not (arg[1] & re.IGNORECASE):
+            inner = arg[-1]
+            if not any(o is C.BRANCH for o, _ in inner):
+                runs.extend(_seq_runs(inner, C))
+    if current:
+        runs.append("".join(current))
+    return runs
+
+
+def regex_literal_runs(pattern: str) -> list[str] | None:
+    """Literal strings every match of `pattern` must contain (None when unknown or case-insensitive)."""
+    parsed = _parse(pattern)
+    if parsed is None or parsed.state.flags & re.IGNORECASE:
+        return None
+    return _seq_runs(parsed, _constants())
+
+
+def _seq_needles(seq, C, depth: int = 0) -> tuple[str, ...]:
+    """Needles for a parsed sequence: its longest literal run, else the alternatives of a group."""
+    runs = _seq_runs(seq, C)
+    best = max(runs, key=len) if runs else ""
+    if len(best) >= 4 or depth > 4:
+        return (best,) if len(best) >= 3 else ()
+    for op, arg in seq:
+        inner = None
+        if op is C.BRANCH:
+            inner = arg[1]
+        elif op is C.SUBPATTERN and not (arg[1] & re.IGNORECASE):
+            body = list(arg[-1])
+            if len(body) == 1 and body[0][0] is C.BRANCH:
+                inner = body[0][1][1]
+        if inner is None:
+            continue
+        needles: list[str] = []
+        for alt in inner:
+            alt_needles = _seq_needles(list(alt), C, depth + 1)
+            if not alt_needles:
+                break
+            needles.extend(alt_needles)
+        else:
+            return tuple(dict.fromkeys(needles))
+    return (best,) if len(best) >= 3 else ()
+
+
+def regex_needles(pattern: str) -> tuple[str, ...]:
+    """Substrings of which at least one occurs in any line the regex matches (() when unknown)."""
+    parsed = _parse(pattern)
+    if parsed is None or parsed.state.flags & re.IGNORECASE:
+        return ()
+    C = _constants()
+    seq = [(op, arg) for op, arg in parsed if op is not C.AT]
+    while len(seq) == 1 and seq[0][0] is C.SUBPATTERN and not (seq[0][1][1] & re.IGNORECASE):
+        seq = [(op, arg) for op, arg in seq[0][1][-1] if op is not C.AT]
+    return _seq_needles(seq, C)
+
+
+def signature_needles(kind: str, pattern: str) -> tuple[str, ...]:
+    return (pattern,) if kind == "literal" else regex_needles(pattern)
+
+
+def signature_key(kind: str, pattern: str) -> str | None:
+    """The index token of a single-needle signature (None: multi-needle or keyless)."""
+    keys = needle_keys(signature_needles(kind, pattern))
+    return keys[0] if keys and len(keys) == 1 else None
+
+
+def needle_keys(needles: tuple[str, ...]) -> list[str] | None:
+    """One index token per needle, or None when some needle has no whole-token key."""
+    if not needles:
+        return None
+    keys = []
+    for needle in needles:
+        key = _best_key(_interior_tokens(needle))
+        if key is None:
+            return None
+        keys.append(key)
+    return list(dict.fromkeys(keys))
+
+
+# -- the compiled knowledge base ------------------------------------------------------------------
+class _Sig:
+    """A signature prepared for the line loop. The regex is compiled on first use."""
+
+    __slots__ = ("ei", "si", "kind", "pattern", "needles", "_rx", "_compiled")
+
+    def __init__(self, ei: int, si: int, kind: str, pattern: str, needles: tuple[str, ...]) -> None:
+        self.ei, self.si, self.kind, self.pattern, self.needles = ei, si, kind, pattern, needles
+        self._rx: re.Pattern[str] | None = None
+        self._compiled = False
+
+    def hits(self, clean: str, text: str) -> bool:
+        if self.kind == "literal":
+            return self.pattern in clean
+        for needle in self.needles:
+            if needle in clean:
+                break
+        else:
+            if self.needles:
+                return False
+        if not self._compiled:
+            self._compiled = True
+            try:
+                self._rx = re.compile(self.pattern)
+            except re.error:
+                self._rx = None  # lint reports it; matching skips it
+        return self._rx is not None and self._rx.search(text) is not None
+
+
+@dataclass
+class CompiledKB:
+    entries: tuple[KBEntry, ...]
+    sigs: list[_Sig]
+    index: dict[str, list[int]]  # key token -> positions in `sigs`
+    always: list[int]  # signatures without a key token: checked (needle first) on every line
+    fuzzy_targets: list[tuple[int, str]]  # (entry index, fuzzy form of a symptom or title)
+
+    @classmethod
+    def build(cls, entries: Iterable[KBEntry], plan: dict | None = None) -> "CompiledKB":
+        """`plan` is the output of `plan()` for the same entries (from the cache), or None."""
+        entries = tuple(entries)
+        if plan is None:
+            plan = cls.plan(entries)
+        sigs = [_Sig(ei, si, entries[ei].signatures[si].kind, entries[ei].signatures[si].pattern, tuple(needles))
+                for ei, si, needles, _ in plan["sigs"]]
+        index: dict[str, list[int]] = {}
+        always: list[int] = []
+        for pos, (_, _, _, keys) in enumerate(plan["sigs"]):
+            if keys:
+                for key in keys:
+                    index.setdefault(key, []).append(pos)
+            else:
+                always.append(pos)
+        return cls(entries, sigs, index, always, [tuple(t) for t in plan["fuzzy"]])
+
+    @staticmethod
+    def plan(entries: Iterable[KBEntry]) -> dict:
+        """Plain data (cacheable): per signature its needles and index keys; fuzzy forms."""
+        sigs, fuzzy = [], []
+        for ei, entry in enumerate(entries):
+            for si, sig in enumerate(entry.signatures):
+                needles = signature_needles(sig.kind, sig.pattern)
+                sigs.append((ei, si, needles, needle_keys(needles) or []))
+            for text in (*entry.symptoms, entry.title):
+                form = fuzzy_form(text)
+                if len(form) >= 12:
+                    fuzzy.append((ei, form))
+        return {"sigs": sigs, "fuzzy": fuzzy}
+
+    def by_id(self, entry_id: str) -> KBEntry | None:
+        for entry in self.entries:
+            if entry.id == entry_id:
+                return entry
+        return None
+
+
+
+# -- chunk prefilter ------------------------------------------------------------------------------
+def _dedupe(needles) -> tuple[str, ...]:
+    """Drop needles that contain a shorter needle (the shorter one already finds their lines)."""
+    kept: list[str] = []
+    for needle in sorted(set(needles), key=len):
+        if not any(k in needle for k in kept):
+            kept.append(needle)
+    return tuple(kept)
+
+
+def prefilter_needles(kb: CompiledKB) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """(needles for the case-folded text, needles for the original text); None: read every line.
+
+    The extractor's words (error, failed, Traceback, ...) are searched case-folded; a signature
+    needle that contains one of them, case-folded, is then redundant and dropped, so most
+    signatures cost nothing here. The rest are searched case-sensitively.
+    """
+    cached = getattr(kb, "_needles", False)
+    if cached is not False:
+        return cached
+    from porter.kb.extract import EXTRACT_NEEDLES
+
+    if any(not sig.needles for sig in kb.sigs):
+        kb._needles = None  # a regex without a literal anchor: every line must be searched
+        return None
+    folded = _dedupe(n.lower() for n in EXTRACT_NEEDLES)
+    exact = _dedupe(n for sig in kb.sigs for n in sig.needles if not any(f in n.lower() for f in folded))
+    kb._needles = (folded, exact)
+    return kb._needles
+
+
+def candidate_lines(text: str, ends: list[int], needles: tuple[str, ...]) -> set[int]:
+    """Indexes of the lines of `text` that contain any needle (str.find runs in C)."""
+    found: set[int] = set()
+    find, n = text.find, len(ends)
+    for needle in needles:
+        pos = find(needle)
+        while pos >= 0:
+            i = bisect_right(ends, pos)
+            found.add(i)
+            if i + 1 >= n:
+                break
+            pos = find(needle, ends[i])
+    return found
+
+
