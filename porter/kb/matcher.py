@@ -102,8 +102,12 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
         else:
             ends = list(accumulate(len(line) + 1 for line in lines))  # offset just past each line's "\n"
             text = "\n".join(lines)
-            wanted = candidate_lines(text.lower(), ends, needles[0])
-            wanted |= candidate_lines(text, ends, needles[1])
+            folded = text.lower()
+            if len(folded) == len(text):
+                wanted = candidate_lines(folded, ends, needles[0])
+                wanted |= candidate_lines(text, ends, needles[1])
+            else:  # a few Unicode letters change length when lower-cased: offsets would be off
+                wanted = range(len(lines))
         last = -1
         for i, line in enumerate(lines):
             if i not in wanted and extractor.idle:

@@ -120,3 +120,10 @@ def test_invalid_regex_in_kb_is_skipped_not_fatal(fixture_kb):
     fixture_kb.add(entry("VLLM-003", "vllm", [{"regex": "bad (regex", "weight": 0.9}, {"literal": "good literal text", "weight": 0.9}]))
     diag = diagnose_text(fixture_kb.compiled(), "bad (regex and good literal text\n")
     assert diag.top.entry.id == "VLLM-003"
+
+
+def test_lines_after_case_folding_unicode_still_match(small_kb):
+    # "İ".lower() is two code points: the chunk prefilter must not lose track of line offsets
+    text = "İstanbul İİİ step\n" * 5 + "Traceback (most recent call last):\nModuleNotFoundError: No module named 'vllm.lora.models'\n"
+    diag = diagnose_text(small_kb.compiled(), text)
+    assert diag.top.entry.id == "VLLM-001" and diag.top.lines[0].line == 7
