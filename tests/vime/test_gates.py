@@ -121,3 +121,10 @@ def test_run_gates_runs_the_requested_ids_in_order():
     results = run_gates(["G1", "G99"], device="cpu")
     assert [(r.gate, r.verdict) for r in results] == [("G1", "pass"), ("G99", "error")]
     assert gates.DEFAULT_DTYPE == "float32"
+
+
+@pytest.mark.slow
+def test_g3_with_b1_in_a_fresh_process():
+    r = run_gate("G3", device="cpu", fresh_process=True)
+    assert r.verdict == "pass", r.reason
+    assert r.values["fresh_process"] is True and r.values["achieved"] == "bitwise"

@@ -13,12 +13,18 @@ the parameters with grad_norm > 0. CPU: bit-exact; accelerators: digests are the
 within the device tolerance otherwise.
 
 Knobs: `lose_optimizer_state` (B1 resumes with --no-load-optim: must fail), `lose_rng_state`
-(--no-load-rng), `n`, `k`.
+(--no-load-rng), `n`, `k`, `fresh_process` (run B1 in a new interpreter, as production's audit does;
+off by default because it costs an interpreter start, about 2-3 s).
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import tempfile
+from types import SimpleNamespace
 
 import torch
 
@@ -28,8 +34,40 @@ AUDIT_KEYS = ("params", "optimizer", "optimizer_steps", "scheduler", "rng", "gra
 STATE_KEYS = ("params", "optimizer", "optimizer_steps", "scheduler", "rng", "data")
 
 
+def _child(argv_json: str, out_path: str, threads: int) -> None:
+    """Entry point of the fresh-process B1: run, then write what the parent compares as JSON."""
+    from vime.arguments import parse_args
+    from vime.train import run as train_run
+
+    torch.set_num_threads(threads)
+    r = train_run(parse_args(json.loads(argv_json)), log=quiet, audit=True)
+    loaded = r.loaded
+    data = {
+        "start_rollout_id": r.start_rollout_id, "audit": r.audit, "initial_audit": r.initial_audit,
+        "rollout_metrics": r.rollout_metrics, "step_metrics": r.step_metrics,
+        "tokens": [t.tolist() for t in r.tokens], "pid": os.getpid(),
+        "loaded": None if loaded is None else {
+            "loaded_optim": loaded.loaded_optim, "loaded_rng": loaded.loaded_rng, "finetune": loaded.finetune},
+    }
+    with open(out_path, "w", encoding="utf-8") as fh:
+        json.dump(data, fh)
+
+
+def _run_fresh_process(argv: list[str], tmp: str):
+    out = os.path.join(tmp, "b1.json")
+    code = f"from vime.gates.g3_resume import _child; _child({json.dumps(json.dumps(argv))}, {out!r}, {torch.get_num_threads()})"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError(f"resumed run B1 failed in its own process (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+    with open(out, encoding="utf-8") as fh:
+        data = json.load(fh)
+    data["tokens"] = [torch.tensor(t) for t in data["tokens"]]
+    data["loaded"] = None if data["loaded"] is None else SimpleNamespace(**data["loaded"])
+    return SimpleNamespace(**data)
+
+
 def run(device: str, dtype: str, *, n: int = 4, k: int = 2, lose_optimizer_state: bool = False,
-        lose_rng_state: bool = False) -> GateOutcome:
+        lose_rng_state: bool = False, fresh_process: bool = False) -> GateOutcome:
     from vime.arguments import parse_args
     from vime.train import run as train_run
 
@@ -46,7 +84,10 @@ def run(device: str, dtype: str, *, n: int = 4, k: int = 2, lose_optimizer_state
             resume.append("--no-load-optim")
         if lose_rng_state:
             resume.append("--no-load-rng")
-        b1 = train_run(parse_args(base + resume), log=quiet, audit=True)
+        if fresh_process:
+            b1 = _run_fresh_process(base + resume, tmp)
+        else:
+            b1 = train_run(parse_args(base + resume), log=quiet, audit=True)
 
     loaded = b1.loaded
     joined_audit = b0.audit + b1.audit
@@ -89,5 +130,5 @@ def run(device: str, dtype: str, *, n: int = 4, k: int = 2, lose_optimizer_state
         checks.append(Check("metrics_within_tolerance", close, worst, tol.metric_rtol))
     return outcome(checks, values={
         "achieved": "bitwise" if first_bad is None and exact else "tolerance",
-        "n": n, "k": k, "final_params_sha256": a.final_params_sha256,
+        "n": n, "k": k, "final_params_sha256": a.final_params_sha256, "fresh_process": fresh_process,
     })
