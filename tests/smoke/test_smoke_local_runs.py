@@ -27,6 +27,13 @@ def test_local_l3_end_to_end(project, local_tmp):
     assert code == 0, (failed, output[-2000:])
     levels = {r["level"] for r in run["report"]["results"]}
     assert levels == {"L0", "L1", "L2", "L3"}
+    gates = {r["gate"]: r for r in run["report"]["results"]}
+    assert {"L0.devices", "L1.import.torch", "L1.import.vime", "L2.matmul", "L2.softmax", "L2.layernorm",
+            "L2.dtype.bfloat16", "L2.dtype.float16", "L2.collective", "G1", "G4"} <= set(gates)
+    assert gates["L2.matmul"]["values"]["max_rel_err"] <= gates["L2.matmul"]["thresholds"]["max_rel_err"]
+    assert gates["L2.collective"]["values"]["backend"] == "gloo"
+    assert {f"G{i}" for i in range(1, 9)} <= set(gates)  # the registry ran every gate
+    assert not any(r["reason"] == "gate registry not available" for r in gates.values())
     assert run["stack"]["upstreams"]["torch"]["version"] == "2.13.0"
     assert any(r["gate"] == "L1.stack.torch" and r["verdict"] == "pass" for r in run["report"]["results"])
     stored = Path(run["run_dir"])

@@ -13,25 +13,21 @@ from vime import smoke as vsmoke
 from vime.results import GateResult, SmokeReport
 
 
-def test_cli_l2_json_contract_and_progress():
-    done = subprocess.run(
-        [sys.executable, "-m", "vime.smoke", "--level", "L2", "--json", "--device", "cpu"],
-        capture_output=True, text=True, timeout=120,
-    )
+def test_cli_json_contract_and_progress():
+    """Standalone (no porter): one JSON line on stdout, one progress line per check on stderr.
+    L0 keeps it quick; the L2/L3 content is checked by the end-to-end runs."""
+    done = subprocess.run([sys.executable, "-m", "vime.smoke", "--level", "L0", "--json"],
+                          capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     report = SmokeReport.from_dict(json.loads(done.stdout.strip().splitlines()[-1]))
-    assert report.level == "L2" and report.ok
-    gates = {r.gate: r for r in report.results}
-    assert {"L0.python", "L0.torch", "L0.devices", "L1.import.torch", "L1.import.vime", "L2.matmul",
-            "L2.softmax", "L2.layernorm", "L2.dtype.bfloat16", "L2.dtype.float16", "L2.collective"} <= set(gates)
-    assert not any(g.startswith("L3") for g in gates)
-    assert gates["L2.matmul"].values["max_rel_err"] <= gates["L2.matmul"].thresholds["max_rel_err"]
-    assert gates["L2.collective"].values["backend"] == "gloo"
-    assert gates["L1.import.torch"].values["version"].startswith("2.")
-    # One progress line per check on stderr, streamed while running.
+    assert report.level == "L0" and report.ok
+    assert [r.gate for r in report.results] == ["L0.python", "L0.torch", "L0.cann", "L0.devices"]
     progress = [l for l in done.stderr.splitlines() if l.startswith("vime.smoke: ")]
     assert len(progress) == len(report.results)
     assert report.environment["python"]["version"].count(".") == 2
+    text = subprocess.run([sys.executable, "-m", "vime.smoke", "--level", "L0"], capture_output=True, text=True, timeout=60)
+    assert text.returncode == 0 and text.stdout.startswith("vime smoke L0: OK")
+    assert subprocess.run([sys.executable, "-m", "vime.smoke", "--level", "L7"], capture_output=True).returncode == 2
 
 
 def test_l3_without_registry_is_skip_never_pass(monkeypatch):
