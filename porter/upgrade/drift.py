@@ -33,6 +33,7 @@ STRATEGIES = {
     DriftFamily.MOVED: "lazy_import_fallback",
     DriftFamily.RENAMED: "alias_import",
     DriftFamily.SIGNATURE: "signature_adapter",
+    DriftFamily.RETURN: "return_adapter",
     DriftFamily.NEW_ATTRIBUTE: "add_attribute",
     DriftFamily.NEW_METHOD: "add_method",
     DriftFamily.BASE_CHANGED: "review_subclass",
@@ -427,6 +428,14 @@ class DriftAnalyzer:
                                         f"{label}{new_sig.render()} takes {capacity} positional arguments; the call passes {positional}",
                                         detail={"change": "positional_removed", "new_signature": new_sig.render(),
                                                 "old_signature": old_sig.render() if old_sig else None}, subject="positional"))
+        if old_sig is not None and kind == "function" and old_sig.returns and new_sig.returns:
+            old_ret, new_ret = normalize_annotation(old_sig.returns), normalize_annotation(new_sig.returns)
+            if old_ret != new_ret:
+                findings.append(Finding(DriftFamily.RETURN, use.symbol, loc, Severity.RISKY,
+                                        f"{use.symbol} now returns {new_sig.returns} (was {old_sig.returns})",
+                                        evidence=(f"baseline: -> {old_sig.returns}", f"target: -> {new_sig.returns}"),
+                                        detail={"change": "return_annotation", "old_returns": old_sig.returns,
+                                                "new_returns": new_sig.returns}, subject="returns"))
         return findings
 
     # ------------------------------------------------------------------ subclasses (F3 overrides, F7, F8, F10)
@@ -580,6 +589,39 @@ class DriftAnalyzer:
         order = {f: i for i, f in enumerate(DriftFamily)}
         key = lambda r: (order[r.family], r.symbol, r.detail.get("parameter", ""), r.detail.get("method", ""))  # noqa: E731
         return sorted(records, key=key), sorted(notes, key=key)
+
+
+_TYPING_ALIASES = {"List": "list", "Dict": "dict", "Tuple": "tuple", "Set": "set", "FrozenSet": "frozenset", "Type": "type"}
+
+
+def normalize_annotation(text: str) -> frozenset[str]:
+    """An annotation as a set of union members, spelled the same way: `Optional[List[int]]`,
+    `"list[int] | None"` and `typing.Union[None, List[int]]` are equal (PEP 604 / PEP 585)."""
+    import ast as _ast
+
+    try:
+        node = _ast.parse(text.strip().strip("'\""), mode="eval").body
+    except SyntaxError:
+        return frozenset({text.replace(" ", "")})
+
+    def members(n: _ast.expr) -> list[str]:
+        if isinstance(n, _ast.BinOp) and isinstance(n.op, _ast.BitOr):
+            return members(n.left) + members(n.right)
+        if isinstance(n, _ast.Subscript):
+            head = (_ast.unparse(n.value)).rsplit(".", 1)[-1]
+            args = n.slice.elts if isinstance(n.slice, _ast.Tuple) else [n.slice]
+            if head == "Optional":
+                return members(args[0]) + ["None"]
+            if head == "Union":
+                return [m for a in args for m in members(a)]
+            inner = ",".join("|".join(sorted(members(a))) for a in args)
+            return [f"{_TYPING_ALIASES.get(head, head)}[{inner}]"]
+        if isinstance(n, _ast.Constant) and isinstance(n.value, str):
+            return sorted(normalize_annotation(n.value))
+        text = _ast.unparse(n).rsplit(".", 1)[-1]
+        return [_TYPING_ALIASES.get(text, text)]
+
+    return frozenset(members(node))
 
 
 def _similarity(old: Definition | None, new: Definition) -> tuple[float, float]:

@@ -39,6 +39,7 @@ def test_one_record_per_family(report):
         "upkg.core.patched_fn": DriftFamily.MONKEYPATCH,
         "upkg.core.MAX_BATCH": DriftFamily.RENAMED,  # constants: renamed on name similarity alone
         "upkg.core.INPUT_REGISTRY": DriftFamily.REMOVED,  # ... and never to an unrelated new constant
+        "upkg.core.shape_of": DriftFamily.RETURN,  # int -> tuple[int, int]; Optional[List[int]] -> list[int] | None is no change
     }
     assert {s: r.family for s, r in records.items()} == expected
     assert len({r.key for r in report.records}) == len(report.records), "keys must be unique"

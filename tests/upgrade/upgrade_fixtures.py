@@ -13,6 +13,7 @@ UPKG_V1 = {
     "upkg/__init__.py": '__version__ = "1.0"\nfrom .core import Exported\n',
     "upkg/core.py": """
         from abc import ABC, abstractmethod
+        from typing import List, Optional
 
         class Exported:
             pass
@@ -60,6 +61,12 @@ UPKG_V1 = {
         def build(x):
             return x
 
+        def shape_of(x) -> int:
+            return 1
+
+        def maybe(x) -> Optional[List[int]]:
+            return None
+
         class Base:
             def hook(self, a):
                 return a
@@ -104,6 +111,12 @@ UPKG_V2 = {
 
         def build(x, y):
             return x
+
+        def shape_of(x) -> tuple[int, int]:
+            return (1, 1)
+
+        def maybe(x) -> "list[int] | None":
+            return None
 
         class Base:
             def hook(self, a, b):
@@ -168,12 +181,14 @@ PLUGIN = {
         from upkg import Exported
         from upkg.star import Starred, NotInAll
         from upkg.lazy import old_name, whatever_lazy
-        from upkg.core import MAX_BATCH, INPUT_REGISTRY
+        from upkg.core import MAX_BATCH, INPUT_REGISTRY, shape_of, maybe
 
 
         def use():
             make(1, 2, flag=True)
             build(1)
+            shape_of(1)
+            maybe(1)
             upkg.core.patched_fn = lambda: 2
 
 
