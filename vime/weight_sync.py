@@ -278,7 +278,8 @@ def _engine_main(
     if device_kind != "cpu":
         from vime.platform import get_platform
 
-        get_platform(device_kind).set_device(1 if device_kind in ("cuda", "npu") and _device_count(device_kind) > 1 else 0)
+        # rank 1 takes the second device when there is one (the trainer keeps device 0)
+        get_platform(device_kind).set_device(1 if _device_count(device_kind) > 1 else 0)
     dist.init_process_group(
         backend, init_method=f"tcp://{host}:{port}", rank=1, world_size=2, timeout=_dt.timedelta(seconds=timeout_s)
     )
@@ -434,6 +435,7 @@ class BroadcastSync:
         self.timeout_s = timeout_s
         self.host = host
         self._context: Any = None
+        self._busy = False  # inside a command/reply exchange with the engine process
         self._version = 0
         self._device = torch.device("cpu")
 
@@ -484,11 +486,14 @@ class BroadcastSync:
     def close(self) -> None:
         if self._context is None:
             return
-        graceful = True
-        try:
-            _send_command({"op": "stop"})
-        except Exception:
-            graceful = False
+        alive = all(p.is_alive() for p in self._context.processes)
+        # Interrupted mid-exchange (or engine gone): a "stop" would not be understood; kill instead.
+        graceful = alive and not self._busy
+        if graceful:
+            try:
+                _send_command({"op": "stop"})
+            except Exception:
+                graceful = False
         self._teardown(graceful=graceful)
 
     def _teardown(self, graceful: bool) -> None:
@@ -508,12 +513,30 @@ class BroadcastSync:
         return self._version
 
     # ----- commands
-    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """Run `engine.<method>(*args, **kwargs)` in the engine process and return its (CPU) result."""
+    def _ensure_alive(self) -> None:
+        """Fail fast instead of waiting out a collective timeout when the engine process is gone."""
         if self._context is None:
             raise WeightSyncError("BroadcastSync is not started")
-        _send_command({"op": "call", "method": method, "args": args, "kwargs": kwargs})
+        dead = [p for p in self._context.processes if not p.is_alive()]
+        if dead:
+            code = dead[0].exitcode
+            self._teardown(graceful=False)
+            raise WeightSyncError(f"the engine process exited (exit code {code}); start a new BroadcastSync")
+
+    def _exchange(self, cmd: dict, body: Callable[[], None] | None = None) -> dict:
+        """One command -> (optional tensor traffic) -> reply round trip."""
+        self._ensure_alive()
+        self._busy = True
+        _send_command(cmd)
+        if body is not None:
+            body()
         out = _await_reply()
+        self._busy = False
+        return out
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Run `engine.<method>(*args, **kwargs)` in the engine process and return its (CPU) result."""
+        out = self._exchange({"op": "call", "method": method, "args": args, "kwargs": kwargs})
         if not out["ok"]:
             raise WeightSyncError(f"engine.{method} failed in the engine process: {out['error']}\n{out.get('traceback', '')}")
         return out["value"]
@@ -521,10 +544,7 @@ class BroadcastSync:
     def apply(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run `fn(engine, *args, **kwargs)` in the engine process (`fn` must be importable: spawn pickles
         it by name), e.g. to install a worker extension there."""
-        if self._context is None:
-            raise WeightSyncError("BroadcastSync is not started")
-        _send_command({"op": "apply", "fn": fn, "args": args, "kwargs": kwargs})
-        out = _await_reply()
+        out = self._exchange({"op": "apply", "fn": fn, "args": args, "kwargs": kwargs})
         if not out["ok"]:
             raise WeightSyncError(f"{getattr(fn, '__name__', fn)} failed in the engine process: {out['error']}\n{out.get('traceback', '')}")
         return out["value"]
@@ -532,28 +552,30 @@ class BroadcastSync:
     def push(self, named: NamedTensors, *, fault: SyncFault | None = None) -> SyncReport:
         import torch.distributed as dist
 
-        if self._context is None:
-            raise WeightSyncError("BroadcastSync is not started")
         t0 = time.perf_counter()
         fault_state: dict = {}
         buckets = [_apply_fault(b, fault, fault_state) for b in bucketize(named, self.buffer_size)]
         metas = [bucket_metadata(b) for b in buckets]
         report = SyncReport(self.transport, self.packed, self._version, ok=False, buckets=len(buckets))
-        # Metadata first: the engine allocates receive buffers from it.
-        _send_command({"op": "update", "version": self._version + 1, "packed": self.packed, "buckets": metas})
-        staging: torch.Tensor | None = None
-        for bucket in buckets:
-            if self.packed:
-                on_dev = [(n, t.detach().to(self._device)) for n, t in bucket]
-                staging, _ = pack_into(on_dev, staging)
-                dist.broadcast(staging, src=0)
-            else:
-                for _, t in bucket:
-                    dist.broadcast(t.detach().to(self._device).contiguous(), src=0)
-            report.tensors += len(bucket)
-            report.bytes += sum(t.numel() * t.element_size() for _, t in bucket)
-            report.names += [n for n, _ in bucket]
-        out = _await_reply()
+
+        def send_buckets() -> None:
+            staging: torch.Tensor | None = None
+            for bucket in buckets:
+                if self.packed:
+                    on_dev = [(n, t.detach().to(self._device)) for n, t in bucket]
+                    staging, _ = pack_into(on_dev, staging)
+                    dist.broadcast(staging, src=0)
+                else:
+                    for _, t in bucket:
+                        dist.broadcast(t.detach().to(self._device).contiguous(), src=0)
+                report.tensors += len(bucket)
+                report.bytes += sum(t.numel() * t.element_size() for _, t in bucket)
+                report.names += [n for n, _ in bucket]
+
+        # Metadata first: the engine allocates its receive buffers from it; then the tensors.
+        out = self._exchange(
+            {"op": "update", "version": self._version + 1, "packed": self.packed, "buckets": metas}, send_buckets
+        )
         report.seconds = time.perf_counter() - t0
         report.ok = bool(out["ok"])
         report.version = int(out["version"])

@@ -184,3 +184,18 @@ def test_broadcast_engine_start_failure_is_reported_and_joined():
     import torch.distributed as dist
 
     assert not dist.is_initialized()
+
+
+def test_broadcast_notices_a_dead_engine_process(world):
+    from vime.rollout.engine import build_engine
+
+    _, _, weights, ckpt = world
+    sync = BroadcastSync(EngineSpec(build_engine, (), {"config": {}, "hf_dir": str(ckpt)}), device_kind="cpu", timeout_s=20)
+    sync.start()
+    engine_process = sync._context.processes[0]
+    engine_process.kill()  # e.g. the OOM killer
+    engine_process.join(10)
+    with pytest.raises(Exception, match="engine process exited"):
+        sync.push(weights())  # fails at once instead of waiting out the collective timeout
+    assert sync._context is None
+    sync.close()  # idempotent
