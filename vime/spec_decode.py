@@ -179,6 +179,25 @@ def export_draft_hf(
     return write_dir_atomically(out, fill)
 
 
+def export_draft_for_rollout(template: str, rollout_id: int, spec: SpeculativeConfig) -> Path:
+    """--draft-save-hf at a save step: publish the draft the engine speculates with as an HF checkpoint
+    (config.json + model.safetensors) at `template.format(rollout_id=...)`. The compact runtime does
+    not train the draft, so this republishes the `model` checkpoint's current weights."""
+    import json as _json
+
+    from safetensors.torch import load_file
+
+    if not spec.model:
+        raise SpeculativeConfigError(f"--draft-save-hf: method '{spec.method}' has no draft 'model' to export")
+    src = Path(spec.model)
+    config_file, weights_file = src / "config.json", src / "model.safetensors"
+    for f in (config_file, weights_file):
+        if not f.is_file():
+            raise SpeculativeConfigError(f"--draft-save-hf: draft checkpoint {src} lacks {f.name}")
+    config = _json.loads(config_file.read_text(encoding="utf-8"))
+    return export_draft_hf(template.format(rollout_id=rollout_id), config, load_file(str(weights_file)))
+
+
 # --------------------------------------------------------------------------- verification
 
 FAULTS = ("no_residual", "accept_all")  # test knobs: break the sampler's exactness / greedy equality

@@ -294,6 +294,10 @@ def run(args, log: Callable[[str], None] = print, audit: bool = False, stop_afte
                 )
                 if args.save_hf:
                     save_train_model_hf(_debug_path(args.save_hf, rollout_id), model)
+                if args.draft_save_hf:
+                    from vime.spec_decode import export_draft_for_rollout
+
+                    export_draft_for_rollout(args.draft_save_hf, rollout_id, args.speculative)
             t_save = time.perf_counter() - t2
             if args.vllm_enable_sleep_mode:
                 engine.wake_up(("weights",))
