@@ -209,3 +209,22 @@ def test_sampled_speculation_is_per_sample_deterministic_and_stops_at_eos(engine
     assert c.loss_mask[0, : first + 1].all() and not c.loss_mask[0, first + 1 :].any()
     stats = a.stats["spec_decode"]
     assert stats["emitted"] == int(a.loss_mask.sum()) and stats["accepted"] <= stats["proposed"]
+
+
+def test_export_draft_for_rollout_republishes_the_draft(tmp_path):
+    from safetensors.torch import load_file
+
+    from vime.convert import save_train_model_hf
+    from vime.model import TrainLM, tiny_config
+    from vime.spec_decode import export_draft_for_rollout
+
+    src = save_train_model_hf(tmp_path / "draft", TrainLM(tiny_config(num_layers=1, seed=2)))
+    spec = parse_speculative_config({"method": "dspark", "model": str(src), "num_speculative_tokens": 2})
+    out = export_draft_for_rollout(str(tmp_path / "dspark-{rollout_id}"), 4, spec)
+    assert out.name == "dspark-4"
+    assert json.loads((out / "config.json").read_text()) == json.loads((src / "config.json").read_text())
+    a, b = load_file(str(out / "model.safetensors")), load_file(str(src / "model.safetensors"))
+    assert set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a)
+    with pytest.raises(SpeculativeConfigError, match="lacks model.safetensors"):
+        export_draft_for_rollout(str(tmp_path / "x-{rollout_id}"), 0,
+                                 parse_speculative_config({"method": "dspark", "model": str(tmp_path), "num_speculative_tokens": 1}))
