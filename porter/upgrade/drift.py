@@ -600,7 +600,7 @@ def normalize_annotation(text: str) -> frozenset[str]:
     import ast as _ast
 
     try:
-        node = _ast.parse(text.strip().strip("'\""), mode="eval").body
+        node = _ast.parse(text.strip(), mode="eval").body
     except SyntaxError:
         return frozenset({text.replace(" ", "")})
 

@@ -266,3 +266,20 @@ def test_usage_scan_finds_every_kind(tmp_path):
     sub = next(u for u in usage.uses if u.kind == "subclass")
     assert sub.detail["calls_super_init"] and "extra" in sub.detail["attrs"] and "forward" in sub.detail["methods"]
     assert ast.parse(source)  # the scanned source itself is valid
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "equal"),
+    [
+        ("Optional[List[int]]", "list[int] | None", True),
+        ("typing.Union[None, List[int]]", '"list[int] | None"', True),
+        ("'Batch' | Tree[_U]", "Union['Batch', Tree[_U]]", True),
+        ("Tuple[torch.Tensor, torch.Tensor]", "tuple[Tensor, Tensor]", True),
+        ("torch.Tensor", "tuple[torch.Tensor, torch.Tensor]", False),
+        ("Iterable[int]", "Generator[int, None, None]", False),
+    ],
+)
+def test_return_annotations_compare_by_meaning(a, b, equal):
+    from porter.upgrade.drift import normalize_annotation
+
+    assert (normalize_annotation(a) == normalize_annotation(b)) is equal
