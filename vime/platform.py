@@ -177,8 +177,3 @@ def get_platform(kind: str | None = None) -> Platform:
         raise PlatformError(f"unknown device {kind!r}; use one of {', '.join(KINDS)}")
     return Platform(kind)
 
-
-def device_kind(device: Any) -> str:
-    """'cpu' / 'cuda' / 'npu' for a torch.device or string such as 'cuda:1'."""
-    text = str(device)
-    return text.split(":", 1)[0]
