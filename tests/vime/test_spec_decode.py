@@ -225,6 +225,6 @@ def test_export_draft_for_rollout_republishes_the_draft(tmp_path):
     assert json.loads((out / "config.json").read_text()) == json.loads((src / "config.json").read_text())
     a, b = load_file(str(out / "model.safetensors")), load_file(str(src / "model.safetensors"))
     assert set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a)
-    with pytest.raises(SpeculativeConfigError, match="lacks model.safetensors"):
+    with pytest.raises(SpeculativeConfigError, match="lacks config.json"):
         export_draft_for_rollout(str(tmp_path / "x-{rollout_id}"), 0,
                                  parse_speculative_config({"method": "dspark", "model": str(tmp_path), "num_speculative_tokens": 1}))
