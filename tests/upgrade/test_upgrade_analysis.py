@@ -81,7 +81,9 @@ def test_signature_details(report):
 def test_guards_turn_breaks_into_notes(report):
     notes = by_symbol(report.notes)
     assert set(notes) == {"upkg.core.gone_type", "upkg.core.gone_guarded", "upkg.core.gone_tuple",
-                          "upkg.core.gone_try", "upkg.core.gone_fallback", "upkg.core.gone_attr"}
+                          "upkg.core.gone_try", "upkg.core.gone_fallback", "upkg.core.gone_attr",
+                          "upkg.core.gone_suppressed"}
+    assert notes["upkg.core.gone_suppressed"].guard.kind == GuardKind.IMPORT_ERROR
     assert notes["upkg.core.gone_type"].guard.kind == GuardKind.TYPE_CHECKING
     assert notes["upkg.core.gone_guarded"].guard.kind == GuardKind.VERSION
     assert notes["upkg.core.gone_guarded"].guard.live is False

@@ -217,3 +217,13 @@ def test_unreadable_fork_path_is_exit_3(project, trees, monkeypatch):
                     "--upstream-path", f"2.0={trees['v2']}", "--dry-run", "--json")
     assert result.exit_code == 3, result.output
     assert "fork" in json.loads(result.stdout)["error"]["message"]
+
+
+def test_status_by_upstream_lists_its_plugins(project, monkeypatch):
+    monkeypatch.setattr(sources_mod.Sources, "_fetch_json", lambda self, url: {"releases": {"1.0": [{"f": 1}], "2.0": [{"f": 2}]}})
+    result = invoke("status", "upkg", "--json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["rows"]
+    assert {(r["plugin"], r["upstream"]) for r in rows} == {("myplug", "upkg"), ("foreign", "upkg")}
+    human = invoke("status", "upkg")
+    assert "myplug" in human.stdout and "2.0" in human.stdout

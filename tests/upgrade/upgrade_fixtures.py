@@ -40,6 +40,9 @@ UPKG_V1 = {
         def gone_attr():
             return 4
 
+        def gone_suppressed():
+            return 5
+
         def patched_fn():
             return 1
 
@@ -240,6 +243,10 @@ PLUGIN = {
 
         if hasattr(upkg.core, "gone_attr"):
             upkg.core.gone_attr()
+
+        import contextlib
+        with contextlib.suppress(ImportError):
+            from upkg.core import gone_suppressed
         """,
     "myplug/utils.py": """
         UPKG_VERSION = (2, 0)
