@@ -8,10 +8,10 @@ engine version. A changed file changes the key; a corrupt cache file is ignored 
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import pickle
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,14 +102,20 @@ def load_entries(patterns_dir: Path, display_base: Path | None = None) -> Loaded
 
 
 def cache_key(files: list[Path]) -> str:
-    h = hashlib.sha256(ENGINE_VERSION.encode())
+    """64-bit key (crc32 + adler32) of the engine version and every file's path, size, mtime.
+
+    zlib rather than hashlib: importing hashlib initialises OpenSSL, a cost every cold
+    `porter diagnose` would pay; a collision only means one stale rebuild check.
+    """
+    parts = [ENGINE_VERSION]
     for path in files:
         try:
             st = path.stat()
         except OSError:
             continue
-        h.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    return h.hexdigest()[:32]
+        parts.append(f"{path}\0{st.st_size}\0{st.st_mtime_ns}")
+    data = "\n".join(parts).encode()
+    return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}{len(files):04x}"
 
 
 class _PlainUnpickler(pickle.Unpickler):
