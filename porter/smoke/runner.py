@@ -99,6 +99,12 @@ def smoke_argv(level: str, gates: list[str], expect_device: str | None) -> list[
     return argv
 
 
+def lock_path(profile: HostProfile) -> str:
+    """One smoke run per host workdir at a time (profiles that split a host's chips between
+    them and may run together give each its own `workdir`)."""
+    return f"{profile.workdir}/.porter-lock"
+
+
 def parse_report(stdout: str) -> SmokeReport | None:
     """The report is the last stdout line that is a vime.smoke JSON document."""
     for line in reversed(stdout.splitlines()):
@@ -138,6 +144,12 @@ def classify_exit(
     if returncode == sh.EXIT_SETUP_FAILED:
         return EnvironmentProblem(f"{said} ({where})", hint="fix the profile's `setup:` lines (paths, set_env.sh)",
                                   details={"failure": "setup"})
+    if returncode == sh.EXIT_HOST_BUSY:
+        return EnvironmentProblem(
+            f"{where} is busy: another porter smoke run holds its devices",
+            hint="wait for that run to finish; profiles on disjoint chips can run together with their own `workdir`",
+            details={"failure": "busy"},
+        )
     if returncode in (sh.EXIT_TOOLS_MISSING, sh.EXIT_WORKDIR_MISSING):
         return EnvironmentProblem(f"{said} ({where})", details={"failure": "host_tools"})
     # `timeout` exits 124 after TERM worked, 137 when it had to KILL: the clock tells them apart.
@@ -229,7 +241,8 @@ class SmokeRunner:
             script = sh.run_script(setup=profile.setup, cwd=remote_dir, python=profile.python,
                                    argv=smoke_argv(request.level, request.gates, expect), timeout_s=timeout_s,
                                    remove_after=not request.keep_remote)
-            argv = transport.runtime_argv(script, transport.runtime_env(remote_dir), remote_dir)
+            argv = transport.runtime_argv(script, transport.runtime_env(remote_dir), remote_dir,
+                                          lock=lock_path(profile))
             note(f"running vime.smoke {request.level} on {profile.name} (time limit {timeout_s:g} s)")
             t1 = time.perf_counter()
             try:

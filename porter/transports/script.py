@@ -7,6 +7,7 @@ import shlex
 from typing import Mapping, Sequence
 
 # Exit statuses the run script uses for problems it detects before python starts.
+EXIT_HOST_BUSY = 93
 EXIT_TOOLS_MISSING = 94
 EXIT_SETUP_FAILED = 95
 EXIT_WORKDIR_MISSING = 96
@@ -24,6 +25,19 @@ def setup_lines(setup: Sequence[str]) -> list[str]:
     return [
         f"{{ {line}\n}} || {{ echo {q('porter: setup line failed: ' + line)} >&2; exit {EXIT_SETUP_FAILED}; }}"
         for line in setup
+    ]
+
+
+def lock_lines(lock_file: str) -> list[str]:
+    """Hold an exclusive lock on `lock_file` for as long as this shell and its children live, so
+    two smoke runs never share a host's devices; fail at once (no waiting) when it is taken.
+    Hosts without `flock` (util-linux) run unlocked."""
+    directory = lock_file.rsplit("/", 1)[0] or "/"
+    return [
+        "if command -v flock >/dev/null 2>&1; then",
+        f"  mkdir -p {q(directory)} && exec 9>>{q(lock_file)}",
+        f"  flock -n 9 || {{ echo {q('porter: host busy: another porter smoke run holds ' + lock_file)} >&2; exit {EXIT_HOST_BUSY}; }}",
+        "fi",
     ]
 
 

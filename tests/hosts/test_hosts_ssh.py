@@ -33,7 +33,7 @@ def test_ssh_end_to_end_l2(project, sshd, tmp_path):
     assert gates["L2.matmul"]["verdict"] == "pass" and gates["L1.import.torch"]["verdict"] == "pass"
     # The runtime that ran is the shipped copy in the per-run directory, not the checkout.
     assert gates["L1.import.vime"]["values"]["path"].startswith(str(tmp_path / "remote"))
-    assert list((tmp_path / "remote").iterdir()) == []  # run directory removed afterwards
+    assert [p.name for p in (tmp_path / "remote").iterdir()] == [".porter-lock"]  # run directory removed
     log = Path(run["log"]).read_text()
     assert "vime.smoke: L2.collective pass" in log
 
@@ -157,7 +157,7 @@ def test_container_exec_through_fake_docker_on_the_host(project, sshd, tmp_path)
     argvs = [json.loads(line) for line in calls.read_text().splitlines()]
     verbs = [a[:2] for a in argvs]
     assert verbs == [["exec", "-i"]] * 2  # ship, then run (which removes its directory): both in the container
-    assert list((tmp_path / "remote").iterdir()) == []
+    assert [p.name for p in (tmp_path / "remote").iterdir()] == [".porter-lock"]
     run_call = argvs[1]
     assert run_call[run_call.index("vime-dev") + 1:run_call.index("vime-dev") + 3] == ["bash", "-c"]
     assert "-e" in run_call and "HF_ENDPOINT=https://hf-mirror.example" in run_call

@@ -144,3 +144,16 @@ def test_profile_validation_names_host_and_field(data, message):
     with pytest.raises(InputError) as info:
         parse_profile("a3", data, "porter.yaml")
     assert message in info.value.message and "a3" in info.value.message
+
+
+def test_host_lock_is_taken_where_all_runs_of_the_host_see_it():
+    lock = "/tmp/porter-runs/.porter-lock"
+    plain = make_transport(_profile(address="a3"))
+    script = shlex.split(plain.runtime_argv("python -V", {"A": "1"}, RUN_DIR, lock=lock)[-1])[2]
+    assert script.index("export A=1") < script.index("flock -n 9") < script.index("python -V")
+    boxed = make_transport(_profile(address="a3", container={"name": "c1"}))
+    host_script = shlex.split(boxed.runtime_argv("python -V", {}, RUN_DIR, lock=lock)[-1])[2]
+    # On the host, before the engine starts: containers of one host share the lock.
+    assert host_script.index("flock -n 9") < host_script.index("exec docker exec")
+    inner = shlex.split(host_script.strip().splitlines()[-1])[-1]
+    assert "flock" not in inner

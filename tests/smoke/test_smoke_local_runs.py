@@ -42,7 +42,7 @@ def test_local_l3_end_to_end(project, local_tmp):
     log = (stored / "log.txt").read_text()
     assert "vime.smoke: L2.matmul pass" in log and "porter: shipping the runtime" in log
     # The per-run directory on the "host" is gone; only the workdir remains.
-    assert list((local_tmp / "porter-runs").iterdir()) == []
+    assert [p.name for p in (local_tmp / "porter-runs").iterdir()] == [".porter-lock"]
     assert run["timings"]["run_s"] > 0 and run["transport"] == "local"
 
 
@@ -184,3 +184,30 @@ def test_progress_lines_are_redacted_and_not_markup(project, tmp_path, capsys):
     write_config(project, {"box": _host(tmp_path, python=str(python))})
     code, _, output = invoke("smoke", "--host", "box", "--level", "L0")
     assert code == 3 and "in [/usr/lib]" in output
+
+
+def test_second_run_on_a_busy_host_is_refused(project, tmp_path):
+    """The host lock: while one run holds the host, another fails at once (exit 3, busy)."""
+    import shutil
+    import subprocess
+    import time
+
+    if shutil.which("flock") is None:
+        pytest.skip("flock (util-linux) not installed: runs are unlocked")
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    python = fake_python(tmp_path / "stall-python", STALL_BODY.format(pids=pids))
+    write_config(project, {"box": _host(tmp_path, python=str(python))})
+    porter = Path(sys.executable).parent / "porter"
+    first = subprocess.Popen([str(porter), "smoke", "--host", "box", "--level", "L0", "--timeout", "20"], cwd=project,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not (pids / "child.pid").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        code, doc, _ = invoke("smoke", "--host", "box", "--level", "L0", "--json")
+        assert code == 3 and doc["error"]["details"]["failure"] == "busy"
+    finally:
+        first.send_signal(2)
+        first.wait(timeout=30)
+    assert process_gone(int((pids / "child.pid").read_text()))
