@@ -237,8 +237,12 @@ class DriftAnalyzer:
         old = self._location(use, base_res)
         old_def = base_res.definition if base_res is not None else None
         monkeypatch = use.kind == "monkeypatch"
+        was_module = (base_res is not None and base_res.status == "found" and base_res.definition is None
+                      and self.baseline is not None and self.baseline.has_module(base_res.defined_in or ""))
         if use.kind == "module":
             candidates = self._module_candidates(use.symbol)
+        elif was_module:  # `from pkg import submodule` where the submodule moved
+            candidates = self._module_candidates(base_res.defined_in)  # type: ignore[union-attr, arg-type]
         elif "." in old.qualname:  # a class member
             candidates = self._member_candidates(use.symbol, old_def)
         else:
@@ -247,7 +251,8 @@ class DriftAnalyzer:
         message = f"{use.symbol} is gone at the target ({res.reason})"
         if candidates:
             best = candidates[0]
-            same_name = best.location.qualname.rsplit(".", 1)[-1] == old.qualname.rsplit(".", 1)[-1] or use.kind == "module"
+            same_name = (best.location.qualname.rsplit(".", 1)[-1] == old.qualname.rsplit(".", 1)[-1]
+                         or use.kind == "module" or was_module)
             family = DriftFamily.MOVED if same_name else DriftFamily.RENAMED
             verb = "moved to" if same_name else "renamed to"
             message = f"{use.symbol} {verb} {best.location.dotted}"

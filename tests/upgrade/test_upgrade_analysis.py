@@ -39,6 +39,7 @@ def test_one_record_per_family(report):
         "upkg.core.patched_fn": DriftFamily.MONKEYPATCH,
         "upkg.core.MAX_BATCH": DriftFamily.RENAMED,  # constants: renamed on name similarity alone
         "upkg.core.INPUT_REGISTRY": DriftFamily.REMOVED,  # ... and never to an unrelated new constant
+        "upkg.ops.kernels": DriftFamily.MOVED,  # a submodule imported with `from upkg.ops import kernels`
         "upkg.core.shape_of": DriftFamily.RETURN,  # int -> tuple[int, int]; Optional[List[int]] -> list[int] | None is no change
     }
     assert {s: r.family for s, r in records.items()} == expected
@@ -58,6 +59,7 @@ def test_moved_and_renamed_point_at_the_new_home(report):
     assert 0.6 <= renamed.confidence < 1
     assert records["upkg.core.gone_fn"].new_location is None
     assert records["upkg.star.NotInAll"].new_location.dotted == "upkg._starsrc.NotInAll"
+    assert records["upkg.ops.kernels"].new_location.dotted == "upkg.new.kernels"
 
 
 def test_signature_details(report):
@@ -110,7 +112,7 @@ def test_outcome_and_excluded_tests(report):
     # tests/ of the plugin are excluded by default: their import of a missing name is not a finding
     assert all(not s.path.startswith("tests/") for r in report.records for s in r.sites)
     d = report.to_dict()
-    assert d["summary"]["breaking"] == len(report.breaking) == 12
+    assert d["summary"]["breaking"] == len(report.breaking) == 13
     assert d["baseline"]["label"] == "1.0" and d["target"]["version"] == "2.0"
 
 

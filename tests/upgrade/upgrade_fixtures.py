@@ -93,6 +93,8 @@ UPKG_V1 = {
     "upkg/_starsrc.py": '__all__ = ["Starred"]\n\nclass Starred:\n    pass\n',
     "upkg/lazy.py": "def plain():\n    return 1\n",
     "upkg/v2only.py": "",
+    "upkg/ops/__init__.py": "",
+    "upkg/ops/kernels.py": "def add(a, b):\n    return a + b\n",
 }
 
 UPKG_V2 = {
@@ -174,6 +176,8 @@ UPKG_V2 = {
             raise AttributeError(name)
         """,
     "upkg/v2only.py": "class OnlyInTwo:\n    pass\n",
+    "upkg/ops/__init__.py": "",
+    "upkg/new/kernels.py": "def add(a, b):\n    return a + b\n",
 }
 
 PLUGIN = {
@@ -185,6 +189,7 @@ PLUGIN = {
         from upkg.star import Starred, NotInAll
         from upkg.lazy import old_name, whatever_lazy
         from upkg.core import MAX_BATCH, INPUT_REGISTRY, shape_of, maybe
+        from upkg.ops import kernels
 
 
         def use():
