@@ -20,13 +20,14 @@ the old version.
   deadlock the sender), then reports the outcome. Collectives carry a bounded timeout and the engine
   process is always joined, and killed if it does not exit.
 
-Fault knobs (`SyncFault`) corrupt or drop one tensor in transit so gates can prove they notice.
+Flush policy (`should_flush`): the engine's cache is flushed on the first publication and then every
+`flush_every` syncs, as in production. Fault knobs (`SyncFault`) corrupt or drop one tensor in
+transit so gates can prove they notice.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import os
 import socket
 import time
 import traceback
@@ -183,9 +184,15 @@ def _version_of(engine: Any) -> int:
     return int(engine.weight_version or 0)
 
 
-def _begin(engine: Any) -> None:
+def should_flush(pushes_done: int, flush_every: int) -> bool:
+    """Production flush policy: always on the first publication, then every `flush_every` syncs."""
+    return pushes_done == 0 or (flush_every > 0 and pushes_done % flush_every == 0)
+
+
+def _begin(engine: Any, flush: bool = True) -> None:
     engine.pause_generation()
-    engine.flush_cache()
+    if flush:
+        engine.flush_cache()
     engine.start_weight_update(is_checkpoint_format=True)
 
 
@@ -213,10 +220,14 @@ class ColocatedSync:
 
     transport = "colocated"
 
-    def __init__(self, engine: Any, *, packed: bool = True, buffer_size: int = DEFAULT_BUFFER_SIZE) -> None:
+    def __init__(
+        self, engine: Any, *, packed: bool = True, buffer_size: int = DEFAULT_BUFFER_SIZE, flush_every: int = 1
+    ) -> None:
         self.engine = engine
         self.packed = packed
         self.buffer_size = buffer_size
+        self.flush_every = flush_every
+        self.pushes = 0
         self._staging: torch.Tensor | None = None  # reused across buckets and updates, on purpose
         engine.init_weight_transfer_engine({"init_info": {}})  # one-time, like the production IPC path
 
@@ -226,8 +237,8 @@ class ColocatedSync:
         report = SyncReport(self.transport, self.packed, old, ok=False)
         t0 = time.perf_counter()
         fault_state: dict = {}
-        _begin(engine)
         try:
+            _begin(engine, should_flush(self.pushes, self.flush_every))
             for bucket in bucketize(named, self.buffer_size):
                 bucket = _apply_fault(bucket, fault, fault_state)
                 if self.packed:
@@ -243,6 +254,7 @@ class ColocatedSync:
                 report.names += [n for n, _ in chunk]
             report.version = _end(engine, old + 1)
             report.ok = True
+            self.pushes += 1
         except Exception as exc:
             report.error = f"{type(exc).__name__}: {exc}"
             _abort(engine)
@@ -300,7 +312,9 @@ def _engine_main(
                 break
             if op == "update":
                 _reply(_serve_update(engine, cmd, device_kind))
-            elif op in ("call", "apply"):
+            elif op not in ("call", "apply"):
+                _reply({"ok": False, "error": f"unknown command {op!r}"})
+            else:
                 try:
                     fn = getattr(engine, cmd["method"]) if op == "call" else partial(cmd["fn"], engine)
                     value = fn(*cmd.get("args", ()), **cmd.get("kwargs", {}))
@@ -331,7 +345,7 @@ def _serve_update(engine: Any, cmd: dict, device_kind: str) -> dict:
     device = _comm_device(device_kind)
     old = _version_of(engine)
     try:
-        _begin(engine)
+        _begin(engine, cmd.get("flush", True))
         started = True
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
@@ -423,6 +437,7 @@ class BroadcastSync:
         device_kind: str | None = None,
         timeout_s: float = 60.0,
         host: str = "127.0.0.1",
+        flush_every: int = 1,
     ) -> None:
         from vime.platform import get_platform
 
@@ -434,6 +449,8 @@ class BroadcastSync:
         self.backend = platform.comm_backend
         self.timeout_s = timeout_s
         self.host = host
+        self.flush_every = flush_every
+        self.pushes = 0
         self._context: Any = None
         self._busy = False  # inside a command/reply exchange with the engine process
         self._version = 0
@@ -574,13 +591,16 @@ class BroadcastSync:
 
         # Metadata first: the engine allocates its receive buffers from it; then the tensors.
         out = self._exchange(
-            {"op": "update", "version": self._version + 1, "packed": self.packed, "buckets": metas}, send_buckets
+            {"op": "update", "version": self._version + 1, "packed": self.packed, "buckets": metas,
+             "flush": should_flush(self.pushes, self.flush_every)},
+            send_buckets,
         )
         report.seconds = time.perf_counter() - t0
         report.ok = bool(out["ok"])
         report.version = int(out["version"])
         report.error = out.get("error", "")
         self._version = report.version
+        self.pushes += int(report.ok)
         return report
 
 

@@ -199,3 +199,15 @@ def test_broadcast_notices_a_dead_engine_process(world):
         sync.push(weights())  # fails at once instead of waiting out the collective timeout
     assert sync._context is None
     sync.close()  # idempotent
+
+
+def test_flush_policy_first_then_every_n(world):
+    from vime.weight_sync import should_flush
+
+    assert [should_flush(i, 3) for i in range(7)] == [True, False, False, True, False, False, True]
+    assert should_flush(0, 0) and not should_flush(5, 0)  # 0 = only the first publication
+    model, engine, weights, _ = world
+    sync = ColocatedSync(engine, flush_every=2)
+    for _ in range(4):
+        assert sync.push(weights()).ok
+    assert engine.flush_count == 2  # pushes 0 and 2
