@@ -219,6 +219,7 @@ def main() -> None:
     parser.add_argument("--baseline", default="0.11.0")
     parser.add_argument("--target", default="0.13.0")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--out", default="upgrade.json", help="file name under bench/results/")
     args = parser.parse_args()
 
     t0 = time.perf_counter()
@@ -272,7 +273,7 @@ def main() -> None:
         "records": [r.to_dict() for r in report.records],
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "upgrade.json").write_text(json.dumps(result, indent=2, default=str))
+    (RESULTS / args.out).write_text(json.dumps(result, indent=2, default=str))
     print(f"## porter upgrade benchmark: vllm-ascend {args.plugin_version}, vllm {args.baseline} -> {args.target}\n")
     print(f"- cold analysis: {min(cold):.2f} s; warm: {min(warm):.2f} s; griffe load of both trees: "
           f"{min(griffe_times):.2f} s; cold/griffe = {result['cold_over_griffe']}")
