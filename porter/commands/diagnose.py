@@ -46,6 +46,27 @@ def open_input(source: str | None):
         raise InputError(f"{source}: cannot read: {exc.strerror or exc}", hint="check permissions") from None
 
 
+def diagnose_defaults(raw: dict) -> dict:
+    """`diagnose:` in porter.yaml: `top` (int) and `env` (list of package==version or files)."""
+    from porter.errors import InputError
+
+    section = raw.get("diagnose") or {}
+    if not isinstance(section, dict):
+        raise InputError("porter.yaml: `diagnose` must be a mapping", hint="e.g. diagnose: {top: 5, env: [torch_npu==2.7.1]}")
+    unknown = sorted(set(section) - {"top", "env"})
+    if unknown:
+        raise InputError(f"porter.yaml: unknown key(s) under diagnose: {', '.join(map(str, unknown))}", hint="known: top, env")
+    top = section.get("top", 3)
+    env = section.get("env", [])
+    if isinstance(env, str):
+        env = [env]
+    if not isinstance(top, int) or isinstance(top, bool) or not 1 <= top <= 20:
+        raise InputError(f"porter.yaml: diagnose.top must be an integer 1..20, got {top!r}")
+    if not isinstance(env, list) or not all(isinstance(x, str) for x in env):
+        raise InputError("porter.yaml: diagnose.env must be a list of strings", hint="e.g. env: [torch_npu==2.7.1]")
+    return {"top": top, "env": env}
+
+
 def resolve_patterns_dir(state, kb: Optional[Path]) -> tuple[Path, Path | None]:
     cfg = state.config()
     if kb is not None:
@@ -59,7 +80,7 @@ def register(app: typer.Typer) -> None:
     def diagnose(
         ctx: typer.Context,
         source: Optional[str] = typer.Argument(None, metavar="[FILE|-]", help="Trace or log file; '-' or nothing reads stdin."),
-        top: int = typer.Option(3, "--top", "-k", min=1, max=20, help="How many matches to show."),
+        top: Optional[int] = typer.Option(None, "--top", "-k", min=1, max=20, help="How many matches to show (default 3, or `diagnose.top` in porter.yaml)."),
         env: List[str] = typer.Option([], "--env", help="Installed versions: package==version (repeatable) or a smoke-report JSON file."),
         explain: bool = typer.Option(False, "--explain", help="Show how each match was scored."),
         kb: Optional[Path] = typer.Option(None, "--kb", help="Knowledge directory (or its patterns/ folder) instead of the configured one."),
@@ -76,7 +97,9 @@ def register(app: typer.Typer) -> None:
             from porter.kb.matcher import diagnose_stream
             from porter.kb.render import diagnose_payload, render_diagnosis
 
-            facts = parse_env(env)
+            defaults = diagnose_defaults(state.config().raw)
+            top = top or defaults["top"]
+            facts = parse_env([*defaults["env"], *env])
             name, stream = open_input(source)
             patterns_dir, cache_dir = resolve_patterns_dir(state, kb)
             loaded = load_kb(patterns_dir, cache_dir)

@@ -137,3 +137,19 @@ def test_compiled_cache_is_used_rebuilt_on_change_and_survives_corruption(small_
     fourth = load_kb(small_kb.patterns, cache)
     assert not fourth.from_cache and len(fourth.entries) == 2
     assert load_kb(small_kb.patterns, cache).from_cache
+
+
+def test_diagnose_defaults_from_porter_yaml(small_kb, cli, tmp_path, monkeypatch):
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "porter.yaml").write_text("diagnose:\n  top: 1\n  env: ['vllm==0.11.0']\n")
+    monkeypatch.chdir(project)
+    trace = tmp_path / "t.txt"
+    trace.write_text(LORA_TRACE)
+    code, out = diagnose(cli, small_kb, str(trace), "--json")
+    assert code == 1 and json.loads(out)["env"] == {"vllm": "0.11.0"}  # demoted by the configured env
+    code, out = diagnose(cli, small_kb, str(trace), "--json", "--env", "vllm==0.13.0")
+    assert code == 0  # the command line wins over the file
+    (project / "porter.yaml").write_text("diagnose:\n  topp: 1\n")
+    code, out = diagnose(cli, small_kb, str(trace), "--json")
+    assert code == 2 and "topp" in json.loads(out)["error"]["message"]
