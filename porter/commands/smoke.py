@@ -11,6 +11,7 @@ Exit codes: 0 every check passed or skipped; 1 a check failed, or --compare foun
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Optional
 
@@ -143,7 +144,30 @@ def _run(reporter, config, store, host_name, level, gates, stack_path, timeout, 
     )
     request = SmokeRequest(profile=profile, level=level, gates=gates, stack=stack, timeout_s=timeout,
                            keep_remote=keep_remote, ship_extra=extras)
-    return runner.execute(request)
+    with _termination_as_interrupt():
+        return runner.execute(request)
+
+
+@contextmanager
+def _termination_as_interrupt():
+    """SIGTERM/SIGHUP (a cancelled CI job, a closed terminal) take the Ctrl-C path, which kills
+    the remote process group and stores the partial record before porter exits."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signo, frame):  # noqa: ARG001
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 MAX_SHOWN_VALUES = 3

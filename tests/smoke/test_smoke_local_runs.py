@@ -137,10 +137,10 @@ def test_usage_errors(project):
     assert code == 2 and "unknown host" in doc["error"]["message"]
 
 
-def test_interrupt_kills_the_run_and_keeps_the_record(project, tmp_path):
-    """Ctrl-C on porter: exit 130, the run's process group killed, the partial record stored."""
+@pytest.mark.parametrize("signo", [2, 15])  # Ctrl-C, and SIGTERM (a cancelled CI job)
+def test_interrupt_kills_the_run_and_keeps_the_record(project, tmp_path, signo):
+    """Ctrl-C/TERM on porter: exit 130, the run's process group killed, the partial record stored."""
     import os
-    import signal
     import subprocess
     import time
 
@@ -155,7 +155,7 @@ def test_interrupt_kills_the_run_and_keeps_the_record(project, tmp_path):
     while not (pids / "child.pid").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     time.sleep(0.2)
-    os.kill(proc.pid, signal.SIGINT)
+    os.kill(proc.pid, signo)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     for name in ("main.pid", "child.pid"):
