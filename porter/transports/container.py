@@ -130,7 +130,8 @@ class ContainerTransport(Transport):
             return found
         lowered = stderr.lower()
         engine = self.spec.engine_name
-        if f"{engine}: command not found" in lowered or f"{engine}: not found" in lowered:
+        missing = (f"{engine}: command not found", f"{engine}: not found", f"{engine}: no such file or directory")
+        if any(text in lowered for text in missing):
             return EnvironmentProblem(
                 f"{engine} not found on host {self.profile.name} while {what}",
                 hint=f"install {engine} there, give its path as `container.engine`, or extend PATH in `container.host_setup`",

@@ -212,3 +212,12 @@ def test_container_run_mode_and_check_through_fake_docker(project, sshd, tmp_pat
     assert run_call[:5] == ["run", "--rm", "-i", "--name", "porter-" + Path(run_dir).name]
     assert f"{run_dir}:{run_dir}" in run_call and run_call[run_call.index("-w") + 2] == "quay.io/ascend/verl:test"
     assert not Path(run_dir).exists()
+
+
+def test_missing_container_engine_is_named(project, sshd):
+    profile = sshd.profile(transport="ssh+container", container={"engine": "/nonexistent/docker", "name": "c1"})
+    write_config(project, {"a3c": profile})
+    code, doc, _ = invoke("smoke", "--host", "a3c", "--level", "L0", "--json")
+    assert code == 3
+    assert doc["error"]["details"]["failure"] == "engine_missing"
+    assert "docker not found on host a3c while shipping the runtime" in doc["error"]["message"]
