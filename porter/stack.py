@@ -89,6 +89,24 @@ def load_stack(path: Path | None = None) -> dict[str, Any]:
     return validate_stack(load_yaml_file(path), str(path))
 
 
+def ship_sources(stack: dict[str, Any], stack_path: Path | None) -> list[tuple[Path, str]]:
+    """The directories a stack ships next to the runtime, as (source, top-level name on the host).
+    Paths are relative to the stack file's directory (the repository root for vime/stack.yaml);
+    each lands under its own name, importable from the run directory."""
+    base = Path(stack_path).resolve().parent if stack_path else default_stack_path().parent.parent
+    out: list[tuple[Path, str]] = []
+    for rel in stack.get("ship", []):
+        source = (base / rel).resolve()
+        name = source.name
+        if not source.is_dir():
+            raise InputError(f"stack ships {rel!r} but {source} is not a directory", hint="fix `ship:` in the stack file")
+        if name in ("vime", "porter-stack.json") or name in {n for _, n in out}:
+            raise InputError(f"stack ships two things named {name!r} (or one named like the runtime)",
+                             hint="each shipped directory needs its own name")
+        out.append((source, name))
+    return out
+
+
 def save_stack(path: Path, stack: dict[str, Any]) -> None:
     from porter.yamlio import write_yaml_atomic
 

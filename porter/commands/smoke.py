@@ -127,16 +127,11 @@ def _run(reporter, config, store, host_name, level, gates, stack_path, timeout, 
     from porter.hosts import get_host
     from porter.smoke.diagnosis import Diagnoser
     from porter.smoke.runner import SmokeRequest, SmokeRunner
-    from porter.stack import load_stack
+    from porter.stack import load_stack, ship_sources
 
     profile = get_host(config, host_name)
     stack = load_stack(stack_path)
-    ship_root = (stack_path.parent if stack_path else None) or config.project_root or Path.cwd()
-    extras = []
-    for rel in stack.get("ship", []):
-        source = (ship_root / rel).resolve()
-        if source.is_dir():
-            extras.append((source, rel))
+    extras = ship_sources(stack, stack_path)
     runner = SmokeRunner(
         store,
         on_line=lambda line: reporter.status(escape(line)),  # host output is text, never rich markup

@@ -106,3 +106,25 @@ def test_bundle_contents_and_determinism(tmp_path):
     assert first[4:8] == b"\0\0\0\0"  # the gzip header's MTIME field is zero, not the build time
     with tarfile.open(fileobj=io.BytesIO(build_bundle(stack, runtime=frozen)), mode="r:gz") as tar:
         assert "vime/extra/x.pyc" not in tar.getnames()
+
+
+def test_stack_ships_extra_directories_importable_on_the_host(project, tmp_path):
+    """`ship:` puts the stack's own shims next to the runtime; --keep-remote leaves them there."""
+    import sys
+
+    from smoke_helpers import write_config
+
+    shims = project / "shims" / "vllm_compat"
+    shims.mkdir(parents=True)
+    (shims / "__init__.py").write_text("SOURCE = 'shipped'\n")
+    stack = project / "stack.yaml"
+    stack.write_text(yaml.safe_dump({"schema": "porter.stack/1", "ship": ["shims/vllm_compat"]}))
+    write_config(project, {"box": {"transport": "local", "python": sys.executable, "workdir": str(tmp_path / "w")}})
+    code, doc, _ = invoke("smoke", "--host", "box", "--level", "L0", "--stack", str(stack), "--keep-remote", "--json")
+    assert code == 0
+    remote = tmp_path / "w" / doc["run"]["remote_dir"].rsplit("/", 1)[1]
+    assert (remote / "vllm_compat" / "__init__.py").read_text() == "SOURCE = 'shipped'\n"
+    assert (remote / "vime" / "smoke.py").is_file()
+    stack.write_text(yaml.safe_dump({"schema": "porter.stack/1", "ship": ["shims/missing"]}))
+    code, doc, _ = invoke("smoke", "--host", "box", "--level", "L0", "--stack", str(stack), "--json")
+    assert code == 2 and "not a directory" in doc["error"]["message"]
