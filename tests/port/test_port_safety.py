@@ -65,46 +65,32 @@ def test_failed_validation_does_not_move_the_branch(example, request_for, tmp_pa
     assert len(runs) == 1 and (runs[0] / "PR_MATERIAL.md").is_file()  # the record explains the failure
 
 
-DRIVER = """
-import sys
-sys.path.insert(0, {tests!r})
-from pathlib import Path
-from helpers import drift_analyzer
-from porter.port import PortRequest, run_port
-ex = Path({ex!r})
-req = PortRequest(fork="example-plugin", fork_path=ex / "tiny-npu", upstream="hostlib", baseline="v1", target="v2",
-                  baseline_tree=ex / "hostlib-v1", target_tree=ex / "hostlib-v2", work_dir=Path({work!r}))
-try:
-    run_port(req, drift_analyzer(ex / "hostlib-v1", ex / "hostlib-v2"))
-except KeyboardInterrupt:
-    sys.exit(130)
-"""
-
-
 def test_sigint_mid_run_leaves_everything_as_it_was(example, tmp_path):
+    """`porter upgrade` in a subprocess, interrupted (SIGINT) after its second shim commit."""
     with_stash(example["plugin"])
     before = snapshot(example["plugin"])
     marker = tmp_path / "paused"
-    work = tmp_path / "worktrees"
-    script = tmp_path / "driver.py"
-    script.write_text(DRIVER.format(tests=str(Path(__file__).parent), ex=str(example["root"]), work=str(work)))
+    cache = tmp_path / "cache"
     env = {**os.environ, "PORTER_TEST_HOOK": f"pause:commit-2:{marker}", "PORTER_TEST_PAUSE_S": "60",
-           "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+           "PORTER_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "porter", "upgrade", "example-plugin", "--to", "v2"],
+                            cwd=example["root"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 90
         while not marker.exists():
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the run never reached the pause point"
             time.sleep(0.05)
-        assert len(list(work.iterdir())) == 1  # the worktree exists mid-run, with two commits in it
+        assert len(list((cache / "worktrees").iterdir())) == 1  # mid-run: the worktree exists
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, err.decode()
-    assert_untouched(example["plugin"], before, work)
+    assert "interrupted" in err.decode()
+    assert_untouched(example["plugin"], before, cache / "worktrees")
+    assert "ledger: []" in example["forks_file"].read_text()  # no ledger entry for an interrupted run
 
 
 def test_dirty_fork_is_refused(example, request_for, tmp_path):

@@ -82,7 +82,7 @@ def test_every_family_gets_a_shim_and_a_test(example, tree):
 
 
 def _pytest(cwd: Path, *args: str, pythonpath: Path | None = None) -> subprocess.CompletedProcess:
-    env = {"PYTHONDONTWRITEBYTECODE": "1", "PATH": "/usr/bin:/bin"}
+    env = {"PYTHONDONTWRITEBYTECODE": "1", "PATH": "/usr/bin:/bin", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     env["PYTHONPATH"] = f"{pythonpath}:{cwd}" if pythonpath else str(cwd)
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
                           cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
