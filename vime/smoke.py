@@ -260,6 +260,9 @@ def collective(device: str) -> tuple[str, dict, dict, str]:
     backend = COLLECTIVE_BACKEND.get(device, "gloo")
     if dist.is_initialized():
         return "skip", {"backend": backend}, {}, "a process group is already initialised"
+    backend_module = getattr(torch, device, None) if device != "cpu" else None
+    if backend_module is not None and hasattr(backend_module, "set_device"):
+        backend_module.set_device(0)  # nccl/hccl bind a rank to a device before the first collective
     with tempfile.TemporaryDirectory(prefix="vime-smoke-") as tmp:
         # A file store needs no port: nothing to collide with on a shared host.
         dist.init_process_group(backend, init_method=f"file://{tmp}/store", rank=0, world_size=1)
