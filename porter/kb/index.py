@@ -140,13 +140,49 @@ def regex_needles(pattern: str) -> tuple[str, ...]:
 
 
 def signature_needles(kind: str, pattern: str) -> tuple[str, ...]:
-    return (pattern,) if kind == "literal" else regex_needles(pattern)
+    """For a literal: its longest whitespace-free run (literals match whitespace-tolerantly)."""
+    if kind != "literal":
+        return regex_needles(pattern)
+    runs = [run for run in pattern.split() if len(run) >= 3]
+    best = max(runs, key=_run_rarity) if runs else ""
+    # only plain words: the whole literal is the better needle (exact whitespace, but selective)
+    return (best,) if best and _run_rarity(best) >= 6 else (pattern,)
+
+
+def _run_rarity(run: str) -> float:
+    """How unlikely a whitespace-free run is in healthy log lines (higher is rarer).
+
+    Words ("device", "The", "NPU") are everywhere; identifiers, codes, dotted names and quoted
+    symbols ("'vllm.lora.models'", "EL0005", "HcclAllreduce") are not.
+    """
+    score = float(min(len(run), 24))
+    if run.isalpha():
+        score -= 6
+        if run.isupper() and len(run) <= 4:
+            score -= 4  # acronyms: NPU, GPU, ACL
+    if len(run) < 5:
+        score -= 6
+    if any(not ch.isalnum() for ch in run.strip(".,:;!?()[]'\"")):
+        score += 4  # dotted/underscored/slashed names
+    if any(ch.isdigit() for ch in run):
+        score += 2
+    if any(ch.isupper() for ch in run[1:]) and not run.isupper():
+        score += 3  # CamelCase identifiers
+    return score
+
+
+def signature_keys(kind: str, pattern: str, needles: tuple[str, ...]) -> list[str]:
+    """Index keys: for a literal, a whole word inside it (whitespace changes keep words whole)."""
+    if kind == "literal":
+        key = _best_key(_interior_tokens(pattern))
+        return [key] if key else []
+    return needle_keys(needles) or []
 
 
 def signature_key(kind: str, pattern: str) -> str | None:
-    """The index token of a single-needle signature (None: multi-needle or keyless)."""
-    keys = needle_keys(signature_needles(kind, pattern))
-    return keys[0] if keys and len(keys) == 1 else None
+    """The index token of a single-key signature (None: several keys or none)."""
+    keys = signature_keys(kind, pattern, signature_needles(kind, pattern))
+    return keys[0] if len(keys) == 1 else None
 
 
 def needle_keys(needles: tuple[str, ...]) -> list[str] | None:
@@ -166,16 +202,21 @@ def needle_keys(needles: tuple[str, ...]) -> list[str] | None:
 class _Sig:
     """A signature prepared for the line loop. The regex is compiled on first use."""
 
-    __slots__ = ("ei", "si", "kind", "pattern", "needles", "_rx", "_compiled")
+    __slots__ = ("ei", "si", "kind", "pattern", "needles", "_rx", "_compiled", "_collapsed")
 
     def __init__(self, ei: int, si: int, kind: str, pattern: str, needles: tuple[str, ...]) -> None:
         self.ei, self.si, self.kind, self.pattern, self.needles = ei, si, kind, pattern, needles
         self._rx: re.Pattern[str] | None = None
         self._compiled = False
+        # a literal with whitespace also matches when runs of spaces/tabs differ (pasted logs)
+        has_space = kind == "literal" and any(ch.isspace() for ch in pattern)
+        self._collapsed = " ".join(pattern.split()) if has_space else None
 
     def hits(self, clean: str, text: str) -> bool:
         if self.kind == "literal":
-            return self.pattern in clean
+            if self.pattern in clean:
+                return True
+            return self._collapsed is not None and self._collapsed in " ".join(clean.split())
         for needle in self.needles:
             if needle in clean:
                 break
@@ -224,7 +265,7 @@ class CompiledKB:
         for ei, entry in enumerate(entries):
             for si, sig in enumerate(entry.signatures):
                 needles = signature_needles(sig.kind, sig.pattern)
-                sigs.append((ei, si, needles, needle_keys(needles) or []))
+                sigs.append((ei, si, needles, signature_keys(sig.kind, sig.pattern, needles)))
             for text in (*entry.symptoms, entry.title):
                 form = fuzzy_form(text)
                 if len(form) >= 12:

@@ -127,3 +127,11 @@ def test_lines_after_case_folding_unicode_still_match(small_kb):
     text = "İstanbul İİİ step\n" * 5 + "Traceback (most recent call last):\nModuleNotFoundError: No module named 'vllm.lora.models'\n"
     diag = diagnose_text(small_kb.compiled(), text)
     assert diag.top.entry.id == "VLLM-001" and diag.top.lines[0].line == 7
+
+
+def test_literals_tolerate_whitespace_differences(small_kb):
+    kb = small_kb.compiled()
+    squashed = "dcmi  model initialized\tfailed,   because the device is used. ret is -8020\n"
+    diag = diagnose_text(kb, squashed)
+    assert diag.top.entry.id == "DRV-001" and diag.top.lines[0].line == 1
+    assert diagnose_text(kb, "dcmi model initialized fail, because the device is used\n").status == "unknown"
