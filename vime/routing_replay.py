@@ -39,6 +39,10 @@ class RoutingMismatch:
     per_layer: dict[int, float]
     tokens: int  # (layer, token) pairs compared
 
+    def scalars(self, prefix: str = "rollout/r3_") -> dict[str, float]:
+        """Flat float metrics for the driver's metric lines."""
+        return {f"{prefix}routing_mismatch_frac": self.mismatch_frac, f"{prefix}expert_overlap": self.expert_overlap}
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "r3/routing_mismatch_frac": round(self.mismatch_frac, 6),

@@ -207,6 +207,13 @@ class Trainer:
         adv = grpo_advantages(batch.rewards.to(self.device), batch.n_samples_per_prompt, self.cfg.grpo_std_normalization)
         tensors["advantages"] = adv
         metrics["rollout/advantages"] = adv.mean().item()
+        if batch.routing:
+            # R3: how often the trainer's own routing differs from the rollout's (what replay removes)
+            from vime import routing_replay
+
+            full = torch.cat([batch.prompt_tokens, batch.response_tokens], dim=1)[:, :-1].to(self.device)
+            own = routing_replay.capture(self.model, full)
+            metrics.update(routing_replay.mismatch(batch.routing, own).scalars())
         return tensors, metrics
 
     def train_rollout(self, batch: TrainBatch) -> tuple[dict, list[dict]]:

@@ -96,8 +96,11 @@ def test_trainer_replays_recorded_routing(moe_rollout):
         routing=out.routing,
     )
     trainer = Trainer(copy.deepcopy(model), TrainerConfig(global_batch_size=4, use_rollout_routing_replay=True))
-    _, steps = trainer.train_rollout(batch)
+    rollout_metrics, steps = trainer.train_rollout(batch)
     assert steps[0]["train/grad_norm"] > 0
+    # same weights as the rollout: the trainer's own routing agrees everywhere
+    assert rollout_metrics["rollout/r3_routing_mismatch_frac"] == 0.0
+    assert rollout_metrics["rollout/r3_expert_overlap"] == 1.0
     bad = TrainBatch(**{**batch.__dict__, "routing": {k: v[:, :-1] for k, v in out.routing.items()}})
     with pytest.raises(ValueError, match="cannot replay"):
         trainer.train_rollout(bad)
