@@ -138,3 +138,19 @@ def test_check_weight_update_equal_catches_a_broken_conversion(tmp_path, monkeyp
     monkeypatch.setattr(train_mod, "iter_hf_weights", off_by_one_ulp)
     assert main(args) == 1
     assert "'changed': 1" in capsys.readouterr().err
+
+
+def test_dspark_draft_is_used_and_exported_per_save(tmp_path):
+    from vime.convert import save_train_model_hf
+    from vime.model import TrainLM, tiny_config
+
+    save_train_model_hf(tmp_path / "draft", TrainLM(tiny_config(num_layers=1, seed=5)))
+    spec = '{"method": "dspark", "model": "%s", "num_speculative_tokens": 2}' % (tmp_path / "draft")
+    result = run(parse_args(BASE + ["--vllm-speculative-config", spec, "--save", str(tmp_path / "ck"),
+                                    "--save-interval", "1", "--draft-save-hf", str(tmp_path / "out-{rollout_id}")]),
+                 log=lambda _: None)
+    assert result.rollout_metrics[0]["spec/k"] == 2
+    config, weights = load_hf(tmp_path / "out-1")
+    assert config.num_layers == 1 and set(weights) == set(load_hf(tmp_path / "draft")[1])
+    with pytest.raises(ValueError, match="rollout_id"):
+        parse_args(BASE + ["--vllm-speculative-config", spec, "--draft-save-hf", str(tmp_path / "fixed")])
