@@ -104,6 +104,7 @@ class DriftAnalyzer:
         unresolved: set[str] = set()
         for usage in files:
             evaluated: list[tuple[Use, Guard, list[Finding], bool]] = []
+            self._imported = {u.symbol for u in usage.uses if u.kind in ("import", "module")}
             for use in usage.uses:
                 guard = combine(use.conditions, self.conventions, self.versions, self._hasattr, usage.aliases)
                 findings, broken = self.check(use, verdicts, unresolved)
@@ -190,6 +191,8 @@ class DriftAnalyzer:
             # with the import of that name instead of producing one finding per attribute.
             missing = f"{res.module}.{res.name}"
             if missing != use.symbol and use.symbol.startswith(missing + "."):
+                if missing in getattr(self, "_imported", ()):
+                    return [], False  # `logger.info` after `from m import logger`: the import reports it once
                 use = replace(use, symbol=missing)
         base_res = self._baseline_resolve(use)
         if base_res is not None and base_res.status == "missing":
@@ -270,6 +273,9 @@ class DriftAnalyzer:
         name = old.qualname
         found_defs = getattr(self, "_found_defs", {})
         found = found_defs[name] if name in found_defs else self.target.find_definitions([name]).get(name, [])
+        found = [(m, d) for m, d in found if d.conditional != "type_checking"]
+        # A name defined in many modules (`logger`, `__all__`-less helpers) says little about where it went.
+        ubiquity = 0.6 if len(found) > 5 else 1.0
         scored: list[Candidate] = []
         for module, definition in found:
             if definition.conditional == "type_checking":
@@ -289,6 +295,9 @@ class DriftAnalyzer:
             if exported_from:
                 evidence.append(f"re-exported from {exported_from} (shorter import path)")
                 confidence += 0.02
+            if ubiquity < 1:
+                evidence.append(f"{len(found)} modules define this name: weak evidence")
+                confidence *= ubiquity
             path = self.target.files.get(module)
             scored.append(Candidate(Location(module, name, str(path.relative_to(self.target.root)) if path and path.is_file() else None,
                                              definition.line), min(confidence, 0.99), tuple(evidence)))

@@ -21,7 +21,7 @@ from typing import Callable, Iterable
 
 from porter.fsutil import atomic_write_bytes
 
-INDEX_VERSION = 5
+INDEX_VERSION = 6
 _PARALLEL_THRESHOLD = 48  # below this many uncached modules a process pool costs more than it saves
 
 
@@ -128,6 +128,7 @@ class ModuleInfo:
     all_names: tuple[str, ...] | None = None
     lazy: bool = False  # has a module-level __getattr__
     lazy_names: tuple[str, ...] = ()  # names the __getattr__ visibly serves (deprecation maps, lazy tables)
+    lazy_closed: bool = False  # the __getattr__ serves only lazy_names and raises AttributeError otherwise
     syntax_error: str = ""
 
     def public_names(self) -> set[str]:
@@ -348,7 +349,12 @@ class _ModuleVisitor:
                     continue
                 if isinstance(value, ast.Dict):
                     keys = [k.value for k in value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
-                    self.dict_literals[el.id] = keys
+                    if len(keys) == len(value.keys):
+                        self.dict_literals[el.id] = keys
+                elif isinstance(value, (ast.List, ast.Tuple, ast.Set)):
+                    names = _string_list(value)
+                    if names is not None:
+                        self.dict_literals[el.id] = names
                 if isinstance(stmt, ast.AugAssign) and el.id in self.info.defs:
                     continue
                 self.info.defs[el.id] = Definition(el.id, "variable", stmt.lineno, conditional)
@@ -428,6 +434,36 @@ class _ModuleVisitor:
             if info.all_names:
                 served.extend(n for n in info.all_names if n not in info.defs and n not in info.imports)
             info.lazy_names = tuple(dict.fromkeys(served))
+            info.lazy_closed = self._getattr_is_closed(self.getattr_fn)
+
+    def _getattr_is_closed(self, fn: ast.FunctionDef) -> bool:
+        """True for the common shape `if name in TABLE: ... / if name == "x": ... / raise AttributeError`,
+        where every table is a literal of this module: then any other name is missing, not unknown."""
+        if not fn.args.args:
+            return False
+        param = fn.args.args[0].arg
+        body = list(fn.body)
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body = body[1:]  # docstring
+        if not body or not isinstance(body[-1], ast.Raise) or body[-1].exc is None:
+            return False
+        exc = body[-1].exc
+        if (_dotted(exc.func if isinstance(exc, ast.Call) else exc) or "").rsplit(".", 1)[-1] != "AttributeError":
+            return False
+        return all(isinstance(stmt, ast.If) and self._tests_name_only(stmt.test, param) for stmt in body[:-1])
+
+    def _tests_name_only(self, test: ast.expr, param: str) -> bool:
+        if isinstance(test, ast.BoolOp):
+            return all(self._tests_name_only(v, param) for v in test.values)
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)
+                and test.left.id == param):
+            return False
+        op, right = test.ops[0], test.comparators[0]
+        if isinstance(op, ast.Eq):
+            return isinstance(right, ast.Constant) and isinstance(right.value, str)
+        if isinstance(op, ast.In):
+            return (isinstance(right, ast.Name) and right.id in self.dict_literals) or _string_list(right) is not None
+        return False
 
 
 def _string_list(value: ast.expr | None) -> list[str] | None:
@@ -679,6 +715,9 @@ class TreeIndex:
         if info.lazy:
             if name in info.lazy_names:
                 return Resolution("found", module, name, None, module, reason="served by module __getattr__")
+            if info.lazy_closed:
+                return Resolution("missing", module, name,
+                                  reason=f"{name} is not defined in {module} (its __getattr__ serves only {len(info.lazy_names)} listed names)")
             return Resolution("unknown", module, name, reason="module has a __getattr__ that may serve it")
         return Resolution("missing", module, name, reason=f"{name} is not defined in {module}")
 

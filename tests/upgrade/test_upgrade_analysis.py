@@ -39,7 +39,8 @@ def test_one_record_per_family(report):
         "upkg.core.patched_fn": DriftFamily.MONKEYPATCH,
         "upkg.core.MAX_BATCH": DriftFamily.RENAMED,  # constants: renamed on name similarity alone
         "upkg.core.INPUT_REGISTRY": DriftFamily.REMOVED,  # ... and never to an unrelated new constant
-        "upkg.ops.kernels": DriftFamily.MOVED,  # a submodule imported with `from upkg.ops import kernels`
+        "upkg.ops.kernels": DriftFamily.MOVED,
+        "upkg.closed.cdiv": DriftFamily.MOVED,  # a closed __getattr__ (deprecation map + AttributeError) does not serve it  # a submodule imported with `from upkg.ops import kernels`
         "upkg.core.shape_of": DriftFamily.RETURN,  # int -> tuple[int, int]; Optional[List[int]] -> list[int] | None is no change
     }
     assert {s: r.family for s, r in records.items()} == expected
@@ -60,6 +61,7 @@ def test_moved_and_renamed_point_at_the_new_home(report):
     assert records["upkg.core.gone_fn"].new_location is None
     assert records["upkg.star.NotInAll"].new_location.dotted == "upkg._starsrc.NotInAll"
     assert records["upkg.ops.kernels"].new_location.dotted == "upkg.new.kernels"
+    assert records["upkg.closed.cdiv"].new_location.dotted == "upkg.math_utils.cdiv"
 
 
 def test_signature_details(report):
@@ -101,7 +103,9 @@ def test_reexports_star_imports_and_lazy_modules_resolve(report):
     assert verdicts["upkg.Exported"] == "found"  # upkg -> upkg.core -> upkg._impl
     assert verdicts["upkg.star.Starred"] == "found"  # star import with __all__
     assert verdicts["upkg.lazy.old_name"] == "found"  # served by the module __getattr__ map
-    assert verdicts["upkg.lazy.whatever_lazy"] == "unknown"  # a lazy module may serve it: not missing
+    assert verdicts["upkg.lazy.whatever_lazy"] == "unknown"  # an open lazy module may serve it: not missing
+    assert verdicts["upkg.closed.legacy"] == "found"  # in the deprecation map
+    assert verdicts["upkg.closed.cdiv"] == "missing"  # the closed __getattr__ raises AttributeError for it
     assert verdicts["upkg.core.gone_fn"] == "missing"
     assert "upkg.lazy.whatever_lazy" not in {r.symbol for r in report.records}
 
@@ -112,7 +116,7 @@ def test_outcome_and_excluded_tests(report):
     # tests/ of the plugin are excluded by default: their import of a missing name is not a finding
     assert all(not s.path.startswith("tests/") for r in report.records for s in r.sites)
     d = report.to_dict()
-    assert d["summary"]["breaking"] == len(report.breaking) == 13
+    assert d["summary"]["breaking"] == len(report.breaking) == 14
     assert d["baseline"]["label"] == "1.0" and d["target"]["version"] == "2.0"
 
 

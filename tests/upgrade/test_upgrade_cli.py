@@ -37,7 +37,7 @@ def test_dry_run_json_html_markdown(project, trees, tmp_path):
     assert doc["schema"] == "porter.upgrade/1"
     analysis = doc["analysis"]
     assert analysis["outcome"]["outcome"] == "C_PATCH"
-    assert analysis["summary"]["by_family"]["F2"] == 3
+    assert analysis["summary"]["by_family"]["F2"] == 4
     assert {r["family"] for r in analysis["records"]} >= {"F1", "F2", "F2r", "F3", "F7", "F8", "F10", "F11"}
     page = html.read_text()
     assert page.startswith("<!doctype html>") and "upkg.new.place.Mover" in page
@@ -60,7 +60,7 @@ def test_git_refs_are_materialized_from_a_mirror(project, trees, upstream_repo):
     analysis = json.loads(result.stdout)["analysis"]
     assert analysis["target"]["kind"] == "git" and len(analysis["target"]["commit"]) == 40
     assert analysis["target"]["version"] == "2.0"
-    assert analysis["summary"]["breaking"] == 13
+    assert analysis["summary"]["breaking"] == 14
 
 
 def test_file_url_uses_a_bare_mirror_in_the_cache(project, trees, upstream_repo, tmp_path):

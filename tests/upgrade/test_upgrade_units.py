@@ -85,6 +85,13 @@ def test_lazy_module_names_and_unknowns():
             raise AttributeError(name)
         """)
     assert info.lazy and {"LLM", "SamplingParams", "legacy"} <= set(info.lazy_names)
+    assert info.lazy_closed  # every other name raises AttributeError
+    open_info = module("""
+        import importlib
+        def __getattr__(name):
+            return importlib.import_module("pkg." + name)
+        """)
+    assert open_info.lazy and not open_info.lazy_closed
 
 
 def test_syntax_error_is_unknown_not_missing(tmp_path):

@@ -95,6 +95,7 @@ UPKG_V1 = {
     "upkg/v2only.py": "",
     "upkg/ops/__init__.py": "",
     "upkg/ops/kernels.py": "def add(a, b):\n    return a + b\n",
+    "upkg/closed.py": "def cdiv(a, b):\n    return -(a // -b)\n\ndef legacy():\n    return 0\n",
 }
 
 UPKG_V2 = {
@@ -166,15 +167,26 @@ UPKG_V2 = {
     "upkg/star.py": "from ._starsrc import *\n",
     "upkg/_starsrc.py": '__all__ = ["Starred"]\n\nclass Starred:\n    pass\n\ndef NotInAll():\n    return 0\n',
     "upkg/lazy.py": """
+        import importlib
+
         _DEPRECATED = {"old_name": ("upkg.core", "make")}
 
         def __getattr__(name):
             if name in _DEPRECATED:
-                import importlib
                 module, attr = _DEPRECATED[name]
                 return getattr(importlib.import_module(module), attr)
-            raise AttributeError(name)
+            return importlib.import_module("upkg.plugins_" + name)
         """,
+    "upkg/closed.py": """
+        _DEPRECATED_MAPPINGS = {"legacy": "math_utils"}
+
+        def __getattr__(name):
+            \"\"\"Deprecated names only; anything else is an AttributeError.\"\"\"
+            if name in _DEPRECATED_MAPPINGS:
+                return 1
+            raise AttributeError(f"module has no attribute {name!r}")
+        """,
+    "upkg/math_utils.py": "def cdiv(a, b):\n    return -(a // -b)\n\ndef legacy():\n    return 0\n",
     "upkg/v2only.py": "class OnlyInTwo:\n    pass\n",
     "upkg/ops/__init__.py": "",
     "upkg/new/kernels.py": "def add(a, b):\n    return a + b\n",
@@ -190,6 +202,7 @@ PLUGIN = {
         from upkg.lazy import old_name, whatever_lazy
         from upkg.core import MAX_BATCH, INPUT_REGISTRY, shape_of, maybe
         from upkg.ops import kernels
+        from upkg.closed import cdiv, legacy
 
 
         def use():
