@@ -242,7 +242,9 @@ def run(args, log: Callable[[str], None] = print, audit: bool = False, stop_afte
 
     engine_weights = None if args.hf_checkpoint else {n: t.detach().to("cpu").clone() for n, t in iter_hf_weights(model)}
     engine_kwargs = {
-        "config": config.to_dict(), "device": str(device), "dtype": args.dtype, "hf_dir": args.hf_checkpoint,
+        # a decoupled engine uses its process's current device (the sync picks it), not the trainer's
+        "config": config.to_dict(), "device": str(device) if args.colocate else platform.kind,
+        "dtype": args.dtype, "hf_dir": args.hf_checkpoint,
         "hf_weights": engine_weights, "weight_version": loaded.weight_version if loaded else None,
     }
     sync = _Sync(args, engine_kwargs, platform)
