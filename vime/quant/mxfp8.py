@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
@@ -243,12 +244,13 @@ class QuantDescription:
 def describe_model(
     shapes: Mapping[str, tuple[int, ...]], eligible: Callable[[str, tuple[int, ...]], bool] | None = None
 ) -> QuantDescription:
-    """Build a description for a model: linear projection weights MXFP8, the rest FLOAT (ModelSlim's default)."""
+    """Build a description for a model: linear projections and expert matrices MXFP8, the rest FLOAT
+    (embeddings, norms, router, lm_head), as ModelSlim does by default."""
     if eligible is None:
         def eligible(name: str, shape: tuple[int, ...]) -> bool:
-            return (
-                name.endswith("proj.weight") and len(shape) == 2 and ".layers." in name
-            )
+            # linear projections and MoE expert matrices; the router gate stays in full precision
+            linear = name.endswith("proj.weight") or re.search(r"\.experts\.\d+\.w[123]\.weight$", name) is not None
+            return linear and len(shape) == 2 and ".layers." in name
     entries = {n: (W8A8_MXFP8 if eligible(n, tuple(s)) else FLOAT) for n, s in shapes.items()}
     return QuantDescription(entries=entries, extra={"model_quant_type": W8A8_MXFP8})
 
