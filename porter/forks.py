@@ -212,11 +212,14 @@ class Worktree:
     def head(self) -> str:
         return self.git("rev-parse", "HEAD").stdout.strip()
 
-    def commit(self, paths: Sequence[str], message: str, identity: tuple[str, str] | None = None) -> str:
-        """Stage exactly `paths` and commit; returns the new commit sha."""
+    def commit(self, paths: Sequence[str], message: str, identity: tuple[str, str] | None = None) -> str | None:
+        """Stage exactly `paths` and commit; returns the new commit sha, or None when the files
+        already had that content (nothing to commit)."""
         if not paths:
-            raise EnvironmentProblem("nothing to commit: the shim group changed no file")
+            return None
         self.git("add", "--", *paths)
+        if self.git("diff", "--cached", "--quiet", check=False).returncode == 0:
+            return None
         env = {}
         if identity is not None:
             name, email = identity

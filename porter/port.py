@@ -223,6 +223,9 @@ def run_port(request: PortRequest, analyze: AnalyzeFn, status: Callable[[str], N
             message = f"{group.subject}\n\n" + "\n".join(f"- {line}" for line in group.rationale) + "\n\n" + \
                 forks.trailer_block(families, group.symbols, upstream_ref, run_id) + "\n"
             sha = wt.commit(applied.changed, message, identity)
+            if sha is None:  # the baseline already holds exactly these files
+                status(f"    already on the baseline: {group.name}")
+                continue
             changed_all.update(applied.changed)
             commits.append(CommitInfo(sha, group.subject, group.name, families, group.symbols, applied.changed,
                                       group.rationale + tuple(f"not rewritten (not a plain `from ... import` line): "
@@ -355,8 +358,8 @@ def _render_pr(request: PortRequest, plan, analysis: PortAnalysis, commits, vali
             "old": record.old_location.dotted, "new": record.new_location.dotted if record.new_location else "",
             "sites": _site_text(record), "fix": f"{fix} ({group})" if group else fix, "status": state,
         })
-    items = [{"key": k, "reason": v, "sites": _site_text(next((r for r in analysis.records if r.key == k), None))
-              if any(r.key == k for r in analysis.records) else ""} for k, v in human_reasons.items()]
+    by_key = {r.key: r for r in analysis.records}
+    items = [{"key": k, "reason": v, "sites": _site_text(by_key[k]) if k in by_key else ""} for k, v in human_reasons.items()]
     limitations = [
         "Validation runs without an NPU: shims are checked against stub layouts of both upstream versions, "
         "not against a device run; run `porter smoke` on an NPU host before merging.",

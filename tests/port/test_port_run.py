@@ -50,6 +50,7 @@ def test_full_run_branch_commits_pr_material(example, request_for, tmp_path):
         assert f"\n{heading}\n" in pr, heading
     assert "**C_PATCH**" in pr and "legacy_router" in pr and "| needs a human |" in pr
     # Residual drift on the new branch is exactly what the outcome hands to a human.
+    assert result.validation["residual"] == []  # C_PATCH on the example: nothing left at the target
     assert set(result.validation["residual"]) <= set(result.needs_human)
     # Ledger in the (temporary) forks.yaml.
     ledger = yaml.safe_load(forks_file.read_text())["forks"]["example-plugin"]["ledger"]
