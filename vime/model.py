@@ -26,7 +26,7 @@ Seams:
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Callable, Literal
 
 import torch

@@ -25,7 +25,7 @@ import random
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 
