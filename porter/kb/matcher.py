@@ -35,6 +35,8 @@ LAYER_BOOST = 0.05
 VERSION_BOOST = 0.02
 VERSION_DEMOTE = 0.4  # multiply confidence when the installed version is outside applies_to
 MAX_HITS_PER_SIGNATURE = 3
+FUZZY_QUERY_CHARS = 400
+FUZZY_MAX_QUERIES = 12
 
 # -- results --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -228,28 +230,33 @@ def _lines(entry: KBEntry, sig_hits: Mapping[int, list[tuple[int, str]]]) -> lis
 
 def _fuzzy(kb: CompiledKB, signals: Signals, env: Mapping[str, str], exclude: set[int]) -> list[Match]:
     """Best fuzzy score per entry from the error texts against symptoms and titles."""
-    texts = signals.error_texts(limit=16)
+    texts = signals.error_texts(limit=FUZZY_MAX_QUERIES)
     if not texts or not kb.fuzzy_targets:
         return []
     from rapidfuzz import fuzz, process
 
     choices = [form for _, form in kb.fuzzy_targets]
     best: dict[int, tuple[float, str]] = {}
+
+    def keep(idx: int, score: float, text: str) -> None:
+        ei = kb.fuzzy_targets[idx][0]
+        if ei not in exclude and score > best.get(ei, (0.0, ""))[0]:
+            best[ei] = (score, text)
+
     for text in texts:
-        query = fuzzy_form(text)
+        query = fuzzy_form(text[:FUZZY_QUERY_CHARS])  # a 12 k-char log line would make matching crawl
         if len(query) < 20:
             continue
         for _, score, idx in process.extract(query, choices, scorer=fuzz.token_sort_ratio, score_cutoff=FUZZY_NEAR_SCORE, limit=5):
-            ei = kb.fuzzy_targets[idx][0]
-            if ei not in exclude and score > best.get(ei, (0.0, ""))[0]:
-                best[ei] = (score, text)
+            keep(idx, score, text)
         if len(query) >= 30:
-            for _, score, idx in process.extract(query, choices, scorer=fuzz.partial_ratio, score_cutoff=FUZZY_NEAR_SCORE, limit=5):
-                ei = kb.fuzzy_targets[idx][0]
+            # partial_ratio costs ~40 us per pair: only on the few choices that share the most words
+            for _, _, idx in process.extract(query, choices, scorer=fuzz.token_set_ratio, limit=8):
+                score = fuzz.partial_ratio(query, choices[idx])
                 # partial alignment of a long query inside a symptom: worth a little less
                 score = score * 0.97 if len(choices[idx]) >= len(query) else score * 0.9
-                if ei not in exclude and score > best.get(ei, (0.0, ""))[0]:
-                    best[ei] = (score, text)
+                if score >= FUZZY_NEAR_SCORE:
+                    keep(idx, score, text)
     out = []
     for ei, (score, text) in best.items():
         entry = kb.entries[ei]
