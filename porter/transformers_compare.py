@@ -157,7 +157,7 @@ def attention_keys(pkg: Path) -> set[str]:
 class ConsumerUse:
     path: str
     line: int
-    kind: str  # import | attention_key
+    kind: str  # import | attribute | attention_key
     name: str
     ok: bool
 
@@ -175,16 +175,40 @@ def consumer_uses(consumer: Path, target_index: Any, keys: set[str]) -> list[Con
             tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
         except SyntaxError:
             continue
+        parents = {child: parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "transformers" and not node.level:
                 for alias in node.names:
                     ok = target_index.resolve(node.module, alias.name).ok or target_index.has_module(f"{node.module}.{alias.name}")
                     uses.append(ConsumerUse(rel, node.lineno, "import", f"{node.module}.{alias.name}", ok))
+            elif isinstance(node, ast.Attribute) and _chain_root(node) == "transformers" and not isinstance(node.ctx, ast.Store):
+                dotted = _chain(node)
+                module, _, name = dotted.rpartition(".")
+                if dotted.count(".") >= 1 and not name.startswith("__") and not _is_prefix_of_longer(node, parents):
+                    ok = target_index.resolve(module, name).ok or target_index.has_module(dotted)
+                    uses.append(ConsumerUse(rel, node.lineno, "attribute", dotted, ok))
             elif isinstance(node, ast.keyword) and node.arg in ("attn_implementation", "_attn_implementation") \
                     and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
                 uses.append(ConsumerUse(rel, node.value.lineno, "attention_key", node.value.value,
                                         node.value.value in keys or node.value.value in ("eager",)))
     return uses
+
+
+def _chain(node: ast.expr) -> str:
+    if isinstance(node, ast.Attribute):
+        return f"{_chain(node.value)}.{node.attr}"
+    return node.id if isinstance(node, ast.Name) else "?"
+
+
+def _chain_root(node: ast.Attribute) -> str:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _is_prefix_of_longer(node: ast.Attribute, parents: dict) -> bool:
+    """`transformers.utils` inside `transformers.utils.logging.x`: only the longest chain is checked."""
+    return isinstance(parents.get(node), ast.Attribute)
 
 
 @dataclass(frozen=True)

@@ -100,3 +100,16 @@ def test_consumer_used_core_key_removed_is_c_report(tmp_path, consumer):
     result = compare(tree(tmp_path / "a"), tree(tmp_path / "b", registry=registry), consumer)
     assert result.outcome.outcome is Outcome.C_REPORT
     assert result.keys_removed == ("sdpa",)
+
+
+def test_attribute_chains_on_the_module_are_checked(tmp_path):
+    consumer = tmp_path / "consumer"
+    consumer.mkdir()
+    (consumer / "m.py").write_text("import transformers\n\nA = transformers.modeling_utils.ALL_ATTENTION_FUNCTIONS\n"
+                                   "B = transformers.integrations.npu_flash_attention.npu_flash_attn_func\n")
+    broken = NPU.replace("def npu_flash_attn_func(q, k, v, dropout_p=0.0):\n    return npu_fusion_attention(q, k, v)\n", "")
+    result = compare(tree(tmp_path / "a"), tree(tmp_path / "b", broken), consumer)
+    verdicts = {u.name: u.ok for u in result.uses}
+    assert verdicts == {"transformers.modeling_utils.ALL_ATTENTION_FUNCTIONS": True,
+                        "transformers.integrations.npu_flash_attention.npu_flash_attn_func": False}
+    assert result.outcome.outcome is Outcome.C_PATCH
