@@ -6,8 +6,12 @@ from vime.quant.mxfp8 import (  # noqa: F401
     W8A8_MXFP8,
     MXFP8ConfigError,
     MXFP8LifecycleError,
+    MXFP8RolloutExtension,
     QuantDescription,
     dequantize_mx,
+    describe_model,
+    enable_for_engine,
     error_bound,
     quantize_mx,
+    write_description,
 )
