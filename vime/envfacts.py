@@ -168,11 +168,19 @@ def device_facts() -> dict[str, Any]:
     return {"kind": "cpu", "tool": None, "devices": [], "processes": []}
 
 
+_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|PWD|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE", re.I)
+_URL_CREDENTIALS = re.compile(r"(://[^/@:\s]+):[^/@\s]+@")
+
+
 def relevant_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The variables that shape the stack. Secret-looking ones report only that they are set,
+    so a token never leaves the host (HF_TOKEN is an HF_ variable, PIP_INDEX_URL may carry a password)."""
     environ = dict(os.environ if environ is None else environ)
-    return {
-        k: v for k, v in sorted(environ.items()) if k in ENV_NAMES or any(k.startswith(p) for p in ENV_PREFIXES)
-    }
+    out = {}
+    for key, value in sorted(environ.items()):
+        if key in ENV_NAMES or any(key.startswith(p) for p in ENV_PREFIXES):
+            out[key] = "[set, not shown]" if _SECRET_NAME.search(key) else _URL_CREDENTIALS.sub(r"\1:[hidden]@", value)
+    return out
 
 
 def collect(with_devices: bool = True) -> dict[str, Any]:

@@ -145,6 +145,10 @@ def test_l0_cann_required_when_npu_expected():
     assert results["L0.cann"].verdict == "skip" and results["L0.devices"].verdict == "pass"
 
 
-def test_relevant_env_keeps_stack_variables_only():
-    env = envfacts.relevant_env({"ASCEND_RT_VISIBLE_DEVICES": "0,1", "HOME": "/root", "HCCL_IF_IP": "1.2.3.4"})
-    assert env == {"ASCEND_RT_VISIBLE_DEVICES": "0,1", "HCCL_IF_IP": "1.2.3.4"}
+def test_relevant_env_keeps_stack_variables_only_and_no_secrets():
+    env = envfacts.relevant_env({
+        "ASCEND_RT_VISIBLE_DEVICES": "0,1", "HOME": "/root", "HCCL_IF_IP": "1.2.3.4",
+        "HF_TOKEN": "abc123", "PIP_INDEX_URL": "https://me:s3cret@pypi.example/simple",
+    })
+    assert env == {"ASCEND_RT_VISIBLE_DEVICES": "0,1", "HCCL_IF_IP": "1.2.3.4", "HF_TOKEN": "[set, not shown]",
+                   "PIP_INDEX_URL": "https://me:[hidden]@pypi.example/simple"}
