@@ -671,7 +671,8 @@ def _plan_members(path: str, pairs: list[tuple[DriftRecord, Any]], ctx: ShimCont
             )
         adds.append(MemberAdd(path, cls, member, code))
         review.append(record.key)
-        required.append((path, cls, member))
+        expected = [p.name for p in fact[2]] if fact and fact[0] == "method" and _signature_text(fact[2]) else None
+        required.append((path, cls, member, expected))
         if record not in kept:
             kept.append(record)
     if not adds:
