@@ -35,6 +35,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SSH_OPTION = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 _CONTAINER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_SECRET_ENV = re.compile(r"TOKEN|SECRET|PASSW|PWD|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE", re.I)
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,8 @@ class HostProfile:
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["ssh_options"] = dict(self.ssh_options)
-        out["env"] = dict(self.env)
+        # Shown, listed and stored without the values of secret-looking variables.
+        out["env"] = {k: ("[REDACTED]" if _SECRET_ENV.search(k) else v) for k, v in self.env}
         out["setup"] = list(self.setup)
         out["visible_devices"] = list(self.visible_devices)
         if self.container is not None:

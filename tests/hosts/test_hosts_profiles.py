@@ -62,6 +62,9 @@ def test_hosts_list_and_show(project):
     assert code == 0 and doc["transport"] == "ssh a3 + docker exec dev"
     code, _, text = invoke("hosts", "list")
     assert code == 0 and "a3c" in text and "ssh+container" in text
+    write_config(project, {"h": {"address": "h", "env": {"HF_TOKEN": "abc123", "HF_ENDPOINT": "https://m"}}})
+    code, doc, _ = invoke("hosts", "show", "h", "--json")
+    assert doc["host"]["env"] == {"HF_TOKEN": "[REDACTED]", "HF_ENDPOINT": "https://m"}
 
 
 def test_hosts_check_local(project):
