@@ -7,6 +7,8 @@ On the MoE config (4 experts, top-2, every layer MoE):
   2. a real GRPO step with `use_rollout_routing_replay` runs (the trainer asserts each record is
      consumed exactly once) and moves the weights, as a later optimizer step of the same rollout
      would;
+     (reported too: the same-weights mismatch of a bf16 engine against the float32 trainer, the
+     production case R3 exists for);
   3. on the new weights, the training forward *without* replay picks different experts for some
      tokens: that mismatch is measured and must be > 0 (else this setup could not tell replay apart);
   4. *with* replay, the experts the training forward used equal the rollout's exactly (mismatch 0),
@@ -80,6 +82,14 @@ def run(device: str, dtype: str, *, fault: str | None = None) -> GateOutcome:
         # vs one full forward). Reported; usually 0 in float32.
         same = r3.mismatch(recorded, r3.capture(world.model, tokens.to(world.device)))
         values["mismatch.same_weights"] = same.to_dict()
+        if world.dtype != torch.bfloat16:
+            # The production case: a lower-precision engine already routes some tokens differently.
+            bf16 = RolloutEngine.from_hf(world.hf_dir, device=world.device, dtype=torch.bfloat16)
+            low = bf16.generate(batch.prompt_tokens, max_new_tokens=w.NEW_TOKENS, temperature=1.0, record_routing=True)
+            low_tokens = torch.cat([low.prompt_tokens, low.response_tokens], dim=1)[:, :-1]
+            values["mismatch.bf16_engine_vs_trainer"] = r3.mismatch(
+                low.routing, r3.capture(world.model, low_tokens.to(world.device))
+            ).to_dict()
 
         _, steps = world.trainer.train_rollout(batch)  # replays and asserts every record was consumed
         values["train.grad_norm"] = steps[-1]["train/grad_norm"]
