@@ -3,12 +3,12 @@ rollout chose; without it, the routing drifts and the gate measures by how much.
 
 On the MoE config (4 experts, top-2, every layer MoE):
   1. the engine samples a rollout with `record_routing=True`; the record covers every MoE layer and
-     every token the trainer's forward consumes (prompt + response - 1);
+     every token the trainer's forward consumes (prompt + response - 1). Reported alongside: the
+     same-weights mismatch of a bf16 engine against the float32 trainer, the production case R3
+     exists for;
   2. a real GRPO step with `use_rollout_routing_replay` runs (the trainer asserts each record is
      consumed exactly once) and moves the weights, as a later optimizer step of the same rollout
      would;
-     (reported too: the same-weights mismatch of a bf16 engine against the float32 trainer, the
-     production case R3 exists for);
   3. on the new weights, the training forward *without* replay picks different experts for some
      tokens: that mismatch is measured and must be > 0 (else this setup could not tell replay apart);
   4. *with* replay, the experts the training forward used equal the rollout's exactly (mismatch 0),
