@@ -281,7 +281,8 @@ def run_analysis(request: AnalysisRequest, progress: Any = None) -> AnalysisRepo
     excludes = spec.exclude or DEFAULT_EXCLUDES
     total = len(plugin_files(plugin_tree.root, excludes))
     with _stage(progress, f"scanning {spec.name}", total) as advance:
-        files: list[FileUsage] = scan_plugin(plugin_tree.root, upstream.packages, Path(config.cache_dir), excludes, advance)
+        files: list[FileUsage] = scan_plugin(plugin_tree.root, upstream.packages, Path(config.cache_dir), excludes, advance,
+                                             workers=request.workers)
     timings["scan"] = time.perf_counter() - t0
     usage = summarize(files)
 

@@ -136,17 +136,17 @@ class DriftAnalyzer:
 
     def _search_new_homes(self, files: list[FileUsage]) -> None:
         """One pass over the target tree for every name that went missing (a pass per name is slow)."""
-        names: set[str] = set()
+        hints: dict[str, str] = {}
         for usage in files:
             for use in usage.uses:
                 if use.kind == "import":
                     if self.target.resolve(use.detail["module"], use.detail["name"]).status == "missing":
-                        names.add(use.detail["name"])
+                        hints.setdefault(use.detail["name"], use.detail["module"])
                 elif use.kind in ("monkeypatch", "attribute"):
                     res = self.target.resolve_dotted(use.symbol)
                     if res.status == "missing" and res.name and "." not in res.name:
-                        names.add(res.name)
-        self._found_defs = self.target.find_definitions(names) if names else {}
+                        hints.setdefault(res.name, res.module)
+        self._found_defs = self.target.find_definitions(hints, hints=hints) if hints else {}
 
     def _hasattr(self, dotted: str, attr: str) -> bool | None:
         res = self.target.resolve_dotted(f"{dotted}.{attr}")
@@ -272,10 +272,12 @@ class DriftAnalyzer:
             return self._moves[key]
         name = old.qualname
         found_defs = getattr(self, "_found_defs", {})
-        found = found_defs[name] if name in found_defs else self.target.find_definitions([name]).get(name, [])
-        found = [(m, d) for m, d in found if d.conditional != "type_checking"]
+        if name not in found_defs:
+            found_defs = self.target.find_definitions([name], hints={name: old.module})
+        found = [(m, d) for m, d in found_defs.get(name, []) if d.conditional != "type_checking"]
         # A name defined in many modules (`logger`, `__all__`-less helpers) says little about where it went.
-        ubiquity = 0.6 if len(found) > 5 else 1.0
+        defined_in = max(len(found), self.target.hit_counts.get(name, 0))
+        ubiquity = 0.6 if defined_in > 5 else 1.0
         scored: list[Candidate] = []
         for module, definition in found:
             if definition.conditional == "type_checking":
@@ -296,7 +298,7 @@ class DriftAnalyzer:
                 evidence.append(f"re-exported from {exported_from} (shorter import path)")
                 confidence += 0.02
             if ubiquity < 1:
-                evidence.append(f"{len(found)} modules define this name: weak evidence")
+                evidence.append(f"{defined_in} modules define this name: weak evidence")
                 confidence *= ubiquity
             path = self.target.files.get(module)
             scored.append(Candidate(Location(module, name, str(path.relative_to(self.target.root)) if path and path.is_file() else None,

@@ -570,6 +570,7 @@ class TreeIndex:
         self._modules: dict[str, ModuleInfo | None] = {}
         self._memo: dict[tuple[str, str], Resolution] = {}
         self.stats = {"parsed": 0, "cached": 0}
+        self.hit_counts: dict[str, int] = {}
 
     def _extension_modules(self) -> frozenset[str]:
         manifest = self.root / ".porter-extensions.txt"
@@ -785,26 +786,36 @@ class TreeIndex:
 
     # -- search for a symbol's new home
 
-    def find_definitions(self, names: Iterable[str]) -> dict[str, list[tuple[str, Definition]]]:
+    def find_definitions(
+        self, names: Iterable[str], hints: dict[str, str] | None = None, limit: int = 12
+    ) -> dict[str, list[tuple[str, Definition]]]:
         """Where each name is defined at module level anywhere in the tree. A regex pass over the
-        file text picks the few files worth parsing."""
+        file text picks the files worth parsing; for a name found in more than `limit` files
+        (`logger`), only the `limit` modules closest to `hints[name]` (its old module) are parsed.
+        `self.hit_counts[name]` keeps how many files matched."""
+        from rapidfuzz import fuzz
+
         names = sorted({n for n in names if n.isidentifier()})
+        hints = hints or {}
         out: dict[str, list[tuple[str, Definition]]] = {n: [] for n in names}
         if not names:
             return out
         cache_path = None
         if self.cache_dir is not None:
-            key = hashlib.blake2b(("\0".join(names) + "\0" + self.fingerprint()).encode(), digest_size=20).hexdigest()
+            key_text = "\0".join(f"{n}={hints.get(n, '')}" for n in names) + f"\0{limit}\0" + self.fingerprint()
+            key = hashlib.blake2b(key_text.encode(), digest_size=20).hexdigest()
             cache_path = self.cache_dir.parent / f"search-v{INDEX_VERSION}" / key[:2] / f"{key}.pkl"
             if cache_path.is_file():
                 try:
-                    return pickle.loads(cache_path.read_bytes())
+                    out, self.hit_counts = pickle.loads(cache_path.read_bytes())
+                    return out
                 except Exception:  # noqa: BLE001 - damaged entry: search again
-                    pass
+                    out = {n: [] for n in names}
         alternation = "|".join(re.escape(n) for n in names)
         pattern = re.compile(
             rf"^(?:(?:async\s+)?def|class)\s+({alternation})\b|^({alternation})\s*[:=]".encode(), re.MULTILINE
         )
+        hit_modules: dict[str, list[str]] = {n: [] for n in names}
         for module, path in self.files.items():
             if path.is_dir():
                 continue
@@ -812,18 +823,20 @@ class TreeIndex:
                 text = path.read_bytes()
             except OSError:
                 continue
-            hits = {(m.group(1) or m.group(2)).decode() for m in pattern.finditer(text)}
-            if not hits:
-                continue
-            info = self.module(module)
-            if info is None:
-                continue
-            for name in hits:
-                definition = info.defs.get(name)
+            for name in {(m.group(1) or m.group(2)).decode() for m in pattern.finditer(text)}:
+                hit_modules[name].append(module)
+        self.hit_counts = {n: len(m) for n, m in hit_modules.items()}
+        for name, modules in hit_modules.items():
+            if len(modules) > limit:
+                hint = hints.get(name, "")
+                modules = sorted(modules, key=lambda m: (-fuzz.ratio(hint, m), m))[:limit]
+            for module in modules:
+                info = self.module(module)
+                definition = info.defs.get(name) if info is not None else None
                 if definition is not None:
                     out[name].append((module, definition))
         if cache_path is not None:
-            atomic_write_bytes(cache_path, pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
+            atomic_write_bytes(cache_path, pickle.dumps((out, self.hit_counts), protocol=pickle.HIGHEST_PROTOCOL))
         return out
 
     def fingerprint(self) -> str:

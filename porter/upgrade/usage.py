@@ -321,18 +321,31 @@ def plugin_files(root: Path, excludes: Iterable[str] = DEFAULT_EXCLUDES) -> list
     return out
 
 
+_PARALLEL_THRESHOLD = 48  # uncached files below which a process pool costs more than it saves
+
+
+def _scan_job(job: tuple[str, str, tuple[str, ...]]) -> bytes:
+    rel, path, packages = job
+    return pickle.dumps(scan_source(rel, Path(path).read_bytes(), packages), protocol=pickle.HIGHEST_PROTOCOL)
+
+
 def scan_plugin(
     root: Path,
     packages: Iterable[str],
     cache_dir: Path | None = None,
     excludes: Iterable[str] = DEFAULT_EXCLUDES,
     progress: Callable[[int], None] | None = None,
+    workers: int | None = None,
 ) -> list[FileUsage]:
-    """Scan every Python file of the plugin tree (read only), caching each file's scan by content hash."""
+    """Scan every Python file of the plugin tree (read only), caching each file's scan by content
+    hash; many uncached files are scanned in parallel processes."""
     packages = tuple(sorted(set(packages)))
     cache_root = Path(cache_dir) / "usage" / f"v{USAGE_VERSION}" if cache_dir else None
-    results: list[FileUsage] = []
+    results: dict[str, FileUsage] = {}
+    pending: list[tuple[str, Path, Path | None]] = []
+    order: list[str] = []
     for rel, path in plugin_files(Path(root), excludes):
+        order.append(rel)
         source = path.read_bytes()
         digest = hashlib.blake2b(digest_size=20)
         for part in (rel, ",".join(packages)):
@@ -341,20 +354,36 @@ def scan_plugin(
         digest.update(source)
         key = digest.hexdigest()
         cache_path = cache_root / key[:2] / f"{key}.pkl" if cache_root else None
-        usage = None
         if cache_path is not None and cache_path.is_file():
             try:
-                usage = pickle.loads(cache_path.read_bytes())
+                results[rel] = pickle.loads(cache_path.read_bytes())
+                if progress:
+                    progress(1)
+                continue
             except Exception:  # noqa: BLE001 - damaged cache entry: scan again
-                usage = None
-        if usage is None:
-            usage = scan_source(rel, source, packages)
-            if cache_path is not None:
-                atomic_write_bytes(cache_path, pickle.dumps(usage, protocol=pickle.HIGHEST_PROTOCOL))
-        results.append(usage)
+                pass
+        pending.append((rel, path, cache_path))
+    workers = workers or min(4, os.cpu_count() or 1)
+    if len(pending) >= _PARALLEL_THRESHOLD and workers > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            jobs = [(rel, str(path), packages) for rel, path, _ in pending]
+            blobs = list(pool.map(_scan_job, jobs, chunksize=8))
+    else:
+        blobs = [None] * len(pending)
+    for (rel, path, cache_path), blob in zip(pending, blobs):
+        if blob is None:
+            usage = scan_source(rel, path.read_bytes(), packages)
+            blob = pickle.dumps(usage, protocol=pickle.HIGHEST_PROTOCOL)
+        else:
+            usage = pickle.loads(blob)
+        if cache_path is not None:
+            atomic_write_bytes(cache_path, blob)
+        results[rel] = usage
         if progress:
             progress(1)
-    return results
+    return [results[rel] for rel in order]
 
 
 def summarize(files: list[FileUsage]) -> UsageSummary:

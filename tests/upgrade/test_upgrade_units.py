@@ -290,3 +290,15 @@ def test_return_annotations_compare_by_meaning(a, b, equal):
     from porter.upgrade.drift import normalize_annotation
 
     assert (normalize_annotation(a) == normalize_annotation(b)) is equal
+
+
+def test_parallel_plugin_scan_matches_serial(trees, tmp_path, monkeypatch):
+    from porter.upgrade import usage as usage_mod
+
+    serial = usage_mod.scan_plugin(trees["plugin"], ["upkg"], workers=1)
+    monkeypatch.setattr(usage_mod, "_PARALLEL_THRESHOLD", 2)
+    parallel = usage_mod.scan_plugin(trees["plugin"], ["upkg"], tmp_path / "cache", workers=2)
+    assert [f.path for f in parallel] == [f.path for f in serial]
+    assert [u.to_dict() for f in parallel for u in f.uses] == [u.to_dict() for f in serial for u in f.uses]
+    cached = usage_mod.scan_plugin(trees["plugin"], ["upkg"], tmp_path / "cache", workers=2)
+    assert [u.to_dict() for f in cached for u in f.uses] == [u.to_dict() for f in serial for u in f.uses]
