@@ -37,6 +37,7 @@ VERSION_DEMOTE = 0.4  # multiply confidence when the installed version is outsid
 MAX_HITS_PER_SIGNATURE = 3
 FUZZY_QUERY_CHARS = 400
 FUZZY_MAX_QUERIES = 12
+SEVERITY_RANK_PENALTY = {"warning": 0.15, "info": 0.3}  # ranking only; confidence is unchanged
 
 # -- results --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -280,7 +281,10 @@ def _fuzzy(kb: CompiledKB, signals: Signals, env: Mapping[str, str], exclude: se
 
 
 def _rank_key(m: Match) -> tuple:
-    return (-m.confidence, -len(m.lines), -m.specificity, m.entry.id)
+    # a warning-class finding (an op falling back to CPU, a slow mirror) explains a failure less
+    # than an error entry that also matched: rank it as if it were this much less confident
+    effective = m.confidence - SEVERITY_RANK_PENALTY.get(m.entry.severity, 0.0)
+    return (-effective, -len(m.lines), -m.specificity, m.entry.id)
 
 
 def decide(kb: CompiledKB, hits, signals: Signals, env: Mapping[str, str] | None = None, top: int = 3) -> Diagnosis:
@@ -293,7 +297,7 @@ def decide(kb: CompiledKB, hits, signals: Signals, env: Mapping[str, str] | None
         firm = [m for m in fuzzy if m.confidence >= MATCH_THRESHOLD]
         near = sorted(near + [m for m in fuzzy if m.confidence < MATCH_THRESHOLD], key=_rank_key)
     matches = firm[: max(1, top)]
-    close = len(firm) >= 2 and firm[0].confidence - firm[1].confidence <= CLOSE_MARGIN
+    close = len(firm) >= 2 and abs(firm[0].confidence - firm[1].confidence) <= CLOSE_MARGIN
     return Diagnosis(
         status="match" if matches else "unknown",
         matches=matches,

@@ -135,3 +135,14 @@ def test_literals_tolerate_whitespace_differences(small_kb):
     diag = diagnose_text(kb, squashed)
     assert diag.top.entry.id == "DRV-001" and diag.top.lines[0].line == 1
     assert diagnose_text(kb, "dcmi model initialized fail, because the device is used\n").status == "unknown"
+
+
+def test_error_entries_rank_above_warning_entries(fixture_kb):
+    fixture_kb.add(entry("TNPU-001", "torch-npu", [{"literal": "is not currently supported on the NPU backend", "weight": 0.8}], severity="warning"))
+    fixture_kb.add(entry("TNPU-002", "torch-npu", [{"literal": "call aclnnFoo failed, error code 561000", "weight": 0.7}]))
+    text = "Warning: CAUTION: The operator 'aten::isin' is not currently supported on the NPU backend\nRuntimeError: call aclnnFoo failed, error code 561000\n"
+    diag = diagnose_text(fixture_kb.compiled(), text)
+    assert [m.entry.id for m in diag.matches] == ["TNPU-002", "TNPU-001"]
+    assert diag.matches[1].confidence > diag.matches[0].confidence  # ranking, not confidence, changed
+    alone = diagnose_text(fixture_kb.compiled(), text.splitlines()[0] + "\n")
+    assert alone.top.entry.id == "TNPU-001"  # a warning entry alone is still reported
