@@ -220,6 +220,10 @@ class Worktree:
         self.git("add", "--", *paths)
         if self.git("diff", "--cached", "--quiet", check=False).returncode == 0:
             return None
+        return self.commit_index(message, identity)
+
+    def commit_index(self, message: str, identity: tuple[str, str] | None = None) -> str:
+        """Commit what is staged (also concludes a merge in progress); returns the new sha."""
         env = {}
         if identity is not None:
             name, email = identity

@@ -317,11 +317,7 @@ def run_merge(request: MergeRequest, status: Callable[[str], None] = lambda _m: 
                    + "".join(f"- {c.path}: {c.kind}, resolved by {c.resolved_by} ({c.strategy})\n" for c in conflicts)
                    + "\n" + forks.trailer_block(["merge"], [f"{request.upstream}@{target_sha[:12]}"],
                                                 f"{request.upstream} {request.target}", run_id) + "\n")
-        commit = forks.proc.run(["git", *forks._SAFE, "commit", "-q", "--no-verify", "-F", "-"], cwd=wt.path,
-                                input_text=message, timeout=120, extra_env=_identity_env(identity))
-        if not commit.ok:
-            raise forks.EnvironmentProblem(f"git commit of the merge failed: {(commit.stderr or commit.stdout).strip()[-300:]}")
-        merge_sha = wt.head()
+        merge_sha = wt.commit_index(message, identity)
         changed = [p for p in wt.git("diff", "--name-only", base_sha, merge_sha).stdout.splitlines() if p.endswith(".py")]
         validation = Validation((byte_compile(wt.path, changed),))
         stat = forks.git(root, "diff", "--shortstat", base_sha, merge_sha).stdout.strip()
@@ -351,13 +347,6 @@ def run_merge(request: MergeRequest, status: Callable[[str], None] = lambda _m: 
     if request.push:
         result = replace(result, pushed=forks.push_branch(root, request.remote, branch, force=existing is not None))
     return _record(request, replace(result, message=f"{branch} -> {tip[:12]}: merge of {request.target} + PR_MATERIAL.md"))
-
-
-def _identity_env(identity: tuple[str, str] | None) -> dict[str, str]:
-    if identity is None:
-        return {}
-    name, email = identity
-    return {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
 
 
 def render_merge_material(request: MergeRequest, result: MergeResult, fork_ref: str, root: Path, *, validation,
