@@ -21,7 +21,7 @@ from typing import Any, Iterable
 from porter.shims.convention import Convention
 from porter.shims.lookup import Definition, UpstreamTree, class_member
 from porter.shims.model import ImportMove, MemberAdd, NewFile, ShimGroup, ShimPlan, Unhandled
-from porter.shims.render import render, render_python
+from porter.shims.render import render_python
 from porter.upgrade.models import DriftFamily, DriftRecord, Severity
 
 
@@ -727,4 +727,4 @@ def _signature_text(params) -> str:
     return text
 
 
-__all__ = ["ShimContext", "plan_shims", "render"]
+__all__ = ["ShimContext", "plan_shims"]
