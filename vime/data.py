@@ -1,9 +1,10 @@
 """Deterministic synthetic prompts, a rule reward, and a data source with a resumable cursor.
 
 * `SyntheticPrompts(num_prompts, prompt_len, vocab_size, seed)`: prompt i is fixed token ids drawn from
-  a generator seeded by (seed, i); its label is a target residue `i % 4`.
+  a generator seeded by (seed, i); its label is the residue of its last token, `tokens[-1] % 4`, so
+  the policy can read the task off the prompt.
 * `rule_reward(response_tokens, loss_mask, label)`: fraction of response tokens t with t % 4 == label -
-  a dense, learnable signal even for a random-init model (mean ~0.25).
+  a dense signal even for a random-init model (mean ~0.25 at the start).
 * `RolloutDataSource`: hands out `rollout_batch_size` prompts per rollout, shuffled by
   (rollout_seed, epoch); cursor fields follow vime (`sample_offset`, `epoch_id`, `sample_group_index`,
   `sample_index`); `save(dir, rollout_id)` / `load(dir, rollout_id)` use
@@ -38,7 +39,7 @@ class SyntheticPrompts:
         for i in range(num_prompts):
             gen = torch.Generator().manual_seed(seed * 1_000_003 + i)
             tokens = tuple(int(x) for x in torch.randint(0, vocab_size, (prompt_len,), generator=gen))
-            self.prompts.append(Prompt(i, tokens, i % REWARD_MODULUS))
+            self.prompts.append(Prompt(i, tokens, tokens[-1] % REWARD_MODULUS))
 
     def __len__(self) -> int:
         return len(self.prompts)

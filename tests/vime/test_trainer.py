@@ -124,3 +124,32 @@ def test_rollout_must_split_into_global_batches():
     model = TrainLM(tiny_config())
     with pytest.raises(ValueError, match="global batches of 3"):
         Trainer(model, TrainerConfig(global_batch_size=3)).train_rollout(_batch(model))
+
+
+def test_grpo_raises_the_reward_it_is_given():
+    """End-to-end sign check: engine sampling + GRPO on 'emit tokens with t % 4 == 0' must learn."""
+    from vime.convert import iter_hf_weights
+    from vime.rollout import RolloutEngine
+
+    config = tiny_config()
+    model = TrainLM(config)
+    trainer = Trainer(model, TrainerConfig(lr=3e-3, global_batch_size=64))
+    engine = RolloutEngine(config)
+    engine.init_weight_transfer_engine({})
+
+    def sync():
+        engine.start_weight_update()
+        engine.update_weights(iter_hf_weights(model))
+        engine.finish_weight_update()
+
+    sync()
+    g = torch.Generator().manual_seed(0)
+    rewards = []
+    for rollout_id in range(16):
+        prompts = torch.randint(0, 256, (8, 8), generator=g).repeat_interleave(8, 0)
+        out = engine.generate(prompts, max_new_tokens=12, rollout_id=rollout_id)
+        reward = ((out.response_tokens % 4) == 0).float().mean(-1)
+        trainer.train_rollout(TrainBatch(out.prompt_tokens, out.response_tokens, out.loss_mask, out.logprobs, reward, 8))
+        sync()
+        rewards.append(reward.mean().item())
+    assert sum(rewards[-3:]) / 3 > sum(rewards[:3]) / 3 + 0.1, rewards
