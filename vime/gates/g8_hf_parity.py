@@ -1,6 +1,6 @@
 """G8 HF parity: a checkpoint written by vime's save_hf loads in transformers' own class
-(LlamaForCausalLM for the dense config, MixtralForCausalLM for the MoE config) and gives the same
-logits as vime's rollout and train models loaded from that directory, within the per-dtype tolerance
+(LlamaForCausalLM for the dense configs, plain and with grouped KV heads + tied head;
+MixtralForCausalLM for the MoE config) and gives the same logits as vime's rollout and train models loaded from that directory, within the per-dtype tolerance
 of vime.hf_parity (reasoning there). Skips with the reason when transformers is not installed.
 
 Knob: `fault="swap_gate_up"` makes vime read layer 0's gate_proj as up_proj and vice versa (a
@@ -20,11 +20,18 @@ from vime.gates.common import Check, GateOutcome, GateSkip, outcome
 FAULTS = ("swap_gate_up",)
 
 
-def _checkpoint(tmp: Path, moe: bool, dtype: torch.dtype) -> Path:
+CONFIGS = {
+    "dense": {},
+    "moe": {"moe": True},
+    "gqa_tied": {"num_kv_heads": 2, "tie_word_embeddings": True},  # grouped KV heads, tied head
+}
+
+
+def _checkpoint(tmp: Path, label: str, dtype: torch.dtype) -> Path:
     from vime.convert import save_train_model_hf
     from vime.model import TrainLM, tiny_config
 
-    return save_train_model_hf(tmp / ("moe" if moe else "dense"), TrainLM(tiny_config(moe=moe)).to(dtype))
+    return save_train_model_hf(tmp / label, TrainLM(tiny_config(**CONFIGS[label])).to(dtype))
 
 
 def _swap_gate_up(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -36,11 +43,14 @@ def _swap_gate_up(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return weights
 
 
-def run(device: str, dtype: str, *, fault: str | None = None, configs: tuple[str, ...] = ("dense", "moe")) -> GateOutcome:
+def run(device: str, dtype: str, *, fault: str | None = None, configs: tuple[str, ...] = tuple(CONFIGS)) -> GateOutcome:
     from vime import hf_parity
 
     if fault is not None and fault not in FAULTS:
         raise ValueError(f"unknown G8 fault {fault!r}; use one of {FAULTS}")
+    unknown = sorted(set(configs) - set(CONFIGS))
+    if unknown:
+        raise ValueError(f"unknown G8 configs {unknown}; use {tuple(CONFIGS)}")
     ok, why = hf_parity.transformers_status()
     if not ok:
         raise GateSkip(why)
@@ -52,7 +62,7 @@ def run(device: str, dtype: str, *, fault: str | None = None, configs: tuple[str
     tokens = torch.randint(0, 256, (2, 24), generator=torch.Generator().manual_seed(0))
     with tempfile.TemporaryDirectory(prefix="vime-g8-") as tmp:
         for label in configs:
-            path = _checkpoint(Path(tmp), label == "moe", torch_dtype)
+            path = _checkpoint(Path(tmp), label, torch_dtype)
             hook = _swap_gate_up if fault == "swap_gate_up" else None
             result = hf_parity.check_parity(path, tokens, dtype=torch_dtype, vime_weights_hook=hook)
             values[label] = result.to_dict()
