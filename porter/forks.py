@@ -246,9 +246,33 @@ def commit_identity(repo: Path) -> tuple[str, str] | None:
     return PORTER_IDENTITY
 
 
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C, so the worktree is still removed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 @contextmanager
 def worktree(repo: Path, base_sha: str, parent: Path, run_id: str) -> Iterator[Worktree]:
     """A detached worktree of `repo` at `base_sha` under `parent`; always removed afterwards."""
+    with _sigterm_as_interrupt():
+        with _worktree(repo, base_sha, parent, run_id) as wt:
+            yield wt
+
+
+@contextmanager
+def _worktree(repo: Path, base_sha: str, parent: Path, run_id: str) -> Iterator[Worktree]:
     parent.mkdir(parents=True, exist_ok=True)
     path = Path(tempfile.mkdtemp(prefix=f"porter-{run_id}-", dir=parent))
     path.rmdir()  # git creates it

@@ -65,8 +65,9 @@ def test_failed_validation_does_not_move_the_branch(example, request_for, tmp_pa
     assert len(runs) == 1 and (runs[0] / "PR_MATERIAL.md").is_file()  # the record explains the failure
 
 
-def test_sigint_mid_run_leaves_everything_as_it_was(example, tmp_path):
-    """`porter upgrade` in a subprocess, interrupted (SIGINT) after its second shim commit."""
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_mid_run_leaves_everything_as_it_was(example, tmp_path, signum):
+    """`porter upgrade` in a subprocess, interrupted (SIGINT or SIGTERM) after its second shim commit."""
     with_stash(example["plugin"])
     before = snapshot(example["plugin"])
     marker = tmp_path / "paused"
@@ -82,7 +83,7 @@ def test_sigint_mid_run_leaves_everything_as_it_was(example, tmp_path):
             assert time.monotonic() < deadline, "the run never reached the pause point"
             time.sleep(0.05)
         assert len(list((cache / "worktrees").iterdir())) == 1  # mid-run: the worktree exists
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
