@@ -315,6 +315,8 @@ def run(args, log: Callable[[str], None] = print, audit: bool = False, stop_afte
                 "perf/rollout_time": t_rollout, "perf/train_time": t_train, "perf/save_time": t_save,
                 "perf/update_weights_time": t_sync, "perf/step_time": time.perf_counter() - t0,
             }
+            if batch.extras.get("gen_seconds") and batch.extras.get("new_tokens"):
+                perf["perf/rollout_tok_per_s"] = batch.extras["new_tokens"] / batch.extras["gen_seconds"]
             result.perf.append(perf)
             log(f"perf {rollout_id}: {_fmt({k: round(v, 6) for k, v in perf.items()})}")
             if stop_after_rollout is not None and rollout_id >= stop_after_rollout:
@@ -360,7 +362,8 @@ def _rollout(args, engine, data: RolloutDataSource, rollout_id: int, device) -> 
     batch = TrainBatch(
         out.prompt_tokens.cpu(), out.response_tokens.cpu(), out.loss_mask.cpu(), out.logprobs.cpu(), rewards, n,
         routing=out.routing,
-        extras={"weight_version": out.weight_version, "spec_decode": out.stats.get("spec_decode", {})},
+        extras={"weight_version": out.weight_version, "spec_decode": out.stats.get("spec_decode", {}),
+                "gen_seconds": out.stats.get("seconds"), "new_tokens": out.stats.get("new_tokens")},
     )
     if args.save_debug_rollout_data:
         import io
