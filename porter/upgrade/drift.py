@@ -566,8 +566,7 @@ class DriftAnalyzer:
         groups: dict[tuple, list[tuple[Use, Guard, Finding]]] = defaultdict(list)
         for use, guard, findings, _ in per_use:
             for finding in findings:
-                is_note = not guard.live or guard.kind == GuardKind.IMPORT_ERROR and any(
-                    c.kind in ("try", "suppress") for c in use.conditions)
+                is_note = not guard.live or _absorbed(use)
                 groups[(is_note, finding.family, finding.symbol)].append((use, guard, finding))
         records: list[DriftRecord] = []
         notes: list[DriftRecord] = []
@@ -605,6 +604,19 @@ class DriftAnalyzer:
         order = {f: i for i, f in enumerate(DriftFamily)}
         key = lambda r: (order[r.family], r.symbol, r.detail.get("parameter", ""), r.detail.get("method", ""))  # noqa: E731
         return sorted(records, key=key), sorted(notes, key=key)
+
+
+def _absorbed(use: Use) -> bool:
+    """Does an enclosing try/except (or contextlib.suppress) catch what this use raises when it breaks?
+    A missing import raises ImportError, a missing attribute AttributeError; a bad call TypeError."""
+    raises = {"import": {"ImportError", "ModuleNotFoundError"}, "module": {"ImportError", "ModuleNotFoundError"},
+              "attribute": {"AttributeError"}, "monkeypatch": {"AttributeError"}}.get(use.kind, {"TypeError"})
+    for cond in use.conditions:
+        if cond.kind in ("try", "suppress"):
+            caught = set(cond.source.split(",")) if cond.source else {"ImportError"}
+            if caught & {"*", "Exception", "BaseException"} or caught & raises:
+                return True
+    return False
 
 
 _TYPING_ALIASES = {"List": "list", "Dict": "dict", "Tuple": "tuple", "Set": "set", "FrozenSet": "frozenset", "Type": "type"}

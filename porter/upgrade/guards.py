@@ -212,11 +212,12 @@ def describe(cond: Condition) -> str:
         return f"not ({cond.source})" if cond.negated else cond.source
     if cond.kind == "type_checking":
         return "if TYPE_CHECKING" if not cond.negated else "not TYPE_CHECKING"
+    caught = (cond.source or "ImportError").replace(",", ", ")
     if cond.kind == "try":
-        return "try: ... except ImportError"
+        return f"try: ... except ({caught})"
     if cond.kind == "handler":
         return "except ImportError: (fallback)"
-    return "contextlib.suppress(ImportError)"
+    return f"contextlib.suppress({caught})"
 
 
 def combine(

@@ -25,7 +25,7 @@ from porter.upgrade.guards import Condition
 from porter.upgrade.index import Signature, signature_of
 from porter.upgrade.models import Site
 
-USAGE_VERSION = 2
+USAGE_VERSION = 3
 DEFAULT_EXCLUDES = ("tests/*", "*/tests/*", "test/*", "benchmarks/*", "examples/*", "docs/*", "build/*", ".*")
 
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "AttributeError", "Exception", "BaseException"}
@@ -97,6 +97,18 @@ def _catches_import_error(handler: ast.ExceptHandler) -> bool:
         return True
     types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
     return any((_dotted(t) or "").rsplit(".", 1)[-1] in _IMPORT_ERRORS for t in types)
+
+
+def _caught_names(handlers: list[ast.ExceptHandler]) -> str:
+    """Comma-separated exception names the handlers catch ("*" for a bare except)."""
+    names: list[str] = []
+    for handler in handlers:
+        if handler.type is None:
+            names.append("*")
+            continue
+        types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+        names.extend((_dotted(t) or "?").rsplit(".", 1)[-1] for t in types)
+    return ",".join(dict.fromkeys(names))
 
 
 def _is_suppress_import(item: ast.withitem) -> bool:
@@ -181,7 +193,8 @@ class _UseVisitor(ast.NodeVisitor):
         guarded = any(_catches_import_error(h) for h in node.handlers)
         self.try_counter += 1
         tid = self.try_counter
-        self.visit_block(node.body, Condition("try", "", False, tid) if guarded else None)
+        caught = _caught_names([h for h in node.handlers if _catches_import_error(h)])
+        self.visit_block(node.body, Condition("try", caught, False, tid) if guarded else None)
         for handler in node.handlers:
             self.visit_block(handler.body, Condition("handler", "", False, tid) if _catches_import_error(handler) else None)
         self.visit_block(node.orelse, None)
@@ -192,8 +205,9 @@ class _UseVisitor(ast.NodeVisitor):
     def visit_With(self, node: ast.With) -> None:
         for item in node.items:
             self.visit(item.context_expr)
-        suppress = any(_is_suppress_import(i) for i in node.items)
-        self.visit_block(node.body, Condition("suppress") if suppress else None)
+        suppress = [i for i in node.items if _is_suppress_import(i)]
+        caught = ",".join((_dotted(a) or "?").rsplit(".", 1)[-1] for i in suppress for a in i.context_expr.args)  # type: ignore[attr-defined]
+        self.visit_block(node.body, Condition("suppress", caught) if suppress else None)
 
     # -- imports
 

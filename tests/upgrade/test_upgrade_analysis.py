@@ -67,6 +67,7 @@ def test_moved_and_renamed_point_at_the_new_home(report):
 def test_signature_details(report):
     records = by_symbol(report.records)
     assert records["upkg.core.make"].detail["parameter"] == "flag"
+    assert {s.path for s in records["upkg.core.make"].sites} == {"myplug/families.py", "myplug/guards.py"}
     assert records["upkg.core.make"].detail["change"] == "keyword_removed"
     assert records["upkg.core.build"].detail["parameter"] == "y"
     hook = records["upkg.core.Base.hook"]

@@ -259,6 +259,12 @@ PLUGIN = {
         except ImportError:
             from upkg.core import gone_fallback
 
+        try:
+            from upkg.core import make as make2
+            make2(1, 2, flag=False)  # a TypeError at the target: except ImportError does not absorb it
+        except ImportError:
+            make2 = None
+
         if hasattr(upkg.core, "gone_attr"):
             upkg.core.gone_attr()
 
