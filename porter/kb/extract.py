@@ -202,6 +202,7 @@ class Extractor:
         self._blocks_seen = 0
         self._current: Block | None = None
         self._state = ""  # "", "tb" (inside a traceback), "exc" (just after its exception line)
+        self._after_frame = False  # the previous traceback line was a `File "..."` frame
         self._gap = 0
         self._exceptions: dict[tuple[str, str], ExceptionInfo] = {}
         self._codes: dict[str, tuple[str, str, int]] = {}
@@ -291,9 +292,16 @@ class Extractor:
                 if pkg:
                     self._packages[pkg] += 1
                 self._append(text)
+                self._after_frame = True
                 return
             if not stripped or text[:1].isspace() or stripped.startswith(("^", "~", "...", "[Previous line repeated")):
                 self._append(text)  # source lines, carets, elisions
+                self._after_frame = False
+                return
+            if self._after_frame and not _looks_like_exception(stripped):
+                # a source line that lost its indentation (pasted or re-logged tracebacks)
+                self._append(text)
+                self._after_frame = False
                 return
             self._append(text)
             self._record_exception(number, stripped)

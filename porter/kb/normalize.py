@@ -26,19 +26,20 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _NEWLINES = re.compile(r"\r\n|\r|\n")
 
 # One prefix at a time; applied repeatedly because prefixes stack:
-# "(RayWorker pid=1) [rank3]: 2024-01-01 10:00:00 ERROR ..."
+# "(RayWorker pid=1) [rank3]: 2024-01-01 10:00:00 ERROR ...". A prefix takes at most one
+# separator space, so the indentation of traceback lines ("[rank1]:   File ...") survives.
 _PREFIXES = re.compile(
     r"""^(?:
-        \((?:[A-Za-z_][\w.:-]{0,80}\s+)?pid=\d+(?:,\s*ip=[\w.:-]{1,64})?\)\s*   # (RayWorker pid=123) (pid=5, ip=1.2.3.4)
-      | \[rank\s?\d{1,6}\]:?\s*                                               # [rank3]:
+        \((?:[A-Za-z_][\w.:-]{0,80}\s+)?pid=\d+(?:,\s*ip=[\w.:-]{1,64})?\)[ \t]?  # (RayWorker pid=123) (pid=5, ip=1.2.3.4)
+      | \[rank\s?\d{1,6}\]:?[ \t]?                                            # [rank3]:
       | \[\d{1,6},\d{1,6}\]<std(?:out|err)>:\s?                              # [1,0]<stderr>: (mpirun)
       | rank\s?\d{1,6}:\s+                                                    # rank3: (torchrun --tee)
       | (?P<ts>\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]\s*  # [2024-05-01 12:00:00,123]
               | \d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\s*(?:\|\s*)?)  # 2024-05-01T12:00:00.123Z
       | \[\s{0,8}\d{1,8}\.\d{3,9}\]\s*                                        # dmesg [ 1234.567890]
-      | (?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\s+\d\d-\d\d\s\d\d:\d\d:\d\d(?:\.\d+)?\s*(?:\[[^\]\s]{1,120}\]\s*)?  # vllm: INFO 05-01 12:00:00 [core.py:12]
+      | (?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\s+\d\d-\d\d\s\d\d:\d\d:\d\d(?:\.\d+)?[ \t]?(?:(?:\[[^\]\s]{1,120}\]|[\w.-]{1,80}:\d+\])[ \t]?)?  # vllm: INFO 05-01 12:00:00 [core.py:12] (older: core.py:12])
       | \[(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE|EVENT)\]\s*   # [ERROR]
-      | [IWEF]\d{4}\s\d\d:\d\d:\d\d(?:\.\d+)?\s+\d+\s+[\w.-]{1,80}:\d+\]\s*  # glog / Ray C++: E0501 12:00:00.1 123 file.cc:45]
+      | [IWEF]\d{4}\s\d\d:\d\d:\d\d(?:\.\d+)?\s+\d+\s+[\w.-]{1,80}:\d+\][ \t]?  # glog / Ray C++: E0501 12:00:00.1 123 file.cc:45]
     )""",
     re.VERBOSE,
 )

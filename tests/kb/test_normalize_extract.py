@@ -141,3 +141,27 @@ def test_blocks_are_bounded_on_huge_inputs():
     assert len(sig.blocks) <= 32 and sig.blocks_dropped > 4000
     assert len(sig.exceptions) <= 60
     assert sig.blocks[-1].start > 19_000  # the latest errors are kept
+
+
+def test_interleaved_rank_tracebacks_keep_frames_and_the_exception():
+    text = textwrap.dedent(
+        """\
+        [rank1]: Traceback (most recent call last):
+        [rank1]:   File "/x/site-packages/torch/distributed/distributed_c10d.py", line 2501, in all_reduce
+        [rank1]:     work = group.allreduce([tensor], opts)
+        [rank0]: INFO step 3
+        [rank1]: RuntimeError: HcclAllreduce, error code is 6
+        (EngineCore_DP0 pid=7) ERROR 11-27 08:19:08 [core.py:708]   File "/y/site-packages/torch_npu/npu/__init__.py", line 247, in _lazy_init
+        (EngineCore_DP0 pid=7) ERROR 11-27 08:19:08 [core.py:708]     raise RuntimeError(
+        (EngineCore_DP0 pid=7) ERROR 11-27 08:19:08 [core.py:708] RuntimeError: Cannot re-initialize NPU in forked subprocess.
+        """
+    )
+    sig = extract(text)
+    assert [e.message for e in sig.exceptions] == ["HcclAllreduce, error code is 6", "Cannot re-initialize NPU in forked subprocess."]
+    assert dict(sig.packages) == {"torch": 1, "torch_npu": 1}
+
+
+def test_unindented_source_lines_in_pasted_tracebacks():
+    text = 'File "/a/site-packages/vllm/config.py", line 1608, in __init__\nraise RuntimeError("Failed to infer device type")\nRuntimeError: Failed to infer device type\n'
+    sig = extract(text)
+    assert [(e.type, e.message) for e in sig.exceptions] == [("RuntimeError", "Failed to infer device type")]
