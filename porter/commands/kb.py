@@ -92,7 +92,7 @@ def kb_search(
     kb: Optional[Path] = typer.Option(None, "--kb", help=KB_OPTION_HELP),
     json_: bool = json_option(),
 ) -> None:
-    """Fuzzy search over ids, aliases, titles and symptoms."""
+    """Fuzzy search over ids, aliases, titles, symptoms and literal signatures (paste an error line)."""
     with command_context(ctx, "kb.search", json_) as (reporter, state):
         from porter.kb.render import entry_summary
         from porter.kb.search import search_entries

@@ -1,4 +1,4 @@
-"""`porter kb search`: fuzzy lookup over ids, aliases, titles and symptoms."""
+"""`porter kb search`: fuzzy lookup over ids, aliases, titles, symptoms and literal signatures."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ def search_entries(entries: Iterable[KBEntry], query: str, limit: int = 10) -> l
             scored.append((entry, 100.0))
             continue
         best = 0.0
-        for text in (entry.title, *entry.symptoms, *entry.aliases):
+        literals = (sig.pattern for sig in entry.signatures if sig.kind == "literal")
+        for text in (entry.title, *entry.symptoms, *entry.aliases, *literals):
             t = text.lower()
             if ql in t:
                 best = max(best, 95.0)
