@@ -21,7 +21,7 @@ from typing import Callable, Iterable
 
 from porter.fsutil import atomic_write_bytes
 
-INDEX_VERSION = 6
+INDEX_VERSION = 7
 _PARALLEL_THRESHOLD = 48  # below this many uncached modules a process pool costs more than it saves
 
 
@@ -441,16 +441,24 @@ class _ModuleVisitor:
         where every table is a literal of this module: then any other name is missing, not unknown."""
         if not fn.args.args:
             return False
-        param = fn.args.args[0].arg
-        body = list(fn.body)
+        return self._closed_body(list(fn.body), fn.args.args[0].arg)
+
+    def _closed_body(self, body: list[ast.stmt], param: str) -> bool:
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
             body = body[1:]  # docstring
-        if not body or not isinstance(body[-1], ast.Raise) or body[-1].exc is None:
+        while body and isinstance(body[0], (ast.Import, ast.ImportFrom)):
+            body = body[1:]  # `from importlib import import_module`
+        if not body:
             return False
-        exc = body[-1].exc
-        if (_dotted(exc.func if isinstance(exc, ast.Call) else exc) or "").rsplit(".", 1)[-1] != "AttributeError":
+        last = body[-1]
+        if not all(isinstance(stmt, ast.If) and self._tests_name_only(stmt.test, param) for stmt in body[:-1]):
             return False
-        return all(isinstance(stmt, ast.If) and self._tests_name_only(stmt.test, param) for stmt in body[:-1])
+        if isinstance(last, ast.If) and self._tests_name_only(last.test, param) and last.orelse:
+            return self._closed_body(list(last.orelse), param)  # `if name in T: ... else: raise AttributeError`
+        if not isinstance(last, ast.Raise) or last.exc is None:
+            return False
+        exc = last.exc
+        return (_dotted(exc.func if isinstance(exc, ast.Call) else exc) or "").rsplit(".", 1)[-1] == "AttributeError"
 
     def _tests_name_only(self, test: ast.expr, param: str) -> bool:
         if isinstance(test, ast.BoolOp):

@@ -92,6 +92,20 @@ def test_lazy_module_names_and_unknowns():
             return importlib.import_module("pkg." + name)
         """)
     assert open_info.lazy and not open_info.lazy_closed
+    else_info = module("""
+        import typing
+        MODULE_ATTRS = {"LLM": ".llm:LLM"}
+        if typing.TYPE_CHECKING:
+            from .llm import LLM
+        else:
+            def __getattr__(name: str) -> typing.Any:
+                from importlib import import_module
+                if name in MODULE_ATTRS:
+                    return import_module(MODULE_ATTRS[name])
+                else:
+                    raise AttributeError(name)
+        """)
+    assert else_info.lazy_closed and "LLM" in else_info.lazy_names
 
 
 def test_syntax_error_is_unknown_not_missing(tmp_path):
