@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from porter.errors import InputError
+from porter.errors import EnvironmentProblem, InputError
 from porter.fsutil import atomic_write_text
 from porter.redact import Redactor, redact_text
 
@@ -66,7 +66,11 @@ class RunStore:
     def create(self, host: str, when: datetime) -> tuple[str, Path]:
         base = run_stamp(when)
         host_dir = self.root / host
-        host_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            host_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise EnvironmentProblem(f"cannot create the run record directory {host_dir}: {exc.strerror or exc}",
+                                     hint="set `runs_dir` in porter.yaml to a writable directory") from None
         for n in range(1, 1000):
             run_id = base if n == 1 else f"{base}-{n}"
             try:

@@ -123,3 +123,11 @@ def test_store_resolve_forms(project):
     assert code == 2 and "no stored smoke run" in doc["error"]["message"]
     saved = json.loads((project / "runs/a3/20261129T090000Z/result.json").read_text())
     assert saved["run_id"] == OLD["run_id"]
+
+
+def test_unwritable_runs_dir_is_an_environment_error(project, tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the runs directory should be")
+    (project / "porter.yaml").write_text(f"runs_dir: {blocker}/runs\n")
+    code, doc, _ = invoke("smoke", "--host", "local", "--level", "L0", "--json")
+    assert code == 3 and "cannot create the run record directory" in doc["error"]["message"]
