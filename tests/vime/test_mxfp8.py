@@ -282,3 +282,16 @@ def test_description_for_another_model_is_refused(quant_engine, tmp_path):
     (tmp_path / "other" / DESCRIPTION_FILE).write_text(json.dumps(desc))
     with pytest.raises(MXFP8ConfigError, match="not in the model"):
         MXFP8RolloutExtension.install(engine, tmp_path / "other")
+
+
+def test_describe_cli_writes_a_valid_description(tmp_path, capsys):
+    from vime.convert import save_train_model_hf
+    from vime.model import TrainLM, tiny_config
+
+    ckpt = save_train_model_hf(tmp_path / "ckpt", TrainLM(tiny_config(moe=True)))
+    assert mxfp8.main(["describe", str(ckpt)]) == 0
+    desc = QuantDescription.load(ckpt)
+    assert desc.is_eligible("model.layers.0.block_sparse_moe.experts.1.w2.weight")
+    assert not desc.is_eligible("model.layers.0.block_sparse_moe.gate.weight")
+    assert not desc.is_eligible("model.embed_tokens.weight")
+    assert "W8A8_MXFP8" in capsys.readouterr().out

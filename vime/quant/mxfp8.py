@@ -515,3 +515,27 @@ def enable_for_engine(
             _install_in_engine(engine, directory, worker_extension_cls, external_server, backend)
         return remote.apply(_install_in_engine, directory, worker_extension_cls, external_server, backend)
     return _install_in_engine(engine, directory, worker_extension_cls, external_server, backend)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m vime.quant describe CKPT_DIR`: write a quant_model_description.json for an HF
+    checkpoint written by vime (projection and expert weights W8A8_MXFP8, the rest FLOAT)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m vime.quant", description=main.__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    describe = sub.add_parser("describe", help="write quant_model_description.json into CKPT_DIR")
+    describe.add_argument("checkpoint_dir")
+    args = parser.parse_args(argv)
+    from safetensors import safe_open
+
+    weights = Path(args.checkpoint_dir) / "model.safetensors"
+    if not weights.is_file():
+        parser.error(f"{weights} not found: pass a directory written by vime's save_hf")
+    with safe_open(str(weights), framework="pt") as fh:
+        shapes = {name: tuple(fh.get_slice(name).get_shape()) for name in fh.keys()}
+    description = describe_model(shapes)
+    path = write_description(args.checkpoint_dir, description)
+    eligible = sum(1 for n in description.entries if description.is_eligible(n))
+    print(f"wrote {path}: {eligible} of {len(description.entries)} tensors {W8A8_MXFP8}")
+    return 0
