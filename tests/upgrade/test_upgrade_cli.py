@@ -227,3 +227,87 @@ def test_status_by_upstream_lists_its_plugins(project, monkeypatch):
     assert {(r["plugin"], r["upstream"]) for r in rows} == {("myplug", "upkg"), ("foreign", "upkg")}
     human = invoke("status", "upkg")
     assert "myplug" in human.stdout and "2.0" in human.stdout
+
+
+def _fake_pypi(monkeypatch, wheel_bytes: bytes | None, sdist: bytes | None = None, sha: str | None = None):
+    """PyPI without the network: a release list, and `pip download` that drops the given wheel."""
+    files = {"1.0": [{"filename": "upkg-1.0.whl", "packagetype": "bdist_wheel"}],
+             "2.0": [{"filename": "upkg_dist-2.0.tar.gz", "packagetype": "sdist", "url": "https://files.invalid/x.tar.gz",
+                      "digests": {"sha256": sha}}]}
+    monkeypatch.setattr(sources_mod.Sources, "_fetch_json", lambda self, url: {"releases": files})
+    downloads = []
+
+    def pip_download(self, name, version, directory):
+        downloads.append((name, version))
+        if wheel_bytes is None:
+            return None
+        path = directory / f"upkg-{version}-py3-none-any.whl"
+        path.write_bytes(wheel_bytes)
+        return path
+
+    monkeypatch.setattr(sources_mod.Sources, "_pip_download", pip_download)
+
+    class Response:
+        def __init__(self, data):
+            self.data = data
+
+        def read(self):
+            return self.data
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(sources_mod.urllib.request, "urlopen", lambda request, timeout=None: Response(sdist or b""))
+    return downloads
+
+
+def test_pypi_release_is_downloaded_once_and_cached(project, trees, tmp_path, monkeypatch):
+    wheel = make_wheel(tmp_path / "w.whl", UPKG_V2).read_bytes()
+    downloads = _fake_pypi(monkeypatch, wheel)
+    args = ["upgrade", "myplug", "--to", "2.0", "--from", "1.0", "--plugin-path", str(trees["plugin"]),
+            "--upstream-path", f"1.0={trees['v1']}", "--dry-run", "--json"]
+    first = json.loads(invoke(*args).stdout)["analysis"]
+    assert first["target"]["kind"] == "pypi" and first["target"]["origin"] == "pypi:upkg-dist==2.0"
+    assert first["target"]["from_cache"] is False and first["summary"]["breaking"] == 14
+    monkeypatch.setenv("PORTER_OFFLINE", "1")
+    second = json.loads(invoke(*args).stdout)["analysis"]
+    assert second["target"]["from_cache"] is True and downloads == [("upkg-dist", "2.0")]
+
+
+def test_pypi_unknown_release_and_corrupt_download(project, trees, monkeypatch):
+    _fake_pypi(monkeypatch, b"PK\x03\x04 truncated")
+    base = ["--plugin-path", str(trees["plugin"]), "--from", "1.0", "--upstream-path", f"1.0={trees['v1']}", "--dry-run",
+            "--json"]
+    missing = invoke("upgrade", "myplug", "--to", "9.0", *base)
+    assert missing.exit_code == 2 and "not released on PyPI" in json.loads(missing.stdout)["error"]["message"]
+    corrupt = invoke("upgrade", "myplug", "--to", "2.0", *base)
+    assert corrupt.exit_code == 3, corrupt.output
+    assert "corrupt" in json.loads(corrupt.stdout)["error"]["message"]
+    assert not list((Path(os.environ["PORTER_CACHE_DIR"]) / "downloads").rglob("*.whl"))  # not kept in the cache
+
+
+def test_sdist_fallback_checks_its_hash(project, trees, monkeypatch):
+    import hashlib
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        for rel, text in UPKG_V2.items():
+            data = __import__("textwrap").dedent(text).lstrip("\n").encode()
+            info = tarfile.TarInfo(f"upkg_dist-2.0/{rel}")
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    sdist = buf.getvalue()
+    base = ["upgrade", "myplug", "--to", "2.0", "--plugin-path", str(trees["plugin"]), "--from", "1.0",
+            "--upstream-path", f"1.0={trees['v1']}", "--dry-run", "--json"]
+    _fake_pypi(monkeypatch, None, sdist, sha="0" * 64)
+    bad = invoke(*base)
+    assert bad.exit_code == 3 and "sha256 mismatch" in json.loads(bad.stdout)["error"]["message"]
+    _fake_pypi(monkeypatch, None, sdist, sha=hashlib.sha256(sdist).hexdigest())
+    good = invoke(*base)
+    assert good.exit_code == 1, good.output
+    assert json.loads(good.stdout)["analysis"]["summary"]["breaking"] == 14
