@@ -189,8 +189,16 @@ def extract_archive(archive: Path, dest: Path, strip_top: bool | None = None) ->
         (tmp / EXTENSIONS).write_text("\n".join(sorted(set(extensions))) + "\n", encoding="utf-8")
         (tmp / COMPLETE).write_text(f"{archive.name}\n", encoding="utf-8")
         _make_read_only(tmp)
+        if (dest / COMPLETE).is_file():
+            _remove_tree(tmp)  # another porter run finished the same tree first: keep theirs
+            return count
         _remove_tree(dest)
-        os.replace(tmp, dest)
+        try:
+            os.replace(tmp, dest)
+        except OSError:
+            if not (dest / COMPLETE).is_file():
+                raise
+            _remove_tree(tmp)
     except BaseException:
         _remove_tree(tmp)
         raise
