@@ -283,7 +283,7 @@ def _moe_combine(x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor, expe
 
 
 class _Layer(nn.Module):
-    """Shared forward; subclasses define `qkv(x)`, `attn_out(h)` and `mlp(x, routing)`."""
+    """Shared attention and routing; each layout defines `qkv(x)`, `attn_out(h)` and its forward."""
 
     config: ModelConfig
     index: int
