@@ -11,6 +11,8 @@ import re
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
+from porter.kb.normalize import strip_prefix
+
 MAX_BLOCKS_HEAD = 8
 MAX_BLOCKS_TAIL = 24
 MAX_BLOCK_LINES = 120
@@ -203,6 +205,7 @@ class Extractor:
         self._current: Block | None = None
         self._state = ""  # "", "tb" (inside a traceback), "exc" (just after its exception line)
         self._after_frame = False  # the previous traceback line was a `File "..."` frame
+        self._last = 0  # number of the last fed line
         self._gap = 0
         self._exceptions: dict[tuple[str, str], ExceptionInfo] = {}
         self._codes: dict[str, tuple[str, str, int]] = {}
@@ -212,12 +215,17 @@ class Extractor:
 
     @property
     def idle(self) -> bool:
-        """No block is open: a line without error-ish content cannot change the state."""
-        return self._current is None and not self._state
+        """Not inside a traceback: a line without error-ish content cannot change the state.
 
-    def note(self, text: str) -> None:
-        """Remember a skipped line as context for a block that may open next."""
-        self._before.append((0, text))
+        An open error/dmesg block does not count: it is closed lazily when the next fed line
+        shows that lines in between were skipped.
+        """
+        return not self._state
+
+    def note(self, raw: str) -> None:
+        """Remember a skipped (clean, still prefixed) line as context for a block that may open
+        next; its prefix is stripped only if a block actually uses it."""
+        self._before.append((-1, raw))
 
     def seen(self, lines: int) -> None:
         self._lines = max(self._lines, lines)
@@ -227,7 +235,8 @@ class Extractor:
         self._close()
         start_lines = list(self._before) if with_context else []
         start = number - len(start_lines)
-        self._current = Block(kind, start, [t for _, t in start_lines] + [text])
+        context = [strip_prefix(t) if n < 0 else t for n, t in start_lines]
+        self._current = Block(kind, start, context + [text])
         self._gap = 0
 
     def _append(self, text: str) -> None:
@@ -275,6 +284,12 @@ class Extractor:
     # -- the state machine -------------------------------------------------
     def feed(self, number: int, text: str, tokens=None) -> None:
         """`tokens`: the line's word tokens when the caller already has them (saves a pass)."""
+        try:
+            self._feed(number, text, tokens)
+        finally:
+            self._last = number
+
+    def _feed(self, number: int, text: str, tokens) -> None:
         self._lines = number
         stripped = text.strip()
         if stripped.startswith(_TRACEBACK):
@@ -335,6 +350,10 @@ class Extractor:
             self._state = "tb"
             self._before.append((number, text))
             return
+        if self._current is not None and number > self._last + 1:
+            self._gap += number - self._last - 1  # lines the scanner skipped: not error-ish
+            if self._gap > 1:
+                self._close()
         errorish = is_errorish(text, tokens)
         is_exc = bool(stripped) and self._record_exception(number, stripped)
         dmesg = bool(_DMESG.search(text)) if (errorish or "uda_" in text or "devdrv" in text) else False

@@ -117,7 +117,7 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
                 continue
             if i - last > 1 and extractor.idle:
                 for j in range(max(last + 1, i - 3), i):  # context for a block that may open here
-                    extractor.note(strip_prefix(lines[j].rstrip()))
+                    extractor.note(lines[j].rstrip())
             last = i
             number = base + i + 1
             clean = line.rstrip()
