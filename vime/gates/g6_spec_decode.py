@@ -6,16 +6,17 @@ speculation, sampled output keeps the target distribution, and --draft-save-hf e
 2. Greedy (temperature 0): the engine's tokens with speculation (n-gram drafts, and a draft model
    loaded from an HF checkpoint through the JSON config) equal its tokens without, for every
    sequence; the reported log-probs agree within the G1 tolerance.
-3. Sampling: on a small vocabulary (V = 8) the joint distribution of the first two generated tokens
-   from N = 3000 speculative samples (draft = a perturbed copy of the target, so both acceptance
-   and rejection happen) is compared with the exact target distribution by a chi-square test
-   (cells with expected count < 5 merged), fixed seeds, significance 1e-3. The acceptance
-   bookkeeping must add up (accepted <= proposed, emitted = generated tokens, rate in (0, 1)).
+3. Sampling, twice (temperature 0.9; temperature 1.2 with top-k 6 and top-p 0.9): on a small
+   vocabulary (V = 8) the joint distribution of the first two generated tokens from N = 3000
+   speculative samples (draft = a perturbed copy of the target, so both acceptance and rejection
+   happen) is compared with the exact processed target distribution by a chi-square test (cells
+   with expected count < 5 merged), fixed seeds, significance 1e-3. The acceptance bookkeeping
+   must add up (accepted <= proposed, emitted = generated tokens, rate in (0, 1)).
 4. --draft-save-hf: template validation rules hold and an export writes config.json +
    model.safetensors that load back unchanged.
 
-Knobs: `parts` selects sub-checks (default all); `fault="no_residual"` (after a rejection, sample from p instead of norm(max(0, p - q)):
-biased; the chi-square must catch it) and `fault="accept_all"` (greedy verification keeps every
+Knobs: `parts` selects sub-checks (default all); `fault="no_residual"` (after a rejection, sample
+from p instead of norm(max(0, p - q)): biased; the chi-square must catch it) and `fault="accept_all"` (greedy verification keeps every
 draft: greedy output changes).
 """
 
@@ -147,35 +148,38 @@ def _distribution_checks(device: str, fault: str | None, values: dict) -> list[C
     hf = {n: t.detach().clone() for n, t in iter_hf_weights(TrainLM(config))}
     target = RolloutEngine(config, device=device, hf_weights=hf)
     draft = RolloutEngine(config, device=device, hf_weights=_perturbed(hf, 0.3, seed=4))
-    temperature = 0.9
-    sampler = Sampler(temperature)
-    prompt = [1, 2, 3, 4]
-    with torch.no_grad():
-        p1 = sampler.logprobs(target.model(torch.tensor([prompt], device=device))[0, -1]).exp().double().cpu()
-        nxt = torch.tensor([prompt + [t] for t in range(v)], device=device)
-        p2 = sampler.logprobs(target.model(nxt)[:, -1]).exp().double().cpu()
-    joint = (p1[:, None] * p2).reshape(-1)
     setup = SpeculativeSetup(
         parse_speculative_config({"method": "draft_model", "model": "<in-memory>", "num_speculative_tokens": 3}),
         DraftModelProposer(lambda toks: draft.model(toks)),
         fault=fault,
     )
-    out = target.generate(torch.tensor([prompt] * N_SAMPLES), max_new_tokens=2, temperature=temperature,
-                          rollout_seed=7, speculative=setup)
-    toks = out.response_tokens.cpu()
-    observed = torch.bincount(toks[:, 0] * v + toks[:, 1], minlength=v * v).double()
-    stat, dof, p = _chi_square(observed, joint * N_SAMPLES)
-    stats = out.stats["spec_decode"]
-    values["sampling"] = {"chi_square": round(stat, 3), "dof": dof, "p_value": p, "samples": N_SAMPLES, "vocab": v, **stats}
-    bookkeeping = (
-        0 <= stats["accepted"] <= stats["proposed"]
-        and stats["emitted"] == int(out.loss_mask.sum())
-        and 0 < stats["acceptance_rate"] < 1
-    )
-    return [
-        Check("sampling.chi_square_p", p >= ALPHA, p, f">= {ALPHA}", detail=f"chi2={stat:.1f} dof={dof} p={p:.2e}"),
-        Check("sampling.acceptance_bookkeeping", bookkeeping, stats["acceptance_rate"], "(0, 1)"),
-    ]
+    prompt = [1, 2, 3, 4]
+    checks: list[Check] = []
+    # Plain temperature, then temperature + top-k + top-p: the processed distribution must survive too.
+    for label, sampler, seed in (("sampling", Sampler(0.9), 7), ("sampling.topk_topp", Sampler(1.2, 6, 0.9), 8)):
+        with torch.no_grad():
+            p1 = sampler.logprobs(target.model(torch.tensor([prompt], device=device))[0, -1]).exp().double().cpu()
+            nxt = torch.tensor([prompt + [t] for t in range(v)], device=device)
+            p2 = sampler.logprobs(target.model(nxt)[:, -1]).exp().double().cpu()
+        joint = (p1[:, None] * p2).reshape(-1)
+        out = target.generate(torch.tensor([prompt] * N_SAMPLES), max_new_tokens=2, temperature=sampler.temperature,
+                              top_k=sampler.top_k, top_p=sampler.top_p, rollout_seed=seed, speculative=setup)
+        toks = out.response_tokens.cpu()
+        observed = torch.bincount(toks[:, 0] * v + toks[:, 1], minlength=v * v).double()
+        stat, dof, p = _chi_square(observed, joint * N_SAMPLES)
+        stats = out.stats["spec_decode"]
+        values[label] = {"chi_square": round(stat, 3), "dof": dof, "p_value": p, "samples": N_SAMPLES, "vocab": v,
+                         "temperature": sampler.temperature, "top_k": sampler.top_k, "top_p": sampler.top_p, **stats}
+        bookkeeping = (
+            0 <= stats["accepted"] <= stats["proposed"]
+            and stats["emitted"] == int(out.loss_mask.sum())
+            and 0 < stats["acceptance_rate"] < 1
+        )
+        checks += [
+            Check(f"{label}.chi_square_p", p >= ALPHA, p, f">= {ALPHA}", detail=f"chi2={stat:.1f} dof={dof} p={p:.2e}"),
+            Check(f"{label}.acceptance_bookkeeping", bookkeeping, stats["acceptance_rate"], "(0, 1)"),
+        ]
+    return checks
 
 
 def _export_checks(tmp: Path, values: dict) -> list[Check]:
