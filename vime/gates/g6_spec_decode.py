@@ -16,8 +16,8 @@ speculation, sampled output keeps the target distribution, and --draft-save-hf e
    model.safetensors that load back unchanged.
 
 Knobs: `parts` selects sub-checks (default all); `fault="no_residual"` (after a rejection, sample
-from p instead of norm(max(0, p - q)): biased; the chi-square must catch it) and `fault="accept_all"` (greedy verification keeps every
-draft: greedy output changes).
+from p instead of norm(max(0, p - q)): biased; the chi-square must catch it) and
+`fault="accept_all"` (greedy verification keeps every draft: greedy output changes).
 """
 
 from __future__ import annotations
