@@ -94,7 +94,9 @@ def test_pause_sleep_and_wake():
         engine.generate(_prompts(1), max_new_tokens=2)
     engine.continue_generation()
     before = engine.generate(_prompts(2), max_new_tokens=3)
+    params = list(engine.model.parameters())
     engine.sleep(1)
+    assert [id(p) for p in engine.model.parameters()] == [id(p) for p in params]  # same Parameter objects
     with pytest.raises(EngineStateError, match="asleep"):
         engine.generate(_prompts(1), max_new_tokens=2)
     engine.wake_up()
