@@ -92,7 +92,6 @@ def diagnose_payload(diag: Diagnosis, source: str, kb_info: dict[str, Any], expl
 def render_diagnosis(console, payload: dict[str, Any], explain: bool = False) -> None:
     from rich.markup import escape
     from rich.panel import Panel
-    from rich.table import Table
 
     src = escape(payload["input"]["source"])
     if payload["status"] == "match":
@@ -143,12 +142,9 @@ def render_diagnosis(console, payload: dict[str, Any], explain: bool = False) ->
         for line in last["lines"][-15:]:
             console.print("  " + escape(line[:300]))
     if payload["near_misses"]:
-        table = Table(title="near misses (below the match threshold)", title_justify="left")
-        for col in ("id", "title", "confidence", "method"):
-            table.add_column(col)
+        console.print("[bold]near misses[/] (below the match threshold):")
         for m in payload["near_misses"]:
-            table.add_row(m["id"], escape(m["title"]), f"{m['confidence']:.2f}", m["method"])
-        console.print(table)
+            console.print(f"  {m['confidence']:.2f}  {m['id']}  {escape(m['title'])}  [dim]({m['method']})[/]")
 
 
 def render_entry(console, entry: KBEntry) -> None:
