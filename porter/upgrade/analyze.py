@@ -206,6 +206,15 @@ def resolve_plugin_tree(sources: Sources, config: PorterConfig, spec: PluginSpec
     return tree
 
 
+def _paired_upstream(spec: PluginSpec, plugin_tree: Tree, upstream: str) -> str | None:
+    if plugin_tree.kind != "pypi" or plugin_tree.version is None:
+        return None
+    for pair in spec.compatibility:
+        if parse_release(pair.plugin) == plugin_tree.version and parse_release(pair.versions.get(upstream, "")):
+            return pair.versions[upstream]
+    return None
+
+
 def guard_conventions(registry: Registry, spec: PluginSpec) -> GuardConventions:
     packages: dict[str, str] = {}
     for name in spec.upstreams:
@@ -267,11 +276,13 @@ def run_analysis(request: AnalysisRequest, progress: Any = None) -> AnalysisRepo
 
     t0 = time.perf_counter()
     target = resolve_upstream_tree(sources, upstream, request.target, request.target_path, request.upstream_paths, "--to")
+    plugin_tree = resolve_plugin_tree(sources, config, spec, request.plugin_path)
     baseline_ref = request.baseline
     if baseline_ref is None and request.baseline_path is None:
-        baseline_ref = default_baseline(config, spec.name, upstream_name)
+        # A released plugin is validated on its paired upstream release; a fork on its recorded baseline.
+        paired = _paired_upstream(spec, plugin_tree, upstream_name)
+        baseline_ref = paired or default_baseline(config, spec.name, upstream_name)
     baseline = resolve_upstream_tree(sources, upstream, baseline_ref, request.baseline_path, request.upstream_paths, "--from")
-    plugin_tree = resolve_plugin_tree(sources, config, spec, request.plugin_path)
     timings["materialize"] = time.perf_counter() - t0
     assert target is not None
 

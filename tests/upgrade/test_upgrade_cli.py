@@ -310,3 +310,27 @@ def test_sdist_fallback_checks_its_hash(project, trees, monkeypatch):
     good = invoke(*base)
     assert good.exit_code == 1, good.output
     assert json.loads(good.stdout)["analysis"]["summary"]["breaking"] == 14
+
+
+def test_released_plugin_uses_its_paired_baseline_and_can_pin(project, trees, tmp_path, monkeypatch):
+    """No --plugin-path and no fork clone: the newest PyPI release of the plugin is analysed, its
+    baseline is the upstream release it is paired with, and a release paired with the target means B."""
+    plugin_wheel = make_wheel(tmp_path / "p.whl", {k: v for k, v in PLUGIN.items() if k.startswith("myplug/")},
+                              name="myplug", version="0.5.0").read_bytes()
+    monkeypatch.setattr(sources_mod.Sources, "_fetch_json", lambda self, url: {
+        "releases": {"0.5.0": [{"filename": "myplug-0.5.0.whl"}]} if "myplug-dist" in url else {"1.0": [{"f": 1}]}})
+
+    def pip_download(self, name, version, directory):
+        path = directory / f"{name}-{version}-py3-none-any.whl"
+        path.write_bytes(plugin_wheel)
+        return path
+
+    monkeypatch.setattr(sources_mod.Sources, "_pip_download", pip_download)
+    result = invoke("upgrade", "myplug", "--to", "2.0", "--upstream-path", f"1.0={trees['v1']}",
+                    "--upstream-path", f"2.0={trees['v2']}", "--dry-run", "--json")
+    assert result.exit_code == 1, result.output
+    analysis = json.loads(result.stdout)["analysis"]
+    assert analysis["plugin_tree"]["kind"] == "pypi" and analysis["plugin_tree"]["version"] == "0.5.0"
+    assert analysis["baseline"]["label"] == "1.0"  # from the compatibility pair, not forks.yaml
+    assert analysis["outcome"]["outcome"] == "B"
+    assert "0.6.0" in " ".join(analysis["outcome"]["reasons"])

@@ -295,6 +295,7 @@ upstreams:
 plugins:
   myplug:
     git: {plugin_git}
+    pypi: myplug-dist
     packages: [myplug]
     upstreams: [upkg]
     default_branch: main
@@ -305,6 +306,7 @@ plugins:
       patch: ["myplug/*"]
     compatibility:
       - {{plugin: "0.5.0", upkg: "1.0"}}
+      - {{plugin: "0.6.0", upkg: "2.0"}}
   foreign:
     packages: [foreign]
     upstreams: [upkg]
