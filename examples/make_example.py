@@ -15,6 +15,7 @@ What changes from v1 to v2 (and what the plugin uses):
 - F3 signature: hostlib.utils.make_buffer(size, pin_memory=False) -> make_buffer(size, pinned=False)
 - F1 removed, rebuildable: hostlib.layers.moe.SharedFusedMoE (a thin subclass of FusedMoE)
 - F1 removed, not rebuildable: hostlib.layers.moe.legacy_router (a function)
+- F3 override:  Platform.name(self) -> name(self, short=False), called with short=True by describe()
 - F7 new attribute: Platform.__init__ now sets `seed_offset`, read by Platform.describe()
 - F8 new abstract method: Platform.manual_seed_all(seed)
 
@@ -113,11 +114,11 @@ class Platform(ABC):
         self.device = "cpu"
         self.seed_offset = 0
 
-    def name(self):
+    def name(self, short=False):
         return self.device
 
     def describe(self):
-        return f"{self.name()}+{self.seed_offset}"
+        return f"{self.name(short=True)}+{self.seed_offset}"
 
     @abstractmethod
     def manual_seed_all(self, seed):

@@ -334,6 +334,7 @@ _FIX_LABEL = {
     "signature_adapter": "call adapter",
     "removed_fallback": "local fallback",
     "member_default": "member with default",
+    "override_params": "override accepts new parameters",
 }
 
 

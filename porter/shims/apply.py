@@ -15,7 +15,7 @@ from libcst.helpers import get_full_name_for_node
 
 from porter.errors import InputError
 from porter.fsutil import atomic_write_text
-from porter.shims.model import ImportMove, MemberAdd, ShimGroup
+from porter.shims.model import ImportMove, MemberAdd, ParamAdd, ShimGroup
 
 
 @dataclass(frozen=True)
@@ -137,6 +137,83 @@ def _member_names(body: cst.IndentedBlock) -> set[str]:
     return names
 
 
+class _ParamAdder(cst.CSTTransformer):
+    def __init__(self, adds: list[ParamAdd]):
+        self.adds = {(a.class_name, a.method): a for a in adds}
+        self.classes: list[str] = []
+        self.applied: set[tuple[str, str]] = set()
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        self.classes.append(node.name.value)
+        return True
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef):
+        self.classes.pop()
+        return updated
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef):
+        if not self.classes:
+            return updated
+        add = self.adds.get((self.classes[-1], updated.name.value))
+        if add is None or (add.class_name, add.method) in self.applied:
+            return updated
+        self.applied.add((add.class_name, add.method))
+        params = updated.params
+        present = {p.name.value for p in (*params.params, *params.kwonly_params)}
+        positional, keyword = list(params.params), list(params.kwonly_params)
+        originals = len(positional)
+        for name, default, kind in add.params:
+            if name in present:
+                continue
+            param = cst.Param(cst.Name(name), default=cst.parse_expression(default), equal=cst.AssignEqual(
+                whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+            if kind == "keyword_only" or not isinstance(params.star_arg, cst.MaybeSentinel):
+                keyword.append(param)
+            else:
+                positional.append(param)
+        if keyword and isinstance(params.star_arg, cst.MaybeSentinel):
+            params = params.with_changes(star_arg=cst.ParamStar())
+        new_params = params.with_changes(params=_commas(positional, originals), kwonly_params=_commas(keyword, len(params.kwonly_params)))
+        comment = cst.EmptyLine(comment=cst.Comment(f"# {add.comment}")) if add.comment else None
+        leading = [*updated.leading_lines, comment] if comment else list(updated.leading_lines)
+        return updated.with_changes(params=new_params, leading_lines=leading)
+
+
+def _commas(params: list[cst.Param], originals: int) -> list[cst.Param]:
+    """Separate appended parameters like the existing ones: a one-per-line list with a trailing
+    comma stays one-per-line, comments stay on the lines they were on."""
+    if len(params) == originals:
+        return params
+    last_comma = params[originals - 1].comma if originals else cst.MaybeSentinel.DEFAULT
+    multiline = (originals >= 2 and isinstance(last_comma, cst.Comma)
+                 and isinstance(last_comma.whitespace_after, cst.ParenthesizedWhitespace)
+                 and isinstance(params[originals - 2].comma, cst.Comma)
+                 and isinstance(params[originals - 2].comma.whitespace_after, cst.ParenthesizedWhitespace))
+    if not multiline:
+        inner = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        return [p.with_changes(comma=inner) if originals - 1 <= i < len(params) - 1 else p for i, p in enumerate(params)]
+    inner_ws = params[originals - 2].comma.whitespace_after
+    param_indent = (inner_ws.indent, inner_ws.last_line)
+    closing_indent = (last_comma.whitespace_after.indent, last_comma.whitespace_after.last_line)
+
+    def line_break(indent: tuple[bool, cst.SimpleWhitespace], keep: cst.ParenthesizedWhitespace | None = None) -> cst.Comma:
+        first = keep.first_line if keep is not None else cst.TrailingWhitespace()
+        return cst.Comma(whitespace_after=cst.ParenthesizedWhitespace(first_line=first, indent=indent[0], last_line=indent[1]))
+
+    out = list(params[:originals - 1])
+    out.append(params[originals - 1].with_changes(comma=line_break(param_indent, last_comma.whitespace_after)))
+    added = params[originals:]
+    for index, param in enumerate(added):
+        out.append(param.with_changes(comma=line_break(closing_indent if index == len(added) - 1 else param_indent)))
+    return out
+
+
+def add_params(source: str, adds: list[ParamAdd]) -> tuple[str, set[tuple[str, str]]]:
+    module = cst.parse_module(source)
+    adder = _ParamAdder(adds)
+    return module.visit(adder).code, adder.applied
+
+
 def add_members(source: str, adds: list[MemberAdd]) -> tuple[str, set[tuple[str, str]]]:
     module = cst.parse_module(source)
     adder = _MemberAdder(adds)
@@ -186,6 +263,19 @@ def apply_group(root: Path, group: ShimGroup) -> AppliedGroup:
                 f"{path}: class {lost[0].class_name} not found for member {lost[0].member}",
                 hint="the drift record points at a class that is not in this file",
             )
+        if new_text != text:
+            atomic_write_text(root / path, new_text)
+            changed.add(path)
+    params_by_file: dict[str, list[ParamAdd]] = defaultdict(list)
+    for padd in group.param_adds:
+        params_by_file[padd.path].append(padd)
+    for path, padds in sorted(params_by_file.items()):
+        text = _read(root, path)
+        new_text, applied = add_params(text, padds)
+        lost = [a for a in padds if (a.class_name, a.method) not in applied]
+        if lost:
+            raise InputError(f"{path}: method {lost[0].class_name}.{lost[0].method} not found",
+                             hint="the drift record points at an override that is not in this file")
         if new_text != text:
             atomic_write_text(root / path, new_text)
             changed.add(path)

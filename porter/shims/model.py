@@ -42,6 +42,17 @@ class MemberAdd:
 
 
 @dataclass(frozen=True)
+class ParamAdd:
+    """Append parameters to the override `class_name.method` in `path` (the base now passes them)."""
+
+    path: str
+    class_name: str
+    method: str
+    params: tuple[tuple[str, str, str], ...]  # (name, default source, kind: positional | keyword_only)
+    comment: str = ""
+
+
+@dataclass(frozen=True)
 class ShimGroup:
     """One reviewed unit of change: a compat module (or a set of member additions) and its test."""
 
@@ -54,6 +65,7 @@ class ShimGroup:
     files: tuple[NewFile, ...] = ()
     import_moves: tuple[ImportMove, ...] = ()
     member_adds: tuple[MemberAdd, ...] = ()
+    param_adds: tuple[ParamAdd, ...] = ()
     needs_human: tuple[str, ...] = ()  # record keys a human must finish (TODO stubs)
     review: tuple[str, ...] = ()  # record keys flagged for review (defaults chosen by porter)
 
@@ -76,6 +88,7 @@ class ShimGroup:
             "files": [f.path for f in self.files],
             "import_moves": [f"{m.path}: {m.module}.{m.name} -> {m.shim_module}" for m in self.import_moves],
             "member_adds": [f"{m.path}: {m.class_name}.{m.member}" for m in self.member_adds],
+            "param_adds": [f"{p.path}: {p.class_name}.{p.method}({', '.join(n for n, _, _ in p.params)})" for p in self.param_adds],
             "needs_human": list(self.needs_human),
             "review": list(self.review),
         }

@@ -27,7 +27,7 @@ def test_full_run_branch_commits_pr_material(example, request_for, tmp_path):
     assert result.branch == "ascend-port/hostlib-v2" and result.branch_moved
     assert result.outcome.outcome is Outcome.C_PATCH
     assert result.needs_human == ("F1:hostlib.layers.moe.legacy_router",)
-    assert len(result.bridged) == 6 and result.total == 7
+    assert len(result.bridged) == 7 and result.total == 8
     verdicts = {c["name"]: c["verdict"] for c in result.validation["checks"]}
     assert verdicts == {"byte-compile": "pass", "residual drift": "pass", "generated shim tests": "pass",
                         "plugin tests vs hostlib v1": "pass", "plugin tests vs hostlib v2": "pass"}

@@ -36,6 +36,9 @@ RECORDS = [
     rec(DriftFamily.RENAMED, "hostlib.utils.DefaultRunner", [("tiny_npu/ops.py", 1)], new="hostlib.utils.MoERunner"),
     rec(DriftFamily.SIGNATURE, "hostlib.utils.make_buffer", [("tiny_npu/ops.py", 5)],
         detail={"change": "keyword_removed", "parameter": "pin_memory"}),
+    rec(DriftFamily.SIGNATURE, "hostlib.platform.Platform.name", [("tiny_npu/platform.py", 4)],
+        detail={"change": "override_mismatch", "plugin_class": "NPUPlatform", "method": "name", "added": ["short"],
+                "removed": []}),
     rec(DriftFamily.NEW_ATTRIBUTE, "hostlib.platform.Platform", [("tiny_npu/platform.py", 4)],
         detail={"attributes": ["seed_offset"], "plugin_class": "NPUPlatform"}),
     rec(DriftFamily.NEW_METHOD, "hostlib.platform.Platform", [("tiny_npu/platform.py", 4)],
@@ -63,7 +66,10 @@ def context(example, work, **hint):
 def test_every_family_gets_a_shim_and_a_test(example, tree):
     plan = plan_shims(RECORDS, context(example, tree))
     by_strategy = {g.strategy: g for g in plan.groups}
-    assert set(by_strategy) == {"lazy_import_fallback", "signature_adapter", "removed_fallback", "member_default"}
+    assert set(by_strategy) == {"lazy_import_fallback", "signature_adapter", "removed_fallback", "member_default",
+                                "override_params"}
+    (param_add,) = by_strategy["override_params"].param_adds
+    assert (param_add.class_name, param_add.method, param_add.params) == ("NPUPlatform", "name", (("short", "False", "positional"),))
     covered = {r.key for g in plan.groups for r in g.records}
     assert covered == {r.key for r in RECORDS}
     for group in plan.groups:
@@ -98,10 +104,11 @@ def test_applied_plan_keeps_plugin_tests_green_on_both_versions(example, tree):
     generated = [p for g in plan.groups for p in g.test_paths]
     result = _pytest(tree, "--noconftest", *generated)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "10 passed" in result.stdout
+    assert "11 passed" in result.stdout
     for version in ("upstream_v1", "upstream_v2"):
         run = _pytest(tree, "tests/test_plugin.py", pythonpath=example[version])
         assert run.returncode == 0, (version, run.stdout + run.stderr)
+    assert "    def name(self, short=False):\n" in (tree / "tiny_npu/platform.py").read_text()
     moe = (tree / "tiny_npu/moe.py").read_text()
     assert "from hostlib.layers.moe import FusedMoE  # shared experts\n" in moe
     assert "from tiny_npu.compat.moe_fallbacks import SharedFusedMoE\n" in moe
@@ -122,7 +129,8 @@ def test_unbridgeable_families_go_to_a_human(example, tree):
         rec(DriftFamily.RETURN, "hostlib.utils.cdiv", [("tiny_npu/ops.py", 5)]),
         rec(DriftFamily.MONKEYPATCH, "hostlib.utils.cdiv", [("tiny_npu/ops.py", 5)]),
         rec(DriftFamily.SIGNATURE, "hostlib.platform.Platform.name", [("tiny_npu/platform.py", 9)],
-            detail={"change": "override_mismatch", "plugin_class": "NPUPlatform", "method": "name"}),
+            detail={"change": "override_mismatch", "plugin_class": "NPUPlatform", "method": "name",
+                    "added": ["short"], "removed": ["device"]}),
         rec(DriftFamily.MOVED, "hostlib.utils.cdiv", [("tiny_npu/ops.py", 1)], severity=Severity.NOTE,
             new="hostlib.math.cdiv"),
     ]
