@@ -224,11 +224,13 @@ class SmokeRunner:
             t0 = time.perf_counter()
             bundle = build_bundle(request.stack, request.ship_extra)
             note(f"shipping the runtime ({len(bundle) // 1024} KiB) to {profile.name}:{remote_dir} via {transport.describe()}")
+            shipped = True  # from here on the run directory may exist on the host
             shipped_run = run_streaming(transport.ship_argv(remote_dir), input_bytes=bundle, on_line=relay,
                                         timeout=SHIP_TIMEOUT_S)
             result.timings["ship_s"] = round(time.perf_counter() - t0, 3)
             if not shipped_run.ok:
                 failure = transport.failure(shipped_run.returncode, shipped_run.stderr, "shipping the runtime")
+                shipped = failure is None  # never reached the host: nothing to clean up there
                 raise failure or EnvironmentProblem(
                     f"shipping the runtime to host {profile.name} failed "
                     f"({'timed out' if shipped_run.timed_out else 'exit ' + str(shipped_run.returncode)}): "
@@ -236,7 +238,6 @@ class SmokeRunner:
                     hint=f"check that {profile.workdir} is writable on the host and `tar` is installed",
                     details={"failure": "ship"},
                 )
-            shipped = True
             expect = profile.device_family if profile.device_family != "cpu" else None
             script = sh.run_script(setup=profile.setup, cwd=remote_dir, python=profile.python,
                                    argv=smoke_argv(request.level, request.gates, expect), timeout_s=timeout_s,
