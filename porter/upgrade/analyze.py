@@ -272,7 +272,8 @@ def run_analysis(request: AnalysisRequest, progress: Any = None) -> AnalysisRepo
     if request.target is None and request.target_path is None:
         raise InputError("no target given", hint="pass --to REF (a release, tag, branch or commit)")
     offline = config.offline if request.offline is None else request.offline
-    sources = Sources(Path(config.cache_dir), offline=offline, status=getattr(progress, "status", None))
+    sources = Sources(Path(config.cache_dir), offline=offline, status=getattr(progress, "status", None),
+                      stage=lambda description, total: _stage(progress, description, total))
 
     t0 = time.perf_counter()
     target = resolve_upstream_tree(sources, upstream, request.target, request.target_path, request.upstream_paths, "--to")

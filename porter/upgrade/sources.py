@@ -212,6 +212,7 @@ class Sources:
     notices: list[str] = field(default_factory=list)  # "offline: used the cache for ..." lines for the report
     timeout: float = 30.0
     status: Callable[[str], None] | None = None  # one-line progress messages (downloads, mirrors)
+    stage: Callable[[str, int | None], Any] | None = None  # stage(description, total) -> progress bar context
     down_hosts: set[str] = field(default_factory=set)  # hosts that failed this run: use the cache for them
 
     @property
@@ -222,6 +223,11 @@ class Sources:
     def say(self, message: str) -> None:
         if self.status is not None:
             self.status(message)
+
+    def _bar(self, description: str):
+        from contextlib import nullcontext
+
+        return self.stage(description, None) if self.stage is not None else nullcontext(lambda n=1: None)
 
     def online(self, url: str) -> bool:
         return not self.offline and _host(url) not in self.down_hosts
@@ -324,14 +330,16 @@ class Sources:
         self.say(f"downloading {name} {parsed} (pip download --no-deps) ...")
         downloads = self.cache_dir / "downloads" / name / str(parsed)
         downloads.mkdir(parents=True, exist_ok=True)
-        archive = self._pip_download(name, str(parsed), downloads) or self._sdist_download(files, downloads)
+        with self._bar(f"downloading {name} {parsed}"):
+            archive = self._pip_download(name, str(parsed), downloads) or self._sdist_download(files, downloads)
         if archive is None:
             raise EnvironmentProblem(f"could not download {name} {version} (no usable wheel or sdist)",
                                      hint="check the network, or pass the tree with --upstream-path VERSION=DIR")
         dest.parent.mkdir(parents=True, exist_ok=True)
         self.say(f"extracting Python sources of {archive.name}")
         try:
-            extract_archive(archive, dest)
+            with self._bar(f"extracting {archive.name}"):
+                extract_archive(archive, dest)
         except InputError as exc:
             archive.unlink(missing_ok=True)  # a corrupt download must not poison the cache
             raise EnvironmentProblem(f"downloaded {archive.name} is corrupt: {exc.message}",
@@ -434,7 +442,8 @@ class Sources:
         self.say(f"mirroring {url} (git clone --mirror) ...")
         tmp = Path(tempfile.mkdtemp(prefix=".mirror-", dir=path.parent))
         try:
-            git.Repo.clone_from(url, tmp, mirror=True, env={"GIT_TERMINAL_PROMPT": "0"})
+            with self._bar(f"mirroring {url}"):
+                git.Repo.clone_from(url, tmp, mirror=True, env={"GIT_TERMINAL_PROMPT": "0"})
             os.replace(tmp, path)
         except git.GitCommandError as exc:
             _remove_tree(tmp)
