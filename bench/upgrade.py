@@ -156,6 +156,7 @@ def later_release_check(report, later_plugin: Path) -> list[dict]:
     files = scan_plugin(later_plugin, ["vllm"])
     uses = [u for f in files for u in f.uses]
     imported = {u.symbol for u in uses if u.kind in ("import", "module", "attribute", "monkeypatch")}
+    unguarded = {u.symbol for u in uses if u.kind in ("import", "module", "attribute", "monkeypatch") and not u.conditions}
     names = {u.symbol.rsplit(".", 1)[-1] for u in uses if u.kind == "import"}
     subclasses = [u for u in uses if u.kind == "subclass"]
     calls = [u for u in uses if u.kind == "call"]
@@ -173,7 +174,9 @@ def later_release_check(report, later_plugin: Path) -> list[dict]:
                        verdict=("changed to porter's home" if uses_new and not still else
                                 "changed elsewhere" if not still and replacement else
                                 "use dropped" if not still and rec.symbol.rsplit(".", 1)[-1] not in names else
-                                "still used (guarded or unfixed)"))
+                                "kept behind a guard/try, new home also used" if still and uses_new else
+                                "kept behind a guard/try" if still and rec.symbol not in unguarded else
+                                "still used unguarded (not fixed)"))
         elif fam == "F3" and rec.detail.get("change") == "override_mismatch":
             cls, method = rec.detail.get("plugin_class"), rec.detail.get("method")
             added = set(rec.detail.get("added", []))
