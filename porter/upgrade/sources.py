@@ -95,9 +95,10 @@ def slug_of(url: str) -> str:
 
 def _git_reason(exc: Any) -> str:
     """The last meaningful line of git's stderr (`fatal: unable to access ...`)."""
-    lines = [ln.strip().strip("'") for ln in str(getattr(exc, "stderr", "") or exc).splitlines() if ln.strip()]
-    lines = [ln.removeprefix("stderr: ").strip("'") for ln in lines]
-    return (lines[-1] if lines else str(exc))[:300]
+    lines = [ln.strip().removeprefix("stderr: ").strip("'").strip() for ln in str(getattr(exc, "stderr", "") or exc).splitlines()]
+    lines = [ln for ln in lines if ln]
+    fatal = [ln for ln in lines if ln.startswith(("fatal:", "error:"))]
+    return ((fatal or lines)[-1] if lines else str(exc))[:300]
 
 
 def _make_read_only(root: Path) -> None:

@@ -316,3 +316,13 @@ def test_parallel_plugin_scan_matches_serial(trees, tmp_path, monkeypatch):
     assert [u.to_dict() for f in parallel for u in f.uses] == [u.to_dict() for f in serial for u in f.uses]
     cached = usage_mod.scan_plugin(trees["plugin"], ["upkg"], tmp_path / "cache", workers=2)
     assert [u.to_dict() for f in cached for u in f.uses] == [u.to_dict() for f in serial for u in f.uses]
+
+
+def test_git_errors_keep_the_fatal_line():
+    from porter.upgrade.sources import _git_reason
+
+    class Failure:
+        stderr = ("\n  stderr: 'Cloning into bare repository '/tmp/x'...\n"
+                  "fatal: unable to access 'https://example.invalid/v.git/': Could not resolve host: example.invalid\n'")
+
+    assert _git_reason(Failure()) == "fatal: unable to access 'https://example.invalid/v.git/': Could not resolve host: example.invalid"
