@@ -18,7 +18,7 @@ MAX_LINE_CHARS = 32_768  # longer lines are cut; signatures sit near the start o
 
 _ANSI = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor movement, erase line
-    r"|\x1b\][^\x07\x1b]{0,512}(?:\x07|\x1b\\)"  # OSC: window titles, hyperlinks
+    r"|\x1b\][^\x07\x1b\n]{0,512}(?:\x07|\x1b\\)"  # OSC: window titles, hyperlinks (never across lines)
     r"|\x1b[@-Z\\-_]"  # two-byte escapes
     r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
 )
@@ -92,6 +92,7 @@ def iter_batches(stream: BinaryIO, max_line: int = MAX_LINE_CHARS) -> Iterator[l
                     pending = text + pending
                 continue
             complete, tail = text[:cut], text[cut + 1 :]
+        ended_with_newline = complete.endswith("\n") or not complete
         lines = _clean_block(complete).split("\n")
         if skipping:
             lines = lines[1:]  # the end of the over-long line
@@ -102,8 +103,8 @@ def iter_batches(stream: BinaryIO, max_line: int = MAX_LINE_CHARS) -> Iterator[l
                 skipping = True
             else:
                 pending = tail + pending
-        elif lines and lines[-1] == "":
-            lines.pop()  # the input ended with a newline
+        elif ended_with_newline and lines and lines[-1] == "":
+            lines.pop()  # the input ended with a newline (or had nothing left)
         if lines and max(map(len, lines)) > max_line:
             lines = [line[:max_line] for line in lines]
         if lines:

@@ -94,3 +94,30 @@ def test_error_dense_input_is_fine(kb):
     line = b"RuntimeError: failure with code EZ9999 at step 12345 and a long tail of text\n"
     diag = diagnose_stream(kb, io.BytesIO(line * 5000))
     assert diag.status == "unknown" and len(diag.signals.codes) == 1 and len(diag.signals.blocks) == 1
+
+
+_PIECES = st.sampled_from(["a", "Error: x", "\r", "\n", "\r\n", "\x00", "\x1b[31m", "\x1b[0m", "\x1b]0;t\x07", "é", "中", "\t", " "])
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.one_of(_PIECES, st.text(max_size=5)), max_size=60), st.integers(min_value=1, max_value=9))
+def test_streaming_lines_equal_whole_text_lines(pieces, chunk):
+    """However the bytes are chunked (multi-byte characters and CRLF split across reads),
+    the streamed lines equal the lines of the whole text."""
+    import re
+
+    import porter.kb.normalize as norm
+
+    data = "".join(pieces).encode("utf-8", "surrogatepass")
+    text = data.decode("utf-8", "replace").replace("\x00", "")
+    expected = re.split(r"\r\n|\r|\n", text)
+    if expected and expected[-1] == "":
+        expected.pop()
+    expected = [norm.clean_line(line) for line in expected]
+    saved = norm.CHUNK_SIZE
+    norm.CHUNK_SIZE = chunk
+    try:
+        got = [norm.clean_line(line) for line in norm.iter_lines(io.BytesIO(data))]
+    finally:
+        norm.CHUNK_SIZE = saved
+    assert got == expected
