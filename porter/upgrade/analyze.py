@@ -345,6 +345,8 @@ def run_analysis(request: AnalysisRequest, progress: Any = None) -> AnalysisRepo
         unresolved=result.unresolved,
         timings=timings,
         index_stats=stats,
-        notices=list(dict.fromkeys(sources.notices)),
+        notices=list(dict.fromkeys(sources.notices + [
+            f"offline: {t.kind} tree {t.label} from the cache ({t.root})"
+            for t in (target, baseline, plugin_tree) if t is not None and t.from_cache and sources.degraded])),
         plugin_spec=spec,
     )

@@ -274,6 +274,7 @@ def test_pypi_release_is_downloaded_once_and_cached(project, trees, tmp_path, mo
     monkeypatch.setenv("PORTER_OFFLINE", "1")
     second = json.loads(invoke(*args).stdout)["analysis"]
     assert second["target"]["from_cache"] is True and downloads == [("upkg-dist", "2.0")]
+    assert any(n.startswith("offline: pypi tree 2.0 from the cache") for n in second["notices"])
 
 
 def test_pypi_unknown_release_and_corrupt_download(project, trees, monkeypatch):
