@@ -216,9 +216,11 @@ def run_port(request: PortRequest, analyze: AnalyzeFn, status: Callable[[str], N
         plan = plan_shims(breaking, ctx)
         commits: list[CommitInfo] = []
         changed_all: set[str] = set()
+        missed_moves: list = []
         for index, group in enumerate(plan.groups, 1):
             status(f"[{index}/{len(plan.groups)}] {group.subject}")
             applied = apply_group(wt.path, group)
+            missed_moves.extend((group, move) for move in applied.missed_moves)
             families = tuple(dict.fromkeys(r.family.value for r in group.records))
             message = f"{group.subject}\n\n" + "\n".join(f"- {line}" for line in group.rationale) + "\n\n" + \
                 forks.trailer_block(families, group.symbols, upstream_ref, run_id) + "\n"
@@ -232,6 +234,8 @@ def run_port(request: PortRequest, analyze: AnalyzeFn, status: Callable[[str], N
                                                               f"{m.path} imports {m.module}.{m.name}" for m in applied.missed_moves)))
             checkpoint(f"commit-{index}")
         shim_tip = wt.head() if commits else base_sha
+        # A record with a use the rewrite could not reach still breaks there: it is a human's.
+        plan = plan_with_missed(plan, missed_moves)
 
         status("validating the branch")
         needs_human = plan.needs_human
@@ -279,6 +283,23 @@ def run_port(request: PortRequest, analyze: AnalyzeFn, status: Callable[[str], N
     if changes:
         message += f"; replaced the previous series ({changes['previous_sha'][:12]})"
     return _record(request, replace(result, message=message), analysis)
+
+
+def plan_with_missed(plan, missed: list) -> Any:
+    """Move records whose import sites were not all rewritten from bridged to needs-a-human."""
+    from porter.shims.model import Unhandled
+    from porter.shims.strategies import import_path
+
+    extra = []
+    for group, move in missed:
+        for record in group.records:
+            if import_path(record) == (move.module, move.name) or record.symbol.endswith("." + move.name):
+                extra.append(Unhandled(record, f"{move.path} uses `{move.module}.{move.name}` in a form porter does not "
+                                               "rewrite (not a `from ... import` line): adapt it by hand"))
+    if not extra:
+        return plan
+    known = {u.record.key for u in plan.unhandled}
+    return replace(plan, unhandled=plan.unhandled + tuple(u for u in extra if u.record.key not in known))
 
 
 def _tracked(wt) -> list[str]:

@@ -63,6 +63,9 @@ def plan_shims(records: Iterable[DriftRecord], ctx: ShimContext) -> ShimPlan:
             unhandled.append(Unhandled(record, "a whole module moved or went away: rewrite its `import` lines by hand"))
         elif family in (DriftFamily.MOVED, DriftFamily.RENAMED, DriftFamily.REMOVED) and _is_member(record, ctx):
             unhandled.append(Unhandled(record, "a class member moved or went away: adapt the attribute uses by hand"))
+        elif family in (DriftFamily.MOVED, DriftFamily.RENAMED, DriftFamily.REMOVED) and not _imported_somewhere(record):
+            unhandled.append(Unhandled(record, "used through an attribute chain (`module.name`), not imported by name: "
+                                               "adapt those uses by hand"))
         elif family in (DriftFamily.MOVED, DriftFamily.RENAMED):
             by_kind[("moved", _import_path(record)[0])].append(record)
         elif family is DriftFamily.SIGNATURE and _is_override(record):
@@ -173,6 +176,15 @@ def _is_member(record: DriftRecord, ctx: ShimContext) -> bool:
     if ctx.old_tree.root is None:
         return False
     return not ctx.old_tree.has_module(module) and ctx.old_tree.exists(module)
+
+
+def _imported_somewhere(record: DriftRecord) -> bool:
+    """Does any site import the name (the only kind of use the shims rewrite)? Unknown code counts."""
+    codes = [s.code.strip() for s in record.sites]
+    return not codes or any(not c or c.startswith(("from ", "import ")) or " import " in c for c in codes)
+
+
+import_path = _import_path  # public name for callers outside the shim planner
 
 
 def _local_name(record: DriftRecord) -> str:
