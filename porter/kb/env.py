@@ -20,19 +20,38 @@ def normalise_package(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+# Where the environment facts sit in the documents porter and vime write.
+_ENV_PATHS = (("run", "report", "environment"), ("report", "environment"), ("environment",))
+
+
+def _find_environment(doc: dict) -> dict:
+    for path in _ENV_PATHS:
+        node: Any = doc
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            return node
+    return doc  # an environment-facts document itself, or a flat {package: version}
+
+
 def _from_mapping(doc: Any, source: str) -> dict[str, str]:
     if not isinstance(doc, dict):
         raise InputError(f"{source}: expected a JSON object", hint="pass a smoke report or {\"package\": \"version\"}")
-    env = doc.get("environment") if isinstance(doc.get("environment"), dict) else doc
+    env = _find_environment(doc)
     facts: dict[str, str] = {}
     packages = env.get("packages") if isinstance(env.get("packages"), dict) else None
-    flat = packages if packages is not None else {k: v for k, v in env.items() if isinstance(v, str)}
+    flat = packages if packages is not None else {k: v for k, v in env.items() if isinstance(v, str) and k != "schema"}
     for name, version in flat.items():
         if isinstance(version, str) and version:
             facts[normalise_package(name)] = version
     cann = env.get("cann")
     if isinstance(cann, dict) and isinstance(cann.get("version"), str):
         facts["cann"] = cann["version"]
+    if not facts:
+        raise InputError(
+            f"{source}: no package versions found",
+            hint="expected `porter smoke --json` / `python -m vime.smoke --json` output (environment.packages) or {\"torch_npu\": \"2.7.1\"}",
+        )
     return facts
 
 

@@ -153,3 +153,27 @@ def test_diagnose_defaults_from_porter_yaml(small_kb, cli, tmp_path, monkeypatch
     (project / "porter.yaml").write_text("diagnose:\n  topp: 1\n")
     code, out = diagnose(cli, small_kb, str(trace), "--json")
     assert code == 2 and "topp" in json.loads(out)["error"]["message"]
+
+
+def test_env_file_shapes(tmp_path):
+    from porter.errors import InputError
+    from porter.kb.env import parse_env
+
+    env = {"packages": {"torch_npu": "2.7.1", "vllm": None}, "cann": {"version": "8.5.0"}}
+    shapes = {
+        "vime.json": {"schema": "vime.smoke/1", "environment": env},
+        "run.json": {"schema": "porter.smoke-run/1", "report": {"environment": env}},
+        "cli.json": {"schema": "porter.smoke/1", "run": {"report": {"environment": env}}},
+        "facts.json": env,
+    }
+    for name, doc in shapes.items():
+        path = tmp_path / name
+        path.write_text(json.dumps(doc))
+        assert parse_env([str(path)]) == {"torch-npu": "2.7.1", "cann": "8.5.0"}, name
+    (tmp_path / "flat.json").write_text(json.dumps({"Torch_NPU": "2.7.1"}))
+    assert parse_env([str(tmp_path / "flat.json"), "vllm==0.13.0"]) == {"torch-npu": "2.7.1", "vllm": "0.13.0"}
+    (tmp_path / "empty.json").write_text(json.dumps({"schema": "x", "results": []}))
+    import pytest
+
+    with pytest.raises(InputError):
+        parse_env([str(tmp_path / "empty.json")])
