@@ -145,6 +145,8 @@ def render_diagnosis(console, payload: dict[str, Any], explain: bool = False) ->
         console.print("[bold]near misses[/] (below the match threshold):")
         for m in payload["near_misses"]:
             console.print(f"  {m['confidence']:.2f}  {m['id']}  {escape(m['title'])}  [dim]({m['method']})[/]")
+            if explain and "explain" in m:
+                console.print(f"        [dim]score: {escape(str(m['explain']))}[/]")
 
 
 def render_entry(console, entry: KBEntry) -> None:
