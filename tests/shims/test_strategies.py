@@ -223,3 +223,21 @@ def test_positional_rename_needs_similar_names(example, tree):
     plan = plan_shims([rec(DriftFamily.SIGNATURE, "hostlib.utils.make_buffer", [("tiny_npu/ops.py", 5)],
                            detail={"change": "keyword_removed", "parameter": "pin_memory"})], context(example, tree))
     assert plan.groups and not plan.needs_human  # pin_memory -> pinned: same position, similar name
+
+
+def test_attribute_chain_uses_go_to_a_human(example, tree):
+    record = DriftRecord(DriftFamily.REMOVED, "hostlib.envs.USE_V1", Location("hostlib.envs", "USE_V1"),
+                         (Site("tiny_npu/ops.py", 3, "if envs.USE_V1:"),))
+    plan = plan_shims([record], context(example, tree))
+    assert not plan.groups and "attribute chain" in plan.unhandled[0].reason
+
+
+def test_unreached_import_sites_move_a_record_to_a_human(example, tree):
+    from porter.port import plan_with_missed
+    from porter.shims.model import ImportMove
+
+    plan = plan_shims([RECORDS[2]], context(example, tree))
+    (group,) = plan.groups
+    assert plan.needs_human == ()
+    moved = plan_with_missed(plan, [(group, ImportMove("tiny_npu/x.py", "hostlib.spec.eagle", "Proposer", "tiny_npu.compat.eagle"))])
+    assert moved.needs_human == (RECORDS[2].key,) and moved.bridged == ()
