@@ -214,6 +214,7 @@ def run_port(request: PortRequest, analyze: AnalyzeFn, status: Callable[[str], N
             run_id=run_id, existing=frozenset(_tracked(wt)),
         )
         plan = plan_shims(breaking, ctx)
+        gates = version_gates(wt.path, convention.guard_function, convention.package)
         commits: list[CommitInfo] = []
         changed_all: set[str] = set()
         missed_moves: list = []
@@ -251,7 +252,7 @@ def run_port(request: PortRequest, analyze: AnalyzeFn, status: Callable[[str], N
         outcome = _port_outcome(analysis.outcome, plan, validation.ok)
         changes = _changes_since(root, existing, commits, shim_tip)
         pr_text = _render_pr(request, plan, analysis, commits, validation, outcome, changes, fork_ref, base_sha,
-                             branch, run_id, forks.diff_stat(root, base_sha, shim_tip), root)
+                             branch, run_id, forks.diff_stat(root, base_sha, shim_tip), root, gates)
         atomic_write_text(wt.path / "PR_MATERIAL.md", pr_text)
         families = tuple(dict.fromkeys(c for commit in commits for c in commit.families))
         symbols = tuple(dict.fromkeys(s for commit in commits for s in commit.symbols))
@@ -359,8 +360,29 @@ _FIX_LABEL = {
 }
 
 
+def version_gates(root: Path, guard_function: str | None, package: str) -> list[dict[str, Any]]:
+    """Calls of the fork's version-guard function per version string (`vllm_version_is("0.11.0")`),
+    for the PR material's "drop / bump gates" note."""
+    import re
+
+    if not guard_function:
+        return []
+    name = guard_function.rpartition(".")[2]
+    call = re.compile(rf"\b{re.escape(name)}\(\s*['\"]([^'\"]+)['\"]")
+    found: dict[str, list[str]] = {}
+    for path in sorted((root / package).rglob("*.py")) if (root / package).is_dir() else []:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            for match in call.finditer(line):
+                found.setdefault(match.group(1), []).append(f"{path.relative_to(root).as_posix()}:{number}")
+    return [{"version": v, "count": len(sites), "sites": sites[:5]} for v, sites in sorted(found.items())]
+
+
 def _render_pr(request: PortRequest, plan, analysis: PortAnalysis, commits, validation, outcome, changes, fork_ref,
-               base_sha, branch, run_id, stat, root) -> str:
+               base_sha, branch, run_id, stat, root, gates=()) -> str:
     from porter.shims.render import render
 
     human_reasons = {u.record.key: u.reason for u in plan.unhandled}
@@ -404,6 +426,7 @@ def _render_pr(request: PortRequest, plan, analysis: PortAnalysis, commits, vali
         drift_rows=rows, commits=[c.to_dict() for c in commits], human_items=items, diff_stat=stat,
         reproducer=reproducer, fork_path=str(root), generated_tests=[p for g in plan.groups for p in g.test_paths],
         validation=validation.to_dict(), changes=changes, limitations=limitations, convention=plan.convention,
+        gates=list(gates),
     )
 
 

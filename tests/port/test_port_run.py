@@ -86,3 +86,15 @@ def test_nothing_to_port_makes_no_branch(example, request_for):
     assert not result.branch_moved and result.exit_code == 0
     assert "nothing to port" in result.message
     assert git(example["plugin"], "branch", "--list", "ascend-port/*").strip() == ""
+
+
+def test_version_gates_are_counted_for_the_pr_material(tmp_path):
+    from porter.port import version_gates
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text('if vllm_version_is("0.11.0"):\n    pass\nx = vllm_version_is(\'0.9.1\')\n'
+                                           'if vllm_version_is("0.11.0") and y:\n    pass\n')
+    gates = version_gates(tmp_path, "pkg.utils.vllm_version_is", "pkg")
+    assert gates == [{"version": "0.11.0", "count": 2, "sites": ["pkg/a.py:1", "pkg/a.py:4"]},
+                     {"version": "0.9.1", "count": 1, "sites": ["pkg/a.py:3"]}]
+    assert version_gates(tmp_path, None, "pkg") == []
