@@ -297,7 +297,7 @@ def make_example(target: Path) -> dict[str, Path]:
     """Create the example under `target` (must not exist or be empty). Returns the paths."""
     target = Path(target).resolve()
     if target.exists() and any(target.iterdir()):
-        raise SystemExit(f"{target} exists and is not empty; choose another directory")
+        raise FileExistsError(f"{target} exists and is not empty; choose another directory")
     target.mkdir(parents=True, exist_ok=True)
 
     upstream = target / "hostlib"
@@ -340,7 +340,11 @@ def main(argv: list[str]) -> int:
     if shutil.which("git") is None:
         print("git is required", file=sys.stderr)
         return 3
-    paths = make_example(Path(argv[0]))
+    try:
+        paths = make_example(Path(argv[0]))
+    except FileExistsError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     for key, path in paths.items():
         print(f"{key}: {path}")
     return 0
