@@ -15,7 +15,8 @@ the old version.
   its storage would silently load the next bucket's bytes; the receiver clones before loading.
 * Decoupled (`BroadcastSync`): the engine lives in a second process started with
   torch.multiprocessing spawn; both join a torch.distributed group on 127.0.0.1 (gloo on CPU, nccl on
-  CUDA, hccl on Ascend) with rank 0 = trainer, rank 1 = engine. Per update rank 0 broadcasts the
+  CUDA, hccl on Ascend) with rank 0 = trainer, rank 1 = engine; rank 0 hosts the rendezvous store on
+  a port the OS assigns (no race for a "free" port). Per update rank 0 broadcasts the
   metadata first, then the tensors; rank 1 always drains every bucket (so an error on its side cannot
   deadlock the sender), then reports the outcome. Collectives carry a bounded timeout and the engine
   process is always joined, and killed if it does not exit.
@@ -28,7 +29,6 @@ transit so gates can prove they notice.
 from __future__ import annotations
 
 import datetime as _dt
-import socket
 import time
 import traceback
 from functools import partial
@@ -266,12 +266,6 @@ class ColocatedSync:
 # --------------------------------------------------------------------------- decoupled (broadcast)
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
 @dataclass(frozen=True)
 class EngineSpec:
     """How rank 1 builds its engine: `factory(*args, **kwargs)` must be importable (spawn pickles it)."""
@@ -292,9 +286,9 @@ def _engine_main(
 
         # rank 1 takes the second device when there is one (the trainer keeps device 0)
         get_platform(device_kind).set_device(1 if _device_count(device_kind) > 1 else 0)
-    dist.init_process_group(
-        backend, init_method=f"tcp://{host}:{port}", rank=1, world_size=2, timeout=_dt.timedelta(seconds=timeout_s)
-    )
+    timeout = _dt.timedelta(seconds=timeout_s)
+    store = dist.TCPStore(host, port, 2, False, timeout=timeout)  # rank 0 hosts it
+    dist.init_process_group(backend, store=store, rank=1, world_size=2, timeout=timeout)
     try:
         try:
             engine = spec.factory(*spec.args, **spec.kwargs)
@@ -466,22 +460,19 @@ class BroadcastSync:
                 "a torch.distributed process group is already active in this process; "
                 "the broadcast transport needs its own (destroy the other group first)"
             )
-        port = free_port(self.host)
+        timeout = _dt.timedelta(seconds=self.timeout_s)
+        # Rank 0 hosts the rendezvous store on a port the OS picks, so no other process can take the
+        # port between choosing and binding it; the engine process connects to it as a client.
+        store = dist.TCPStore(self.host, 0, 2, True, timeout=timeout, wait_for_workers=False)
         self._context = mp.start_processes(
             _engine_main,
-            args=(self.spec, self.host, port, self.backend, self.timeout_s, self.device_kind),
+            args=(self.spec, self.host, store.port, self.backend, self.timeout_s, self.device_kind),
             nprocs=1,
             join=False,
             start_method="spawn",
         )
         try:
-            dist.init_process_group(
-                self.backend,
-                init_method=f"tcp://{self.host}:{port}",
-                rank=0,
-                world_size=2,
-                timeout=_dt.timedelta(seconds=self.timeout_s),
-            )
+            dist.init_process_group(self.backend, store=store, rank=0, world_size=2, timeout=timeout)
             if self.device_kind != "cpu":
                 self._device = _comm_device(self.device_kind)
             ready = _await_reply()
