@@ -113,3 +113,35 @@ def test_attribute_chains_on_the_module_are_checked(tmp_path):
     assert verdicts == {"transformers.modeling_utils.ALL_ATTENTION_FUNCTIONS": True,
                         "transformers.integrations.npu_flash_attention.npu_flash_attn_func": False}
     assert result.outcome.outcome is Outcome.C_PATCH
+
+
+def test_cli_upgrade_of_a_transformers_consumer_reports_the_npu_check(tmp_path, monkeypatch):
+    """`porter upgrade consumer --upstream transformers --to B` with nothing breaking: the NPU fast path decides."""
+    import json
+
+    import yaml
+    from typer.testing import CliRunner
+
+    from porter.cli import app
+
+    project = tmp_path / "project"
+    (project / "consumer").mkdir(parents=True)
+    (project / "consumer" / "__init__.py").write_text("")
+    (project / "consumer" / "model.py").write_text(CONSUMER)
+    (project / "porter.yaml").write_text("upstreams_file: upstreams.yaml\nforks_file: forks.yaml\nruns_dir: runs\n")
+    (project / "upstreams.yaml").write_text(yaml.safe_dump({"schema": 1, "upstreams": {"transformers": {
+        "packages": ["transformers"], "ownership": {"report": ["**"]}}},
+        "plugins": {"consumer": {"upstreams": ["transformers"], "packages": ["consumer"], "path": "consumer",
+                                 "ownership": {"patch": ["**"]}}}}))
+    newer = NPU + "\n\ndef npu_flash_attn_with_kvcache(*args, **kwargs):\n    raise NotImplementedError\n"
+    old, new = tree(tmp_path / "a"), tree(tmp_path / "b", newer)
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("PORTER_CACHE_DIR", str(tmp_path / "cache"))
+    result = CliRunner().invoke(app, ["upgrade", "consumer", "--to", "5.4.0", "--from", "5.3.0", "--plugin-path",
+                                      str(project), "--upstream-path", f"5.3.0={old}", "--upstream-path", f"5.4.0={new}",
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    port = json.loads(result.stdout)["port"]
+    assert port["outcome"]["outcome"] == "A_WITH_NOTE"
+    assert port["npu_files"][0]["placeholders"] == ["npu_flash_attn_with_kvcache"]
+    assert list((project / "runs" / "upgrade").glob("*-transformers/NPU_INTEGRATION.md"))
