@@ -101,6 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--vllm-weight-sync-mode", default="native", help="accepted for compatibility: native only")
     g.add_argument("--vllm-enable-sleep-mode", action="store_true")
     g.add_argument("--vllm-quantization", default=None, choices=("ascend",))
+    g.add_argument("--vllm-worker-extension-cls", default=None,
+                   help="a user worker extension; conflicts with --vllm-quantization ascend (refused)")
     g.add_argument("--vllm-speculative-config", default=None, help="JSON, e.g. '{\"method\":\"ngram\",\"num_speculative_tokens\":3}'")
     g.add_argument("--vllm-enable-deterministic-inference", action="store_true",
                    help="accepted: per-sample seeds are always derived from (rollout seed, rollout id, index)")

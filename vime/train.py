@@ -253,7 +253,7 @@ def run(args, log: Callable[[str], None] = print, audit: bool = False, stop_afte
         if args.vllm_quantization:
             from vime.quant import mxfp8
 
-            mxfp8.enable_for_engine(engine, args.hf_checkpoint)
+            mxfp8.enable_for_engine(engine, args.hf_checkpoint, worker_extension_cls=args.vllm_worker_extension_cls)
         if args.check_weight_update_equal:
             engine.check_weights("snapshot")
         result.sync_reports.append(sync.push(model))  # always push once before the first rollout

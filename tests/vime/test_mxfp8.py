@@ -263,12 +263,12 @@ def test_install_fails_closed(quant_engine, tmp_path):
     engine, model, ckpt, weights = quant_engine
     with pytest.raises(MXFP8ConfigError, match="external rollout server"):
         MXFP8RolloutExtension.install(engine, ckpt, external_server=True)
-    with pytest.raises(MXFP8LifecycleError, match="conflicts"):
+    with pytest.raises(MXFP8ConfigError, match="conflicts"):
         MXFP8RolloutExtension.install(engine, ckpt, worker_extension_cls="my.pkg.Extension")
     with pytest.raises(MXFP8ConfigError, match="no quant_model_description"):
         MXFP8RolloutExtension.install(engine, tmp_path)
     engine.worker_extension = object()
-    with pytest.raises(MXFP8LifecycleError, match="refusing to stack"):
+    with pytest.raises(MXFP8ConfigError, match="refusing to stack"):
         MXFP8RolloutExtension.install(engine, ckpt)
     with pytest.raises(MXFP8ConfigError, match="needs --hf-checkpoint"):
         mxfp8.enable_for_engine(engine, None)
@@ -295,3 +295,12 @@ def test_describe_cli_writes_a_valid_description(tmp_path, capsys):
     assert not desc.is_eligible("model.layers.0.block_sparse_moe.gate.weight")
     assert not desc.is_eligible("model.embed_tokens.weight")
     assert "W8A8_MXFP8" in capsys.readouterr().out
+
+
+def test_driver_refuses_a_conflicting_worker_extension(quant_engine, capsys):
+    from vime.train import main
+
+    _, _, ckpt, _ = quant_engine
+    code = main(["--colocate", "--num-rollout", "1", "--hf-checkpoint", str(ckpt), "--vllm-quantization", "ascend",
+                 "--vllm-worker-extension-cls", "my.pkg.Extension"])
+    assert code == 2 and "conflicts with the MXFP8 worker extension" in capsys.readouterr().err

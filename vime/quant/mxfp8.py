@@ -39,7 +39,8 @@ _KNOWN_TYPES = {W8A8_MXFP8, FLOAT}
 
 
 class MXFP8ConfigError(ValueError):
-    """The quantisation setup cannot work: missing/incompatible description, external server, ..."""
+    """The quantisation setup cannot work: missing/incompatible description, external server,
+    a conflicting worker extension. A ValueError, so the driver reports it as a usage error (exit 2)."""
 
     def __init__(self, message: str, hint: str = "") -> None:
         super().__init__(message if not hint else f"{message} ({hint})")
@@ -48,7 +49,7 @@ class MXFP8ConfigError(ValueError):
 
 
 class MXFP8LifecycleError(RuntimeError):
-    """prepare/finalize called out of order, or a conflicting worker extension."""
+    """prepare/finalize called out of order."""
 
 
 # --------------------------------------------------------------------------- reference quantiser
@@ -361,13 +362,13 @@ class MXFP8RolloutExtension:
                 "the quantising worker extension must run inside an engine vime starts",
             )
         if worker_extension_cls and worker_extension_cls != EXTENSION_NAME:
-            raise MXFP8LifecycleError(
+            raise MXFP8ConfigError(
                 f"--vllm-worker-extension-cls {worker_extension_cls} conflicts with the MXFP8 worker extension; "
                 "remove it or drop --vllm-quantization ascend"
             )
         existing = getattr(engine, "worker_extension", None)
         if existing is not None and not isinstance(existing, cls):
-            raise MXFP8LifecycleError(
+            raise MXFP8ConfigError(
                 f"engine already carries worker extension {type(existing).__name__}; refusing to stack MXFP8 on it"
             )
         if existing is not None:
