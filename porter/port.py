@@ -320,11 +320,15 @@ def _port_outcome(analysis: OutcomeDecision, plan, validated: bool) -> OutcomeDe
     bridged, human = plan.bridged, plan.needs_human
     reasons.append(f"{len(bridged)} finding(s) bridged by generated shims" + (" (validated)" if validated else ""))
     if human:
-        reasons.append(f"{len(human)} finding(s) need a human to finish: {', '.join(human)}")
+        reasons.append(f"{len(human)} finding(s) need a human to finish: {_first(human)}")
     review = sorted({k for g in plan.groups for k in g.review})
     if review:
-        reasons.append(f"{len(review)} fix(es) chose defaults a maintainer must review: {', '.join(review)}")
+        reasons.append(f"{len(review)} fix(es) chose defaults a maintainer must review: {_first(review)}")
     return OutcomeDecision(Outcome.C_PATCH, tuple(reasons))
+
+
+def _first(keys: Sequence[str], shown: int = 5) -> str:
+    return ", ".join(keys[:shown]) + (f" and {len(keys) - shown} more (listed below)" if len(keys) > shown else "")
 
 
 def _changes_since(root: Path, existing, commits: Sequence[CommitInfo], tip: str) -> dict[str, Any]:
