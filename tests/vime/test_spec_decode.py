@@ -228,3 +228,18 @@ def test_export_draft_for_rollout_republishes_the_draft(tmp_path):
     with pytest.raises(SpeculativeConfigError, match="lacks config.json"):
         export_draft_for_rollout(str(tmp_path / "x-{rollout_id}"), 0,
                                  parse_speculative_config({"method": "dspark", "model": str(tmp_path), "num_speculative_tokens": 1}))
+
+
+def test_greedy_with_eos_matches_plain_engine(engine_pair):
+    target, draft, cfg, _ = engine_pair
+    prompts = torch.randint(0, cfg.vocab_size, (4, 6), generator=torch.Generator().manual_seed(4))
+    first = target.generate(prompts, max_new_tokens=16, temperature=0)
+    eos = int(first.response_tokens[0, 5])  # a token row 0 emits mid-way
+    plain = target.generate(prompts, max_new_tokens=16, temperature=0, eos_token_id=eos, pad_token_id=1)
+    setup = SpeculativeSetup(parse_speculative_config('{"method": "ngram", "num_speculative_tokens": 4}'),
+                             DraftModelProposer(lambda t: draft.model(t)))
+    spec = target.generate(prompts, max_new_tokens=16, temperature=0, eos_token_id=eos, pad_token_id=1, speculative=setup)
+    assert plain.loss_mask[0].sum() < 16  # the eos really cut row 0 short
+    assert torch.equal(spec.response_tokens, plain.response_tokens)
+    assert torch.equal(spec.loss_mask, plain.loss_mask)
+    assert torch.allclose(spec.logprobs, plain.logprobs, atol=1e-5)
