@@ -536,6 +536,7 @@ def port_after_analysis(
         if package and plugin_root:
             package = f"{plugin_root.strip('/')}/{package}"
         hint = {k: v for k, v in {"package": package, "shim_dir": spec.shim_dir or None,
+                                  "shim_style": spec.raw.get("shim_style") or None,
                                   "guard_function": _guard_function(spec)}.items() if v}
     reproducer = f"porter upgrade {name} --to {target.label} --from {baseline.label}"
     if analysis_request.plugin_path is not None:

@@ -21,7 +21,7 @@ _GUARD_DEF = re.compile(r"^def (\w+_version_is|is_\w+_version_\w*)\s*\(", re.MUL
 class Convention:
     package: str  # top-level import package of the plugin, e.g. vllm_ascend
     compat_dir: str  # where shim modules go, relative to the fork root
-    style: str  # "compat_module" | "torch_compat" (COMPAT markers)
+    style: str  # "compat_module" | "torch_compat" (COMPAT markers) | "version_guard" (the fork's gate picks the path)
     guard_function: str | None = None  # dotted, e.g. vllm_ascend.utils.vllm_version_is
     test_dir: str = "tests/porter_compat"
     import_root: str = ""  # directory that is on sys.path (src/ layouts), relative to the fork root
@@ -80,6 +80,9 @@ def detect(root: Path, package: str | None = None, hint: dict[str, Any] | None =
             compat_dir = f"{pkg_dir}/compat"
     style = style or "compat_module"
     guard = hint.get("guard_function") or _find_guard(root / pkg_dir, import_name)
+    if style == "version_guard" and not guard:
+        raise InputError(f"{root}: shim_style version_guard needs the fork's guard function",
+                         hint="name it with guards.version_functions + guards.helper_module in the registry")
     import_root = pkg_dir.rpartition("/")[0]
     return Convention(package=import_name, compat_dir=compat_dir.strip("/"), style=style, guard_function=guard,
                       import_root=import_root)

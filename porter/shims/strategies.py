@@ -286,6 +286,11 @@ def _plan_moved(module: str, records: list[DriftRecord], ctx: ShimContext, taken
                 f"TODO for a human: the plugin uses {', '.join(f'`{imp_name}.{m}`' for m in lost)}, which "
                 f"`{new_dotted}` no longer defines; the shim resolves the class but those uses still break."
             )
+    guard = ctx.convention.guard_function if ctx.convention.style == "version_guard" else None
+    if guard:  # the stand-in of the fork's gate answers "baseline?" per layout
+        guard_module, _, guard_name = guard.rpartition(".")
+        for layout, answer in (("baseline", True), ("target", False)):
+            _add_source(layouts[layout], guard_module, f"def {guard_name}(version):\n    return {answer}\n")
     shim, test = _render_pair(
         ctx, "moved.py.j2", shim_path, {"entries": entries},
         {"strategy": "lazy_import_fallback", "layouts": layouts, "tops": _tops(layouts), "expected": expected},

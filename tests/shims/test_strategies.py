@@ -241,3 +241,23 @@ def test_unreached_import_sites_move_a_record_to_a_human(example, tree):
     assert plan.needs_human == ()
     moved = plan_with_missed(plan, [(group, ImportMove("tiny_npu/x.py", "hostlib.spec.eagle", "Proposer", "tiny_npu.compat.eagle"))])
     assert moved.needs_human == (RECORDS[2].key,) and moved.bridged == ()
+
+
+def test_version_guard_style_uses_the_forks_gate(example, tree):
+    """shim_style: version_guard -> the shim picks the path with the plugin's own gate (old release in the if-branch)."""
+    convention = detect(tree, hint={"shim_style": "version_guard"})
+    assert convention.guard_function == "tiny_npu.utils.hostlib_version_is"
+    ctx = ShimContext(tree, convention, "hostlib", "1.0.0", "2.0.0",
+                      UpstreamTree(example["upstream_v1"]), UpstreamTree(example["upstream_v2"]))
+    (group,) = plan_shims([RECORDS[2]], ctx).groups
+    shim = group.files[0].content
+    assert "from tiny_npu.utils import hostlib_version_is" in shim and "hostlib_version_is('1.0.0')" in shim
+    assert "find_spec" not in shim.split("def _resolve")[1]
+    apply_group(tree, group)
+    generated = _pytest(tree, "--noconftest", *group.test_paths)
+    assert generated.returncode == 0, generated.stdout + generated.stderr
+    probe = "from tiny_npu.spec import NPUProposer; from tiny_npu.compat import eagle; print(eagle.SOURCES['Proposer'])"
+    for version, expected in (("upstream_v1", "hostlib.spec.eagle.Proposer"), ("upstream_v2", "hostlib.spec.base_proposer.Proposer")):
+        run = subprocess.run([sys.executable, "-c", probe], cwd=tree, capture_output=True, text=True, timeout=60,
+                             env={"PYTHONPATH": f"{example[version]}:{tree}", "PYTHONDONTWRITEBYTECODE": "1"})
+        assert run.stdout.strip() == expected, (version, run.stdout + run.stderr)  # the real gate, the real trees
