@@ -322,12 +322,19 @@ class MXFP8RolloutExtension:
                               promotes the version), then `finalize(success=True)`: markers set,
                               loader restored. Any failure aborts the update (old weights, old version)
                               and calls `finalize(success=False)` without masking the original error.
+      forward              -> with `activations=True` (default: the scheme is W8A8) the input of every
+                              eligible linear layer is MX-quantised on the fly (per token, groups of 32
+                              along the hidden axis, like the dynamic MX kernel) and dequantised, so
+                              the rollout forward computes with MX weights and MX activations.
     The trainer keeps sending full-precision weights; only this side quantises.
     """
 
     FAULTS = ("drop_scale", "skip_quant")  # test knobs: lose one scale in transit / load unquantised weights
 
-    def __init__(self, engine: Any, description: QuantDescription, *, backend: str = "auto", fault: str | None = None) -> None:
+    def __init__(
+        self, engine: Any, description: QuantDescription, *, backend: str = "auto", fault: str | None = None,
+        activations: bool = True,
+    ) -> None:
         if fault is not None and fault not in self.FAULTS:
             raise ValueError(f"unknown MXFP8 fault {fault!r}; use one of {self.FAULTS}")
         self.fault = fault
@@ -340,6 +347,8 @@ class MXFP8RolloutExtension:
         self.passthrough: dict[str, torch.Tensor] = {}  # name -> object handed through unquantised (identity check)
         self._native: dict[str, Callable[..., Any]] = {}
         self._expected = [n for n in description.entries if description.is_eligible(n)]
+        self.activations = activations
+        self._hooks: list[Any] = []
 
     # ----- installation
     @classmethod
@@ -353,6 +362,7 @@ class MXFP8RolloutExtension:
         external_server: bool = False,
         backend: str = "auto",
         fault: str | None = None,
+        activations: bool = True,
     ) -> "MXFP8RolloutExtension":
         """Fail closed: an external server, a user worker extension or a description that does not
         fit the engine's model all stop here with a message that says what to change."""
@@ -378,7 +388,7 @@ class MXFP8RolloutExtension:
                 raise MXFP8ConfigError("MXFP8 needs a quant description or the checkpoint directory that holds one")
             description = QuantDescription.load(checkpoint_dir)
         description.validate_against({n: tuple(t.shape) for n, t in engine.named_weights().items()})
-        ext = cls(engine, description, backend=backend, fault=fault)
+        ext = cls(engine, description, backend=backend, fault=fault, activations=activations)
         for verb in ("start_weight_update", "update_weights", "finish_weight_update", "abort_weight_update"):
             ext._native[verb] = getattr(engine, verb)
         engine.start_weight_update = ext.start_weight_update
@@ -386,7 +396,15 @@ class MXFP8RolloutExtension:
         engine.finish_weight_update = ext.finish_weight_update
         engine.abort_weight_update = ext.abort_weight_update
         engine.worker_extension = ext
+        if activations:
+            ext._hooks = [m.register_forward_pre_hook(ext._quantize_input) for m in ext._modules().values()]
         return ext
+
+    def _quantize_input(self, module: torch.nn.Module, args: tuple) -> tuple:
+        """A8: the activation entering an MXFP8 linear layer, quantised dynamically and dequantised."""
+        x = args[0]
+        q, scale = quantize_mx(x.detach(), backend=self.backend)
+        return (dequantize_mx(q, scale, dtype=x.dtype), *args[1:])
 
     def _modules(self) -> dict[str, torch.nn.Module]:
         """Owning module of each eligible weight (the linear layer)."""
@@ -483,6 +501,7 @@ class MXFP8RolloutExtension:
             "eligible": len(self._expected),
             "described": len(self.description.entries),
             "backend": "npu" if self.backend == "npu" or (self.backend == "auto" and npu_mx_quant_available()) else "reference",
+            "activations": self.activations,
             "events": list(self.events),
         }
 
