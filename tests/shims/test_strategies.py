@@ -213,7 +213,7 @@ def test_renamed_class_whose_used_members_vanished_needs_a_human(tmp_path):
 
 
 def test_positional_rename_needs_similar_names(example, tree):
-    from porter.shims.strategies import _signature_delta
+    from porter.shims.strategies.signature import _signature_delta
     from porter.shims.lookup import Definition, Param
 
     old = Definition("m", "f", "function", params=(Param("dim", "positional_or_keyword", False), Param("base", "positional_or_keyword", True)))

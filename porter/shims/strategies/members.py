@@ -1,0 +1,122 @@
+"""F7 new required attribute / F8 new required method: the member on every plugin subclass the finding
+names, with a commented default, flagged for review."""
+
+from __future__ import annotations
+
+import keyword
+from pathlib import Path
+from typing import Any
+
+from porter.shims.lookup import class_member
+from porter.shims.model import MemberAdd, NewFile, ShimGroup, Unhandled
+from porter.shims.render import render_python
+from porter.shims.strategies.common import ShimContext, class_at, count, literal, signature_text
+from porter.upgrade.models import DriftFamily, DriftRecord
+
+
+def subclass_site(record: DriftRecord) -> tuple[str, str | None]:
+    """(plugin file, plugin class name) of the subclass that lacks the member."""
+    detail = record.detail
+    cls = detail.get("subclass") or detail.get("plugin_class") or detail.get("class")
+    path = detail.get("subclass_path") or detail.get("path")
+    if not path and record.sites:
+        path = record.sites[0].path
+    if cls and "." in str(cls):
+        cls = str(cls).rsplit(".", 1)[-1]
+    return str(path or ""), (str(cls) if cls else None)
+
+
+def _member_names(record: DriftRecord) -> list[str]:
+    """Members the subclass lacks: `attributes` / `methods` lists, else a single `member` or the symbol tail."""
+    detail = record.detail
+    for key in ("attributes", "methods", "members"):
+        value = detail.get(key)
+        if isinstance(value, (list, tuple)) and value:
+            return [str(v) for v in value]
+    for key in ("member", "attribute", "method"):
+        value = detail.get(key)
+        if isinstance(value, str) and value:
+            return [value]
+    return [record.symbol.rsplit(".", 1)[-1]]
+
+
+def _base_location(record: DriftRecord) -> tuple[str, str]:
+    """(module, class) of the upstream base class: the record's symbol is the base class itself."""
+    base = record.detail.get("base")
+    if isinstance(base, str) and "." in base:
+        module, _, name = base.rpartition(".")
+        return module, name
+    loc = record.new_location or record.old_location
+    return loc.module, loc.qualname.split(".")[-1] if loc.qualname else record.symbol.rsplit(".", 1)[-1]
+
+
+def plan_members(path: str, pairs: list[tuple[DriftRecord, Any]], ctx: ShimContext, taken: set[str]) -> tuple[ShimGroup | None, list[Unhandled]]:
+    adds, rationale, review, required, skipped, kept = [], [], [], [], [], []
+    for record, site, member in [(r, s, m) for r, s in pairs for m in _member_names(r)]:
+        # The class defined at the site's line; the record's `plugin_class` names only the first subclass.
+        cls = class_at(ctx.plugin_root, path, site.line) if site is not None else None
+        cls = cls or subclass_site(record)[1]
+        if not path or not cls or not member.isidentifier() or keyword.iskeyword(member):
+            skipped.append(Unhandled(record, f"cannot tell which plugin class needs `{member}`: add it by hand"))
+            continue
+        base_module, base_name = _base_location(record)
+        fact = class_member(ctx.new_tree, base_module, base_name, member)
+        where = f"{base_module}.{base_name}.{member}"
+        if record.family is DriftFamily.NEW_ATTRIBUTE:
+            default = record.detail.get("default")
+            if default is None and fact and fact[1] is not None and literal(fact[1]):
+                default = fact[1]
+            default = default if isinstance(default, str) and literal(default) else "None"
+            code = (
+                f"# porter: {ctx.upstream} {ctx.target} reads `{member}` on every {base_name} ({where}).\n"
+                f"# Default below mirrors the upstream default ({default}); REVIEW it for NPU correctness.\n"
+                f"{member} = {default}\n"
+            )
+            rationale.append(
+                f"`{cls}` gains `{member} = {default}`: {ctx.upstream} {ctx.target} requires it on `{base_name}` "
+                "subclasses; the default mirrors upstream and is flagged for review."
+            )
+        else:
+            params = fact[2] if fact and fact[0] == "method" else ()
+            signature = signature_text(params) or "self, *args, **kwargs"
+            code = (
+                f"# porter: {ctx.upstream} {ctx.target} requires `{member}` on {base_name} subclasses ({where}).\n"
+                "# REVIEW: no NPU implementation exists yet; this default fails loudly instead of silently skipping.\n"
+                f"def {member}({signature}):\n"
+                f"    raise NotImplementedError(\"{cls}.{member}: NPU implementation pending (added by porter, review)\")\n"
+            )
+            rationale.append(
+                f"`{cls}` gains `{member}()` with the upstream signature: {ctx.upstream} {ctx.target} declares it "
+                f"abstract / NotImplementedError on `{base_name}`; the body raises until someone writes the NPU version."
+            )
+        adds.append(MemberAdd(path, cls, member, code))
+        review.append(record.key)
+        expected = [p.name for p in fact[2]] if fact and fact[0] == "method" and signature_text(fact[2]) else None
+        required.append((path, cls, member, expected))
+        if record not in kept:
+            kept.append(record)
+    if not adds:
+        return None, skipped
+    stem = Path(path).stem
+    test_path = f"{ctx.convention.test_dir}/test_members_{stem}.py"
+    counter = 2
+    while test_path in taken:
+        test_path = f"{ctx.convention.test_dir}/test_members_{stem}_{counter}.py"
+        counter += 1
+    taken.add(test_path)
+    test = render_python(
+        "test_members.py.j2", **ctx.template_vars(), test_path=test_path,
+        depth=len(Path(test_path).parts) - 1, required=required,
+    )
+    families = {r.family for r in kept}
+    return ShimGroup(
+        name=f"members/{stem}",
+        family=families.pop() if len(families) == 1 else DriftFamily.NEW_ATTRIBUTE,
+        strategy="member_default",
+        records=tuple(kept),
+        subject=f"{path}: add {count(adds, 'member')} {ctx.upstream} {ctx.target} requires (review defaults)",
+        rationale=tuple(rationale),
+        files=(NewFile(test_path, test, "test"),),
+        member_adds=tuple(adds),
+        review=tuple(dict.fromkeys(review)),
+    ), skipped

@@ -1,0 +1,115 @@
+"""F1 removed: the original at the baseline; at the target a local rebuild (subclass of surviving bases,
+literal constant) or a TODO stub that raises, for a human."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+from porter.shims.model import ShimGroup
+from porter.shims.strategies.common import (
+    ShimContext, add_source, count, import_moves, import_path, literal, module_file_name,
+    render_pair, sites_text, stub_class, tops,
+)
+from porter.upgrade.models import DriftFamily, DriftRecord
+
+
+def _surviving_base(base: str, ctx: ShimContext) -> str | None:
+    """Where a base class of the removed class lives at the target (same path, or same name moved)."""
+    if "." not in base:
+        return None  # builtins: object/Exception carry no behaviour worth rebuilding on
+    if ctx.new_tree.exists(base):
+        return base
+    return None
+
+
+def plan_removed(module: str, records: list[DriftRecord], ctx: ShimContext, taken: set[str]) -> ShimGroup:
+    shim_path = module_file_name(module, "_fallbacks", ctx, taken)
+    shim_module = ctx.convention.module_of(shim_path)
+    entries, rationale, needs_human, checks = [], [], [], {}
+    layouts: dict[str, dict[str, str]] = {"baseline": {}, "target": {}}
+    for record in records:
+        imp_module, name = import_path(record)
+        attr = name
+        old_def = ctx.old_tree.find(imp_module, attr)
+        original = f"{imp_module}.{attr}"
+        entry: dict[str, Any] = {"name": name, "module": imp_module, "attr": attr, "bases": [],
+                                 "attributes": [], "value": None, "kind": "function", "old_source": ""}
+        bases = [b for b in (old_def.bases if old_def else ()) if b not in ("object",)]
+        surviving = [_surviving_base(b, ctx) for b in bases]
+        if old_def and old_def.kind == "class" and bases and all(surviving) and old_def.trivial_body:
+            entry["mode"] = "subclass"
+            entry["bases"] = [tuple(b.rsplit(".", 1)) for b in surviving]  # type: ignore[union-attr]
+            entry["attributes"] = _literal_class_attributes(old_def.source)
+            entry["summary"] = f"rebuilt as a subclass of {', '.join(f'`{b}`' for b in surviving)}"
+            checks[name] = ("subclass", original, list(surviving))
+            for base in surviving:
+                base_mod, _, base_name = base.rpartition(".")  # type: ignore[union-attr]
+                for layout in ("baseline", "target"):
+                    if f"class {base_name}" not in layouts[layout].get(base_mod, ""):
+                        add_source(layouts[layout], base_mod, stub_class(base_name, layout))
+            base_imports = "".join(f"from {b.rpartition('.')[0]} import {b.rpartition('.')[2]}\n" for b in surviving)
+            base_names = ", ".join(b.rpartition(".")[2] for b in surviving)
+            add_source(layouts["baseline"], imp_module, base_imports + stub_class(attr, "baseline", base_names))
+            rationale.append(
+                f"`{original}` was removed in {ctx.upstream} {ctx.target}; its body was trivial and its "
+                f"bases survive, so `{shim_path}` rebuilds it as a subclass of {', '.join(surviving)} "
+                "(isinstance checks keep working)."
+            )
+        elif old_def and old_def.kind == "assignment" and literal(old_def.value):
+            entry["mode"] = "constant"
+            entry["value"] = old_def.value
+            entry["summary"] = f"rebuilt from the {ctx.baseline} value `{old_def.value}`"
+            checks[name] = ("constant", original, ast.literal_eval(old_def.value))
+            add_source(layouts["baseline"], imp_module, f"{attr} = {old_def.value}\n")
+            rationale.append(
+                f"`{original}` (a constant) was removed in {ctx.upstream} {ctx.target}; `{shim_path}` "
+                f"keeps the {ctx.baseline} value."
+            )
+        else:
+            kind = "class" if old_def and old_def.kind == "class" else "function"
+            entry.update(mode="todo", kind=kind, old_source=old_def.source if old_def else "")
+            entry["summary"] = "TODO(porter): no automatic replacement; a human must port it"
+            checks[name] = ("todo", original, None)
+            stub = stub_class(attr, "baseline") if kind == "class" else f"def {attr}(*args, **kwargs):\n    return 'baseline'\n"
+            add_source(layouts["baseline"], imp_module, stub)
+            needs_human.append(record.key)
+            why = "it is not a class with surviving bases and a trivial body" if old_def else "its definition was not found in the baseline tree"
+            rationale.append(
+                f"`{original}` was removed in {ctx.upstream} {ctx.target} and cannot be rebuilt ({why}): "
+                f"`{shim_path}` keeps the plugin importable with a stub that raises NotImplementedError; "
+                f"TODO for a human at {sites_text(record)}."
+            )
+        if ctx.new_tree.has_module(imp_module):
+            add_source(layouts["target"], imp_module, "")
+        entries.append(entry)
+    shim, test = render_pair(
+        ctx, "removed.py.j2", shim_path, {"entries": entries},
+        {"strategy": "removed_fallback", "layouts": layouts, "tops": tops(layouts), "checks": checks},
+    )
+    return ShimGroup(
+        name=f"compat/{Path(shim_path).stem}",
+        family=DriftFamily.REMOVED,
+        strategy="removed_fallback",
+        records=tuple(records),
+        subject=f"compat: fallbacks for {count(records, 'removed symbol')} of {module}",
+        rationale=tuple(rationale),
+        files=(shim, test),
+        import_moves=import_moves(records, shim_module, ctx),
+        needs_human=tuple(needs_human),
+    )
+
+
+def _literal_class_attributes(source: str) -> list[tuple[str, str]]:
+    try:
+        node = ast.parse(source).body[0]
+    except (SyntaxError, IndexError):
+        return []
+    out = []
+    for stmt in getattr(node, "body", []):
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            value = ast.unparse(stmt.value)
+            if literal(value):
+                out.append((stmt.targets[0].id, value))
+    return out
