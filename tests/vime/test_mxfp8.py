@@ -304,3 +304,23 @@ def test_driver_refuses_a_conflicting_worker_extension(quant_engine, capsys):
     code = main(["--colocate", "--num-rollout", "1", "--hf-checkpoint", str(ckpt), "--vllm-quantization", "ascend",
                  "--vllm-worker-extension-cls", "my.pkg.Extension"])
     assert code == 2 and "conflicts with the MXFP8 worker extension" in capsys.readouterr().err
+
+
+def test_activations_are_mx_quantised_in_the_rollout_forward(quant_engine):
+    engine, model, ckpt, weights = quant_engine
+    ext = MXFP8RolloutExtension.install(engine, ckpt)
+    _update(engine, weights())
+    name = ext._expected[0]
+    module = engine.model.get_submodule(name.rsplit(".", 1)[0])
+    seen = {}
+    handle = module.register_forward_hook(lambda m, args, out: seen.setdefault("x", args[0]))
+    prompts = torch.randint(0, 256, (2, 6), generator=torch.Generator().manual_seed(0))
+    with_a8 = engine.model(prompts)
+    handle.remove()
+    x = seen["x"]  # what the linear layer actually received, after the pre-hook
+    assert torch.equal(dequantize_mx(*quantize_mx_reference(x)), x)  # already on the MX grid
+    for h in ext._hooks:
+        h.remove()
+    without_a8 = engine.model(prompts)
+    assert not torch.equal(with_a8, without_a8)
+    assert ext.summary()["activations"] is True
