@@ -64,7 +64,7 @@ def register(app: typer.Typer) -> None:
                 reporter.status(f"Markdown report: {markdown}")
             payload = {"dry_run": dry_run, "analysis": report.to_dict()}
             if not dry_run:
-                from porter.port import port_after_analysis, render_port
+                from porter.port_cli import port_after_analysis, render_port
 
                 port_result = port_after_analysis(request, report, state.config(), reporter.status)
                 payload["port"] = port_result.to_dict()

@@ -89,7 +89,7 @@ def test_nothing_to_port_makes_no_branch(example, request_for):
 
 
 def test_version_gates_are_counted_for_the_pr_material(tmp_path):
-    from porter.port import version_gates
+    from porter.pr_material import version_gates
 
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "a.py").write_text('if vllm_version_is("0.11.0"):\n    pass\nx = vllm_version_is(\'0.9.1\')\n'

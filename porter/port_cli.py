@@ -1,0 +1,201 @@
+"""`porter upgrade NAME --to REF` without --dry-run: turn the analysis report into the right kind of
+run (shims on a port branch, a merge for forks of their parent, the NPU integration check for
+transformers consumers) and render its result."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+from porter.errors import InputError, UsageError
+from porter.fsutil import atomic_write_text
+from porter.port import PortAnalysis, PortRequest, PortResult, new_run_id, run_port
+from porter.upgrade.models import DriftRecord
+
+
+def _guard_function(spec) -> str | None:
+    functions = getattr(spec.guards, "version_functions", {}) or {}
+    helper = getattr(spec.guards, "helper_module", "") or ""
+    if functions and helper:
+        return f"{helper}.{next(iter(functions))}"
+    return None
+
+
+def port_after_analysis(
+    analysis_request: Any,
+    report: Any,
+    config: Any,
+    status: Callable[[str], None] = lambda _m: None,
+    *,
+    push: bool = False,
+    force: bool = False,
+    allow_dirty: bool = False,
+    fork_ref: str | None = None,
+    slug: str | None = None,
+) -> PortResult:
+    """Port the plugin that `report` (porter.upgrade.analyze.AnalysisReport) analysed.
+
+    The fork is the `--plugin-path` checkout or the clone named in forks.yaml; the analysis is
+    re-run by porter on the fork's committed baseline (in the worktree), not on the checkout."""
+    from porter.registry import load_forks
+    from porter.upgrade.analyze import AnalysisRequest, run_analysis
+
+    spec = report.plugin_spec
+    name = report.plugin
+    fork_name, fork_path = name, analysis_request.plugin_path
+    registered = False  # the ledger records runs on the registered clone only, not on ad-hoc checkouts
+    for fork in load_forks(config.forks_file).values():
+        if fork.plugin == name or fork.name == name:
+            if fork_path is None or Path(fork_path).resolve() == fork.path.resolve():
+                fork_name, fork_path, registered = fork.name, fork.path, True
+            break
+    if fork_path is None:
+        raise InputError(
+            f"no fork checkout of {name} to port",
+            hint="register the fork in forks/forks.yaml (path:) or pass --plugin-path to a git checkout of it",
+        )
+    if spec is not None and spec.kind == "fork":
+        return _merge_for_fork(fork_name, Path(fork_path), report, config, status, push=push, force=force,
+                               allow_dirty=allow_dirty, fork_ref=fork_ref, slug=slug, registered=registered)
+    if report.upstream == "transformers" and report.baseline is not None and not report.breaking:
+        return _compare_transformers(report, analysis_request, config)
+    if report.baseline is None:
+        raise UsageError(f"no baseline for {name}: porter needs both versions to build shims",
+                         hint="pass --from REF (or set the fork's baseline in forks/forks.yaml)")
+    plugin_root = (spec.plugin_root if spec is not None else "") or ""
+    target, baseline = report.target, report.baseline
+    trees = {target.label: target.root, baseline.label: baseline.root}
+
+    def analyze(tree: Path) -> PortAnalysis:
+        again = run_analysis(AnalysisRequest(
+            plugin=name, target=target.label, baseline=baseline.label, plugin_path=tree / plugin_root if plugin_root else tree,
+            upstream_paths=trees, upstream=report.upstream, config=config,
+        ))
+        records, notes = list(again.records), list(again.notes)
+        if plugin_root:  # sites are relative to the plugin root; commits are relative to the fork root
+            records = [_prefix_sites(r, plugin_root) for r in records]
+            notes = [_prefix_sites(r, plugin_root) for r in notes]
+        return PortAnalysis(tuple(records), tuple(notes), again.outcome,
+                            {"timings": again.timings, "usage": again.usage.to_dict()})
+
+    hint = {}
+    if spec is not None:
+        package = spec.packages[0] if spec.packages else None
+        if package and plugin_root:
+            package = f"{plugin_root.strip('/')}/{package}"
+        hint = {k: v for k, v in {"package": package, "shim_dir": spec.shim_dir or None,
+                                  "shim_style": spec.raw.get("shim_style") or None,
+                                  "guard_function": _guard_function(spec)}.items() if v}
+    reproducer = f"porter upgrade {name} --to {target.label} --from {baseline.label}"
+    if analysis_request.plugin_path is not None:
+        reproducer += f" --plugin-path {analysis_request.plugin_path}"
+    for label, root in getattr(analysis_request, "upstream_paths", {}).items():
+        reproducer += f" --upstream-path {label}={root}"
+    tests = tuple(str(t) for t in ((spec.raw.get("port_tests") if spec is not None else None) or ()))
+    request = PortRequest(
+        fork=fork_name, fork_path=Path(fork_path), upstream=report.upstream, baseline=baseline.label, target=target.label,
+        baseline_tree=baseline.root, target_tree=target.root, fork_ref=fork_ref,
+        package=hint.pop("package", None), convention_hint=hint, slug=slug, plugin_tests=tests, push=push,
+        allow_dirty=allow_dirty, force=force, work_dir=Path(config.cache_dir) / "worktrees", runs_dir=Path(config.runs_dir),
+        forks_file=Path(config.forks_file) if registered else None, reproducer=reproducer,
+    )
+    return run_port(request, analyze, status)
+
+
+def _prefix_sites(record: DriftRecord, prefix: str) -> DriftRecord:
+    from porter.upgrade.models import Site
+
+    prefix = prefix.strip("/")
+    sites = tuple(Site(f"{prefix}/{s.path}", s.line, s.code) for s in record.sites)
+    return replace(record, sites=sites)
+
+
+def render_port(result: Any, console: Any) -> None:
+    """Rich summary of a port run (the analysis table is rendered by porter.upgrade.report)."""
+    from rich.table import Table
+
+    if hasattr(result, "keys_added"):  # porter.transformers_compare.TransformersComparison
+        console.print(f"\n[bold]NPU integration[/] transformers {result.baseline} -> {result.target}: "
+                      f"outcome [bold]{result.outcome.outcome.value}[/]")
+        for reason in result.outcome.reasons:
+            console.print(f"  • {reason}")
+        for line in result.evidence:
+            console.print(f"  [dim]{line}[/]")
+        return
+    if hasattr(result, "conflicts"):  # a merge (porter.triton_merge.MergeResult)
+        console.print(f"\n[bold]merge[/] {result.fork}: {result.message}")
+        table = Table(title="conflicts")
+        for column in ("file", "kind", "resolved by"):
+            table.add_column(column)
+        for c in result.conflicts:
+            table.add_row(c.path, c.kind, c.resolved_by or "[yellow]a human[/]")
+        console.print(table)
+        if result.branch_moved:
+            console.print(f"PR material: git show {result.branch}:PR_MATERIAL.md")
+        return
+
+    console.print(f"\n[bold]port[/] {result.fork}: outcome [bold]{result.outcome.outcome.value}[/] — {result.message}")
+    if result.commits:
+        table = Table(title=f"{result.branch} (run {result.run_id})")
+        table.add_column("commit")
+        table.add_column("families")
+        table.add_column("change")
+        for commit in result.commits:
+            table.add_row(commit.sha[:12], ", ".join(commit.families), commit.subject)
+        console.print(table)
+    checks = result.validation.get("checks", [])
+    if checks:
+        table = Table(title="validation")
+        table.add_column("check")
+        table.add_column("verdict")
+        table.add_column("detail")
+        for check in checks:
+            colour = {"pass": "green", "fail": "red"}.get(check["verdict"], "yellow")
+            table.add_row(check["name"], f"[{colour}]{check['verdict']}[/]", check["detail"])
+        console.print(table)
+    if result.needs_human:
+        console.print(f"[yellow]needs a human[/]: {', '.join(result.needs_human)}")
+    if result.changes:
+        console.print(f"replaced previous series {result.changes['previous_sha'][:12]}: "
+                      f"new {result.changes['added'] or 'none'}, dropped {result.changes['dropped'] or 'none'}")
+    if result.branch_moved:
+        console.print(f"PR material: git show {result.branch}:PR_MATERIAL.md"
+                      + (f"  (copy in {result.record_dir})" if result.record_dir else ""))
+    if result.pushed:
+        console.print(f"pushed: {result.pushed}")
+
+
+def _merge_for_fork(fork_name: str, fork_path: Path, report: Any, config: Any, status: Callable[[str], None], *,
+                    push: bool, force: bool, allow_dirty: bool, fork_ref: str | None, slug: str | None,
+                    registered: bool = True):
+    """A fork that merges its parent (triton-ascend): merge the target ref instead of writing shims."""
+    from porter.triton_merge import MergeRequest, run_merge
+    from porter.upgrade.sources import Sources
+
+    target = report.target
+    if target.kind != "git" or not target.commit:
+        raise UsageError(f"{fork_name} merges {report.upstream}: the target must be a git ref of it, not a {target.kind} tree",
+                         hint=f"pass --to TAG (for example v3.6.0) without --upstream-path")
+    mirror = Sources(Path(config.cache_dir)).mirror_path(target.origin)
+    request = MergeRequest(
+        fork=fork_name, fork_path=fork_path, upstream=report.upstream, target=target.label, target_ref=target.commit,
+        fetch_from=str(mirror), fetch_ref=target.label, fork_ref=fork_ref, slug=slug,
+        resolutions_dir=Path(config.knowledge_dir) / "merge-resolutions", allow_dirty=allow_dirty, force=force, push=push,
+        work_dir=Path(config.cache_dir) / "worktrees", runs_dir=Path(config.runs_dir),
+        forks_file=Path(config.forks_file) if registered else None, reproducer=f"porter upgrade {fork_name} --to {target.label}",
+    )
+    return run_merge(request, status)
+
+
+def _compare_transformers(report: Any, analysis_request: Any, config: Any):
+    """A consumer of transformers with no breaking use: the NPU integration fast path decides A / A_WITH_NOTE."""
+    from porter.transformers_compare import compare, to_markdown
+
+    result = compare(report.baseline.root, report.target.root, report.plugin_tree.root,
+                     report.baseline.label, report.target.label)
+    directory = Path(config.runs_dir) / "upgrade" / f"{new_run_id()}-transformers"
+    atomic_write_text(directory / "NPU_INTEGRATION.md", to_markdown(result))
+    atomic_write_text(directory / "run.json", json.dumps(result.to_dict(), indent=2) + "\n")
+    return result
