@@ -119,6 +119,7 @@ class Block:
     kind: str  # traceback | error | dmesg
     start: int
     lines: list[str] = field(default_factory=list)
+    prefixed: list[int] = field(default_factory=list, repr=False)  # context lines not yet de-prefixed
 
     @property
     def end(self) -> int:
@@ -235,8 +236,10 @@ class Extractor:
         self._close()
         start_lines = list(self._before) if with_context else []
         start = number - len(start_lines)
-        context = [strip_prefix(t) if n < 0 else t for n, t in start_lines]
-        self._current = Block(kind, start, context + [text])
+        # skipped context lines keep their prefix for now: most blocks of a big log are
+        # dropped again, so `_finish` strips only the ones that are kept
+        self._current = Block(kind, start, [t for _, t in start_lines] + [text])
+        self._current.prefixed = [i for i, (n, _) in enumerate(start_lines) if n < 0]
         self._gap = 0
 
     def _append(self, text: str) -> None:
@@ -374,9 +377,16 @@ class Extractor:
                 self._append(text)
         self._before.append((number, text))
 
+    @staticmethod
+    def _finish(block: Block) -> Block:
+        for i in block.prefixed:
+            block.lines[i] = strip_prefix(block.lines[i])
+        block.prefixed = []
+        return block
+
     def signals(self) -> Signals:
         self._close()
-        blocks = self._head + list(self._tail)
+        blocks = [self._finish(b) for b in self._head + list(self._tail)]
         hints: Counter[str] = Counter()
         for pkg, count in self._packages.items():
             layer = PACKAGE_LAYER.get(pkg)

@@ -37,6 +37,7 @@ VERSION_DEMOTE = 0.4  # multiply confidence when the installed version is outsid
 MAX_HITS_PER_SIGNATURE = 3
 FUZZY_QUERY_CHARS = 400
 FUZZY_MAX_QUERIES = 12
+LINE_MEMO_SIZE = 4096
 SEVERITY_RANK_PENALTY = {"warning": 0.15, "info": 0.3}  # ranking only; confidence is unchanged
 
 # -- results --------------------------------------------------------------------------------------
@@ -84,71 +85,83 @@ class Diagnosis:
 def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[int, list[tuple[int, str]]]], Signals]:
     """One pass over batches of clean lines: signature hits per entry/signature, and the signals.
 
-    Per batch, lines that contain none of the prefilter needles (signature keys and anchors,
-    error words, traceback markers) are skipped while no error block is open; that is what
-    keeps a 50 MB log of mostly healthy output fast.
+    Per batch, only lines that contain a prefilter needle (signature anchors, error words,
+    traceback markers) are looked at, plus every line while the extractor is inside a
+    traceback; that is what keeps a 50 MB log of mostly healthy output fast.
     """
     hits: dict[int, dict[int, list[tuple[int, str]]]] = {}
     extractor = Extractor()
     feed = extractor.feed
     index, sigs = kb.index, kb.sigs
     always_needles = [(needle, pos) for pos in kb.always for needle in sigs[pos].needles]
-    always_bare = [pos for pos in kb.always if not sigs[pos].needles]  # regexes with no literal anchor
+    always_bare = {pos for pos in kb.always if not sigs[pos].needles}  # regexes with no literal anchor
     keys = index.keys()
     findall = _TOKEN.findall
     needles = prefilter_needles(kb)
-    base = 0  # line number before this batch
 
+    # Logs repeat lines verbatim (every rank prints the same warning): remember what a line
+    # matched, so a repeat costs one dict lookup. Bounded: cleared when full.
+    seen_lines: dict[str, tuple[str, list[str], list[int]]] = {}
+
+    def match_line(clean: str) -> tuple[str, list[str], list[int]]:
+        text = strip_prefix(clean)
+        tokens = findall(clean)
+        candidates: set[int] = set(always_bare)
+        if not keys.isdisjoint(tokens):
+            for tok in tokens:
+                refs = index.get(tok)
+                if refs:
+                    candidates.update(refs)
+        for needle, pos in always_needles:  # keyless signatures: a substring test first
+            if needle in clean:
+                candidates.add(pos)
+        return text, tokens, [pos for pos in candidates if sigs[pos].hits(clean, text)]
+
+    def look_at(line: str, number: int) -> None:
+        clean = line.rstrip()
+        if not clean:
+            feed(number, clean, ())
+            return
+        known = seen_lines.get(clean)
+        if known is None:
+            if len(seen_lines) >= LINE_MEMO_SIZE:
+                seen_lines.clear()
+            known = seen_lines[clean] = match_line(clean)
+        text, tokens, matched = known
+        for pos in matched:
+            sig = sigs[pos]
+            slot = hits.setdefault(sig.ei, {}).setdefault(sig.si, [])
+            if len(slot) < MAX_HITS_PER_SIGNATURE:
+                slot.append((number, text))
+        feed(number, text, tokens)
+
+    base = 0  # line number before this batch
     for lines in batches:
-        if needles is None:
-            wanted: set[int] | range = range(len(lines))  # noqa: F841 - used below
-        else:
+        n = len(lines)
+        wanted: Iterable[int] = range(n)
+        if needles is not None:
             ends = list(accumulate(len(line) + 1 for line in lines))  # offset just past each line's "\n"
             text = "\n".join(lines)
             folded = text.lower()
-            if len(folded) == len(text):
-                wanted = candidate_lines(folded, ends, needles[0])
-                wanted |= candidate_lines(text, ends, needles[1])
-            else:  # a few Unicode letters change length when lower-cased: offsets would be off
-                wanted = range(len(lines))
-        last = -1
-        for i, line in enumerate(lines):
-            if i not in wanted and extractor.idle:
-                continue
+            if len(folded) == len(text):  # a few Unicode letters change length when lower-cased
+                found = candidate_lines(folded, ends, needles[0])
+                found |= candidate_lines(text, ends, needles[1])
+                wanted = sorted(found)
+        upcoming = iter(wanted)
+        i, last = next(upcoming, n), -1
+        while i < n:
             if i - last > 1 and extractor.idle:
                 for j in range(max(last + 1, i - 3), i):  # context for a block that may open here
                     extractor.note(lines[j].rstrip())
+            look_at(lines[i], base + i + 1)
             last = i
-            number = base + i + 1
-            clean = line.rstrip()
-            if not clean:
-                feed(number, clean, ())
-                continue
-            text = strip_prefix(clean)
-            tokens = findall(clean)
-            candidates: set[int] | None = None
-            if not keys.isdisjoint(tokens):
-                candidates = set()
-                for tok in tokens:
-                    refs = index.get(tok)
-                    if refs:
-                        candidates.update(refs)
-            for needle, pos in always_needles:  # keyless signatures: a substring test first
-                if needle in clean:
-                    if candidates is None:
-                        candidates = set()
-                    candidates.add(pos)
-            if always_bare:
-                candidates = (candidates or set()) | set(always_bare)
-            if candidates:
-                for pos in candidates:
-                    sig = sigs[pos]
-                    if sig.hits(clean, text):
-                        slot = hits.setdefault(sig.ei, {}).setdefault(sig.si, [])
-                        if len(slot) < MAX_HITS_PER_SIGNATURE:
-                            slot.append((number, text))
-            feed(number, text, tokens)
-        base += len(lines)
+            if extractor.idle:  # jump to the next wanted line
+                i = next(upcoming, n)
+                while i <= last:
+                    i = next(upcoming, n)
+            else:  # inside a traceback: every line counts
+                i += 1
+        base += n
         extractor.seen(base)
     return hits, extractor.signals()
 
