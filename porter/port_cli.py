@@ -46,10 +46,12 @@ def port_after_analysis(
     name = report.plugin
     fork_name, fork_path = name, analysis_request.plugin_path
     registered = False  # the ledger records runs on the registered clone only, not on ad-hoc checkouts
+    remote = "origin"
     for fork in load_forks(config.forks_file).values():
         if fork.plugin == name or fork.name == name:
             if fork_path is None or Path(fork_path).resolve() == fork.path.resolve():
                 fork_name, fork_path, registered = fork.name, fork.path, True
+                remote = fork.remote or remote
             break
     if fork_path is None:
         raise InputError(
@@ -97,7 +99,7 @@ def port_after_analysis(
     request = PortRequest(
         fork=fork_name, fork_path=Path(fork_path), upstream=report.upstream, baseline=baseline.label, target=target.label,
         baseline_tree=baseline.root, target_tree=target.root, fork_ref=fork_ref,
-        package=hint.pop("package", None), convention_hint=hint, slug=slug, plugin_tests=tests, push=push,
+        package=hint.pop("package", None), convention_hint=hint, slug=slug, plugin_tests=tests, push=push, remote=remote,
         allow_dirty=allow_dirty, force=force, work_dir=Path(config.cache_dir) / "worktrees", runs_dir=Path(config.runs_dir),
         forks_file=Path(config.forks_file) if registered else None, reproducer=reproducer,
     )
