@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from hosts_helpers import write_config
+from tests.hosts.hosts_helpers import write_config
 
 
 @pytest.fixture

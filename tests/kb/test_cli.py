@@ -6,7 +6,7 @@ import json
 import os
 import time
 
-from conftest import DCMI_TRACE, LORA_TRACE, entry
+from tests.kb.conftest import DCMI_TRACE, LORA_TRACE, entry
 
 from porter.kb.loader import load_kb
 

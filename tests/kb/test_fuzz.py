@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import LORA_TRACE
+from tests.kb.conftest import LORA_TRACE
 
 from porter.kb.matcher import diagnose_stream, diagnose_text
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import DCMI_TRACE, LORA_TRACE, entry
+from tests.kb.conftest import DCMI_TRACE, LORA_TRACE, entry
 
 from porter.kb.lint import lint
 from porter.kb.regexsafety import check_regex, nested_quantifier

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import DCMI_TRACE, LORA_TRACE, entry
+from tests.kb.conftest import DCMI_TRACE, LORA_TRACE, entry
 
 from porter.kb.index import CompiledKB, regex_literal_runs, signature_key
 from porter.kb.matcher import MATCH_THRESHOLD, diagnose_text

@@ -1,13 +1,8 @@
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from helpers import drift_analyzer, make_example  # noqa: E402
+from tests.port.helpers import drift_analyzer, make_example
 
 
 @pytest.fixture

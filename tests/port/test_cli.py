@@ -7,7 +7,7 @@ import subprocess
 
 from typer.testing import CliRunner
 
-from helpers import make_example, snapshot
+from tests.port.helpers import make_example, snapshot
 from porter.cli import app
 
 

@@ -7,7 +7,7 @@ import subprocess
 
 import yaml
 
-from helpers import snapshot
+from tests.port.helpers import snapshot
 from porter.port import run_port
 from porter.upgrade.models import Outcome
 

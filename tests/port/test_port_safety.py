@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, snapshot
+from tests.port.helpers import REPO, snapshot
 from porter.errors import EnvironmentProblem, InputError, UsageError
 from porter.port import PortAnalysis, PortFailed, run_port
 from porter.upgrade.models import DriftFamily, DriftRecord, Location, Outcome, OutcomeDecision, Site

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import snapshot
+from tests.port.helpers import snapshot
 from porter.errors import UsageError
 from porter.triton_merge import MergeConflicts, MergeRequest, conflict_hunks, conflict_key, load_resolutions, run_merge
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import make_example
+from tests.port.helpers import make_example
 from porter.errors import InputError
 from porter.shims.apply import apply_group
 from porter.shims.convention import detect

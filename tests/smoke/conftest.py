@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from smoke_helpers import write_config
+from tests.smoke.smoke_helpers import write_config
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import yaml
 
 from porter.smoke.bundle import STACK_FILE, build_bundle
 from porter.stack import load_stack, split_slug
-from smoke_helpers import invoke
+from tests.smoke.smoke_helpers import invoke
 
 
 def _git(repo, *args):
@@ -112,7 +112,7 @@ def test_stack_ships_extra_directories_importable_on_the_host(project, tmp_path)
     """`ship:` puts the stack's own shims next to the runtime; --keep-remote leaves them there."""
     import sys
 
-    from smoke_helpers import write_config
+    from tests.smoke.smoke_helpers import write_config
 
     shims = project / "shims" / "vllm_compat"
     shims.mkdir(parents=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 from porter.smoke.compare import compare_runs
 from porter.smoke.report import sparkline
 from porter.smoke.store import RunStore
-from smoke_helpers import invoke
+from tests.smoke.smoke_helpers import invoke
 
 
 def _result(gate, verdict, level="L3", **values):
@@ -78,7 +78,7 @@ def test_cli_compare_after_a_real_run(project, tmp_path):
     """--host and --compare together: the new run is compared with the stored one."""
     import sys
 
-    from smoke_helpers import write_config
+    from tests.smoke.smoke_helpers import write_config
 
     write_config(project, {"box": {"transport": "local", "python": sys.executable, "workdir": str(tmp_path / "w")}})
     code, first, _ = invoke("smoke", "--host", "box", "--level", "L0", "--json")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from smoke_helpers import STALL_BODY, fake_python, invoke, process_gone, write_config
+from tests.smoke.smoke_helpers import STALL_BODY, fake_python, invoke, process_gone, write_config
 
 
 def _host(tmp_path: Path, **fields) -> dict:

@@ -7,7 +7,7 @@ from pathlib import Path
 import git
 import pytest
 
-from upgrade_fixtures import PLUGIN, REGISTRY, UPKG_V1, UPKG_V2, commit_all, write_tree
+from tests.upgrade.upgrade_fixtures import PLUGIN, REGISTRY, UPKG_V1, UPKG_V2, commit_all, write_tree
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from porter.cli import app
 from porter.upgrade import sources as sources_mod
 
-from upgrade_fixtures import PLUGIN, UPKG_V2, commit_all, make_wheel, write_tree
+from tests.upgrade.upgrade_fixtures import PLUGIN, UPKG_V2, commit_all, make_wheel, write_tree
 
 runner = CliRunner()
 

@@ -19,7 +19,7 @@ from porter.upgrade.index import TreeIndex, parse_module
 from porter.upgrade.models import GuardKind
 from porter.upgrade.sources import check_ref_syntax, extract_archive, parse_release
 
-from upgrade_fixtures import write_tree
+from tests.upgrade.upgrade_fixtures import write_tree
 
 
 def module(source: str, name: str = "pkg.mod", path: str = "pkg/mod.py"):
