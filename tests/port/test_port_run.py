@@ -98,3 +98,12 @@ def test_version_gates_are_counted_for_the_pr_material(tmp_path):
     assert gates == [{"version": "0.11.0", "count": 2, "sites": ["pkg/a.py:1", "pkg/a.py:4"]},
                      {"version": "0.9.1", "count": 1, "sites": ["pkg/a.py:3"]}]
     assert version_gates(tmp_path, None, "pkg") == []
+
+
+def test_push_only_when_asked(example, request_for, tmp_path):
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    run_port(request_for(remote=str(remote)), example["analyze"])
+    assert git(remote, "branch", "--list").strip() == ""  # not pushed without push=True
+    result = run_port(request_for(remote=str(remote), push=True), example["analyze"])
+    assert git(remote, "rev-parse", "ascend-port/hostlib-v2").strip() == result.tip
