@@ -9,8 +9,8 @@ Order of evidence:
    only when no signature reaches the threshold, and capped below signature confidence.
 
 `scan` reads the input chunk-wise: lines holding none of the prefilter needles are skipped
-while no error block is open (see porter.kb.index); the rest go through the token index and
-the extractor. That is what keeps a 50 MB log fast.
+unless the extractor is inside a traceback (see porter.kb.index); the rest go through the
+token index and the extractor. That is what keeps a 50 MB log fast.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ FUZZY_QUERY_CHARS = 400
 FUZZY_MAX_QUERIES = 12
 LINE_MEMO_SIZE = 4096
 SEVERITY_RANK_PENALTY = {"warning": 0.15, "info": 0.3}  # ranking only; confidence is unchanged
+
 
 # -- results --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -78,7 +79,6 @@ class Diagnosis:
     @property
     def top(self) -> Match | None:
         return self.matches[0] if self.matches else None
-
 
 
 # -- scanning -------------------------------------------------------------------------------------
@@ -183,7 +183,6 @@ def _version_check(entry: KBEntry, env: Mapping[str, str]) -> tuple[float, list[
         except (InvalidSpecifier, InvalidVersion):
             continue
         if inside:
-            factor = max(factor, 1.0)
             notes.append(f"{rng.package} {installed} is within {rng.versions}")
         else:
             factor = min(factor, VERSION_DEMOTE)
@@ -242,7 +241,7 @@ def _lines(entry: KBEntry, sig_hits: Mapping[int, list[tuple[int, str]]]) -> lis
     return lines
 
 
-def _fuzzy(kb: CompiledKB, signals: Signals, env: Mapping[str, str], exclude: set[int]) -> list[Match]:
+def _fuzzy(kb: CompiledKB, signals: Signals, env: Mapping[str, str]) -> list[Match]:
     """Best fuzzy score per entry from the error texts against symptoms and titles."""
     texts = signals.error_texts(limit=FUZZY_MAX_QUERIES)
     if not texts or not kb.fuzzy_targets:
@@ -254,7 +253,7 @@ def _fuzzy(kb: CompiledKB, signals: Signals, env: Mapping[str, str], exclude: se
 
     def keep(idx: int, score: float, text: str) -> None:
         ei = kb.fuzzy_targets[idx][0]
-        if ei not in exclude and score > best.get(ei, (0.0, ""))[0]:
+        if score > best.get(ei, (0.0, ""))[0]:
             best[ei] = (score, text)
 
     for text in texts:
@@ -306,7 +305,7 @@ def decide(kb: CompiledKB, hits, signals: Signals, env: Mapping[str, str] | None
     firm = [m for m in candidates if m.confidence >= MATCH_THRESHOLD]
     near = [m for m in candidates if m.confidence < MATCH_THRESHOLD]
     if not firm:
-        fuzzy = sorted(_fuzzy(kb, signals, env, exclude=set()), key=_rank_key)
+        fuzzy = sorted(_fuzzy(kb, signals, env), key=_rank_key)
         firm = [m for m in fuzzy if m.confidence >= MATCH_THRESHOLD]
         near = sorted(near + [m for m in fuzzy if m.confidence < MATCH_THRESHOLD], key=_rank_key)
     matches = firm[: max(1, top)]
