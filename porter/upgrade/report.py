@@ -102,4 +102,9 @@ def render_html(report: AnalysisReport) -> str:
 
 
 def write_report(path: Path, text: str) -> None:
+    import os
+
     atomic_write_text(Path(path), text)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)  # a report is for sharing: the temporary file's 0600 would hide it
