@@ -4,14 +4,16 @@ weight-sync cost per MB for each transport.
 Side by side, on the same weights:
   * rollout: vime's engine `generate` vs transformers' `generate()` (LlamaForCausalLM loaded from the
     checkpoint vime saved): same batch, same prompt, same number of new tokens, greedy, KV cache on
-    both; tokens/s = batch x new tokens / wall time (prefill included), median of --repeats after a
-    warm-up. Target: vime >= 1.0x. The greedy outputs are compared as a sanity check.
+    both, same torch thread count; tokens/s = batch x new tokens / wall time (prefill included),
+    median of --repeats after a warm-up, the two timed in turns so machine load hits both alike.
+    Target: vime >= 1.0x. The greedy outputs are compared as a sanity check.
   * training: one GRPO optimizer step (forward-only log-probs + forward/backward + AdamW) on a
     rollout of the same batch, median over --repeats.
   * weight sync: colocated hand-over and decoupled broadcast (gloo, two processes), packed and per
     tensor, ms per MB of weights, median over --repeats.
 
-  .venv/bin/python bench/vime.py [--size small|tiny] [--batch 8] [--new-tokens 64] [--repeats 5] [--json]
+  .venv/bin/python bench/vime.py [--size small|tiny] [--batch 8] [--new-tokens 64] [--repeats 5]
+                                [--threads 1] [--json]
 Writes bench/results/vime.json.
 """
 
@@ -48,19 +50,35 @@ def _median_time(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
+def _alternating_medians(fns: dict, repeats: int) -> dict:
+    """Time several callables in turns (warm-up first), so machine load hits them alike."""
+    for fn in fns.values():
+        fn()
+    times: dict = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
 def bench_rollout(model, hf_dir: Path, batch: int, prompt_len: int, new_tokens: int, repeats: int) -> dict:
     from vime.hf_parity import load_transformers_model, transformers_status
     from vime.rollout.engine import RolloutEngine
 
     engine = RolloutEngine.from_hf(hf_dir)
     prompts = torch.randint(0, model.config.vocab_size, (batch, prompt_len), generator=torch.Generator().manual_seed(0))
-    vime_s = _median_time(lambda: engine.generate(prompts, max_new_tokens=new_tokens, temperature=0), repeats)
+
+    def vime_generate():
+        return engine.generate(prompts, max_new_tokens=new_tokens, temperature=0)
+
     tokens = batch * new_tokens
-    out = {"batch": batch, "prompt_len": prompt_len, "new_tokens": new_tokens,
-           "vime_tokens_per_s": tokens / vime_s, "vime_s": vime_s}
+    out = {"batch": batch, "prompt_len": prompt_len, "new_tokens": new_tokens}
     ok, why = transformers_status()
     if not ok:
-        out["transformers"] = f"skipped: {why}"
+        vime_s = _median_time(vime_generate, repeats)
+        out.update({"vime_tokens_per_s": tokens / vime_s, "vime_s": vime_s, "transformers": f"skipped: {why}"})
         return out
     hf = load_transformers_model(hf_dir, torch.float32)
 
@@ -71,8 +89,10 @@ def bench_rollout(model, hf_dir: Path, batch: int, prompt_len: int, new_tokens: 
                 do_sample=False, use_cache=True, pad_token_id=0, eos_token_id=None,
             )
 
-    hf_s = _median_time(hf_generate, repeats)
-    ours = engine.generate(prompts, max_new_tokens=new_tokens, temperature=0).response_tokens
+    medians = _alternating_medians({"vime": vime_generate, "transformers": hf_generate}, repeats)
+    vime_s, hf_s = medians["vime"], medians["transformers"]
+    out.update({"vime_tokens_per_s": tokens / vime_s, "vime_s": vime_s})
+    ours = vime_generate().response_tokens
     theirs = hf_generate()[:, prompt_len:]
     out.update({
         "transformers_tokens_per_s": tokens / hf_s, "transformers_s": hf_s, "speedup": hf_s / vime_s,
@@ -135,8 +155,11 @@ def main() -> int:
     parser.add_argument("--prompt-len", type=int, default=16)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads for both frameworks (default 1, like vime.train's --cpu-threads)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    torch.set_num_threads(max(1, args.threads))
 
     from vime.convert import save_train_model_hf
     from vime.model import TrainLM, tiny_config
