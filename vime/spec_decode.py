@@ -6,6 +6,12 @@ drawn from norm(max(0, p_i - q_i)); if every draft survives, a bonus token is dr
 The emitted sequence then has exactly the target's distribution, whatever the draft proposes.
 With temperature 0 the rule degenerates to "keep while the draft equals the target argmax", so
 greedy output is token-for-token the same as without speculation.
+
+API: `parse_speculative_config(json)` -> SpeculativeConfig; `generate(engine, prompts, speculative=...,
+**engine.generate kwargs)` (the engine's seam) -> RolloutOutput with `stats["spec_decode"]`;
+`decode(...)` (the loop), `verify_greedy` / `verify_sampled` (one round's rule), `NgramProposer`,
+`DraftModelProposer`, `SpecStats`; `validate_draft_save_hf`, `export_draft_hf`,
+`export_draft_for_rollout` (--draft-save-hf). `FAULTS` are test knobs for gate G6.
 """
 
 from __future__ import annotations
