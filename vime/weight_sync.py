@@ -276,11 +276,12 @@ class EngineSpec:
 
 
 def _engine_main(
-    index: int, spec: EngineSpec, host: str, port: int, backend: str, timeout_s: float, device_kind: str
+    index: int, spec: EngineSpec, host: str, port: int, backend: str, timeout_s: float, device_kind: str, threads: int
 ) -> None:
     """Rank 1: build the engine, then serve commands from rank 0 until "stop"."""
     import torch.distributed as dist
 
+    torch.set_num_threads(threads)  # the trainer's setting; more threads than cores stall both processes
     if device_kind != "cpu":
         from vime.platform import get_platform
 
@@ -466,7 +467,7 @@ class BroadcastSync:
         store = dist.TCPStore(self.host, 0, 2, True, timeout=timeout, wait_for_workers=False)
         self._context = mp.start_processes(
             _engine_main,
-            args=(self.spec, self.host, store.port, self.backend, self.timeout_s, self.device_kind),
+            args=(self.spec, self.host, store.port, self.backend, self.timeout_s, self.device_kind, torch.get_num_threads()),
             nprocs=1,
             join=False,
             start_method="spawn",
