@@ -240,8 +240,11 @@ class DriftAnalyzer:
         old = self._location(use, base_res)
         old_def = base_res.definition if base_res is not None else None
         monkeypatch = use.kind == "monkeypatch"
+        # `from pkg import submodule`: the name resolved to a module (not to a lazily served attribute).
+        last = use.symbol.rsplit(".", 1)[-1]
         was_module = (base_res is not None and base_res.status == "found" and base_res.definition is None
-                      and self.baseline is not None and self.baseline.has_module(base_res.defined_in or ""))
+                      and self.baseline is not None and (base_res.defined_in or "").endswith("." + last)
+                      and self.baseline.has_module(base_res.defined_in or ""))
         if use.kind == "module":
             candidates = self._module_candidates(use.symbol)
         elif was_module:  # `from pkg import submodule` where the submodule moved
@@ -300,6 +303,13 @@ class DriftAnalyzer:
             if ubiquity < 1:
                 evidence.append(f"{defined_in} modules define this name: weak evidence")
                 confidence *= ubiquity
+            if module.rsplit(".", 1)[-1] == name and defined_in > 1:
+                evidence.append(f"module {module} is named after it")
+                confidence = confidence / ubiquity * 0.95 if ubiquity < 1 else confidence + 0.05
+            platform = _platform_segment(module, old.module)
+            if platform:
+                evidence.append(f"platform-specific path ({platform}): less likely the home an NPU plugin wants")
+                confidence *= 0.8
             path = self.target.files.get(module)
             scored.append(Candidate(Location(module, name, str(path.relative_to(self.target.root)) if path and path.is_file() else None,
                                              definition.line), min(confidence, 0.99), tuple(evidence)))
@@ -606,6 +616,18 @@ class DriftAnalyzer:
         return sorted(records, key=key), sorted(notes, key=key)
 
 
+_PLATFORM_SEGMENTS = {"tpu", "rocm", "xpu", "cpu", "cuda", "hpu", "neuron", "nvidia", "amd"}
+
+
+def _platform_segment(candidate: str, old: str) -> str:
+    """A platform-specific package in the candidate's path that the old path did not have."""
+    old_parts = set(old.split("."))
+    for part in candidate.split("."):
+        if part in _PLATFORM_SEGMENTS and part not in old_parts:
+            return part
+    return ""
+
+
 def _absorbed(use: Use) -> bool:
     """Does an enclosing try/except (or contextlib.suppress) catch what this use raises when it breaks?
     A missing import raises ImportError, a missing attribute AttributeError; a bad call TypeError."""
@@ -652,6 +674,19 @@ def normalize_annotation(text: str) -> frozenset[str]:
     return frozenset(members(node))
 
 
+def _signature_similarity(old: Signature, new: Signature) -> float:
+    """1.0 for the same parameters; an added optional parameter costs half as much as a changed one."""
+    old_names, new_names = list(old.names), list(new.names)
+    if not old_names and not new_names:
+        return 1.0
+    union = set(old_names) | set(new_names)
+    common = set(old_names) & set(new_names)
+    optional_added = {p.name for p in new.params if p.has_default and p.name not in old_names and p.kind in ("pos", "kwonly")}
+    overlap = (len(common) + 0.5 * len(optional_added)) / len(union)
+    order = fuzz.ratio(" ".join(old_names), " ".join(new_names)) / 100
+    return 0.7 * overlap + 0.3 * order
+
+
 def _similarity(old: Definition | None, new: Definition) -> tuple[float, float]:
     if old is None:
         return 0.5, 0.5
@@ -660,7 +695,7 @@ def _similarity(old: Definition | None, new: Definition) -> tuple[float, float]:
     elif old.signature is None or new.signature is None:
         sig = 0.3
     else:
-        sig = fuzz.ratio(" ".join(old.signature.names), " ".join(new.signature.names)) / 100
+        sig = _signature_similarity(old.signature, new.signature)
     shape = fuzz.ratio(old.shape, new.shape) / 100 if old.shape or new.shape else 1.0
     return sig, shape
 

@@ -21,7 +21,7 @@ from typing import Callable, Iterable
 
 from porter.fsutil import atomic_write_bytes
 
-INDEX_VERSION = 7
+INDEX_VERSION = 8
 _PARALLEL_THRESHOLD = 48  # below this many uncached modules a process pool costs more than it saves
 
 
@@ -526,6 +526,17 @@ class Resolution:
         return self.status != "missing"
 
 
+_CODE_HASH: str | None = None
+
+
+def _code_hash() -> str:
+    """Hash of this file: a parser or search change never reads entries cached by an older porter."""
+    global _CODE_HASH
+    if _CODE_HASH is None:
+        _CODE_HASH = hashlib.blake2b(Path(__file__).read_bytes(), digest_size=4).hexdigest()
+    return _CODE_HASH
+
+
 def discover_modules(root: Path, packages: Iterable[str]) -> dict[str, Path]:
     """Module name -> file for every package in `packages` under `root` (or `root/src`)."""
     found: dict[str, Path] = {}
@@ -572,7 +583,7 @@ class TreeIndex:
         self.root = Path(root)
         self.packages = tuple(packages)
         self.label = label or str(root)
-        self.cache_dir = Path(cache_dir) / "index" / f"v{INDEX_VERSION}" if cache_dir else None
+        self.cache_dir = Path(cache_dir) / "index" / f"v{INDEX_VERSION}-{_code_hash()}" if cache_dir else None
         self.files = discover_modules(self.root, self.packages)
         self.extension_modules = self._extension_modules()
         self._modules: dict[str, ModuleInfo | None] = {}
@@ -812,7 +823,7 @@ class TreeIndex:
         if self.cache_dir is not None:
             key_text = "\0".join(f"{n}={hints.get(n, '')}" for n in names) + f"\0{limit}\0" + self.fingerprint()
             key = hashlib.blake2b(key_text.encode(), digest_size=20).hexdigest()
-            cache_path = self.cache_dir.parent / f"search-v{INDEX_VERSION}" / key[:2] / f"{key}.pkl"
+            cache_path = self.cache_dir / "search" / key[:2] / f"{key}.pkl"
             if cache_path.is_file():
                 try:
                     out, self.hit_counts = pickle.loads(cache_path.read_bytes())
@@ -837,7 +848,8 @@ class TreeIndex:
         for name, modules in hit_modules.items():
             if len(modules) > limit:
                 hint = hints.get(name, "")
-                modules = sorted(modules, key=lambda m: (-fuzz.ratio(hint, m), m))[:limit]
+                # Modules named after the symbol (`vllm.logger` for `logger`) first, then the closest paths.
+                modules = sorted(modules, key=lambda m: (m.rsplit(".", 1)[-1] != name, -fuzz.ratio(hint, m), m))[:limit]
             for module in modules:
                 info = self.module(module)
                 definition = info.defs.get(name) if info is not None else None

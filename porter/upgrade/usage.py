@@ -354,7 +354,9 @@ def scan_plugin(
     """Scan every Python file of the plugin tree (read only), caching each file's scan by content
     hash; many uncached files are scanned in parallel processes."""
     packages = tuple(sorted(set(packages)))
-    cache_root = Path(cache_dir) / "usage" / f"v{USAGE_VERSION}" if cache_dir else None
+    code = hashlib.blake2b(Path(__file__).read_bytes() + Path(__file__).with_name("index.py").read_bytes(),
+                           digest_size=4).hexdigest()  # a scanner change never reads older entries
+    cache_root = Path(cache_dir) / "usage" / f"v{USAGE_VERSION}-{code}" if cache_dir else None
     results: dict[str, FileUsage] = {}
     pending: list[tuple[str, Path, Path | None]] = []
     order: list[str] = []
