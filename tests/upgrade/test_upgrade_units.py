@@ -326,3 +326,25 @@ def test_git_errors_keep_the_fatal_line():
                   "fatal: unable to access 'https://example.invalid/v.git/': Could not resolve host: example.invalid\n'")
 
     assert _git_reason(Failure()) == "fatal: unable to access 'https://example.invalid/v.git/': Could not resolve host: example.invalid"
+
+
+def test_new_home_ranking_prefers_generic_paths_and_named_modules(tmp_path):
+    from porter.upgrade.drift import compute_drift
+    from porter.upgrade.usage import scan_plugin
+
+    base = {"pkg/__init__.py": "", "pkg/layers/__init__.py": "", "pkg/utils.py": "logger = make_logger()\n",
+            "pkg/layers/sampler.py": "class Sampler:\n    def __init__(self):\n        self.x = 1\n"}
+    target = {"pkg/__init__.py": "", "pkg/utils.py": "", "pkg/logger.py": "logger = make_logger()\n",
+              "pkg/v1/__init__.py": "", "pkg/v1/tpu/__init__.py": "", "pkg/v1/sample/__init__.py": "",
+              "pkg/v1/tpu/sampler.py": "class Sampler:\n    def __init__(self):\n        self.x = 1\n",
+              "pkg/v1/sample/sampler.py": "class Sampler:\n    def __init__(self, mode=None):\n        self.x = 1\n"}
+    target.update({f"pkg/m{i}.py": "logger = make_logger()\n" for i in range(8)})
+    plugin = {"plug/a.py": "from pkg.layers.sampler import Sampler\nfrom pkg.utils import logger\n"}
+    b, t, p = write_tree(tmp_path / "b", base), write_tree(tmp_path / "t", target), write_tree(tmp_path / "p", plugin)
+    result = compute_drift(scan_plugin(p, ["pkg"]), TreeIndex(t, ["pkg"]), TreeIndex(b, ["pkg"]), CONV,
+                           TargetVersions({}))
+    homes = {r.symbol: r.new_location.dotted for r in result.records}
+    assert homes["pkg.layers.sampler.Sampler"] == "pkg.v1.sample.sampler.Sampler"  # not the tpu copy
+    assert homes["pkg.utils.logger"] == "pkg.logger.logger"  # the module named after it
+    logger = next(r for r in result.records if r.symbol == "pkg.utils.logger")
+    assert any("modules define this name" in e for e in logger.evidence)
