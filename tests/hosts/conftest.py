@@ -9,19 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.hosts.hosts_helpers import write_config
-
-
-@pytest.fixture
-def project(tmp_path, monkeypatch):
-    root = tmp_path / "proj"
-    root.mkdir()
-    for var, sub in (("XDG_CONFIG_HOME", "xdg-config"), ("XDG_CACHE_HOME", "xdg-cache"), ("XDG_DATA_HOME", "xdg-data"),
-                     ("PORTER_CACHE_DIR", "cache")):
-        monkeypatch.setenv(var, str(tmp_path / sub))
-    monkeypatch.chdir(root)
-    write_config(root, {})
-    return root
+from tests.smoke.conftest import project  # noqa: F401  (one isolated-project fixture for both suites)
 
 
 @dataclass(frozen=True)

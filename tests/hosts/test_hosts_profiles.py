@@ -7,7 +7,7 @@ import sys
 
 import yaml
 
-from tests.hosts.hosts_helpers import fake_python, invoke, write_config
+from tests.smoke.smoke_helpers import fake_python, invoke, write_config
 from porter.config import load_config
 from porter.hosts import get_host, load_hosts
 

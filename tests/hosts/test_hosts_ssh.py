@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hosts.hosts_helpers import STALL_BODY, fake_python, invoke, process_gone, write_config
+from tests.smoke.smoke_helpers import STALL_BODY, fake_python, invoke, process_gone, write_config
 
 pytestmark = pytest.mark.ssh
 
