@@ -36,12 +36,18 @@ def register(app: typer.Typer) -> None:
         dry_run: bool = typer.Option(False, "--dry-run", help="Analyse and report only; change nothing."),
         html: Optional[Path] = typer.Option(None, "--html", help="Also write a self-contained HTML report to FILE."),
         markdown: Optional[Path] = typer.Option(None, "--markdown", help="Also write a Markdown report to FILE."),
+        push: bool = typer.Option(False, "--push", help="Push the port branch to the fork's remote after a successful run."),
+        force: bool = typer.Option(False, "--force", help="Replace a port branch that has commits porter did not make."),
+        allow_dirty: bool = typer.Option(False, "--allow-dirty", help="Port the committed baseline even if the fork checkout has uncommitted changes (they stay untouched)."),
+        fork_ref: Optional[str] = typer.Option(None, "--fork-ref", help="Fork commit or branch to start from (default: the checked-out branch)."),
         json_: bool = json_option(),
     ) -> None:
         """Analyse a plugin against a new upstream version: every use that breaks, where it went, the outcome.
 
-        Exit 0 when nothing breaks, 1 when breaking findings are reported, 2 for bad input, 3 when a
-        source (network, git, filesystem) fails."""
+        Without --dry-run, shims are committed on ascend-port/<slug> with PR_MATERIAL.md (docs/port.md).
+        Exit 0 when nothing breaks (dry run) or the port branch was made and validated (what a human
+        must finish is listed in PR_MATERIAL.md); 1 when a dry run finds breaking drift or the fix
+        belongs upstream (C_REPORT); 2 for bad input; 3 when a source (network, git, filesystem) fails."""
         with command_context(ctx, "upgrade", json_) as (reporter, state):
             from porter.upgrade.analyze import AnalysisRequest, run_analysis
             from porter.upgrade.report import render_html, render_markdown, render_rich, write_report
@@ -66,7 +72,10 @@ def register(app: typer.Typer) -> None:
             if not dry_run:
                 from porter.port_cli import port_after_analysis, render_port
 
-                port_result = port_after_analysis(request, report, state.config(), reporter.status)
+                port_result = port_after_analysis(
+                    request, report, state.config(), reporter.status,
+                    push=push, force=force, allow_dirty=allow_dirty, fork_ref=fork_ref,
+                )
                 payload["port"] = port_result.to_dict()
 
                 def render_both(console) -> None:

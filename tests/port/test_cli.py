@@ -40,3 +40,28 @@ def test_upgrade_on_dirty_fork_exits_2_and_changes_nothing(tmp_path, monkeypatch
     assert result.exit_code == 2, result.output
     assert "uncommitted changes" in json.loads(result.stdout)["error"]["message"]
     assert snapshot(paths["plugin"]) == before
+
+
+def test_allow_dirty_flag_ports_committed_baseline_and_keeps_the_dirty_file(tmp_path, monkeypatch):
+    paths = make_example(tmp_path / "ex")
+    (paths["plugin"] / "scratch.txt").write_text("work in progress\n")
+    before = snapshot(paths["plugin"])
+    monkeypatch.chdir(paths["root"])
+    monkeypatch.setenv("PORTER_CACHE_DIR", str(tmp_path / "cache"))
+    result = CliRunner().invoke(app, ["upgrade", "example-plugin", "--to", "v2", "--allow-dirty", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["port"]["branch_moved"]
+    # Only the new port branch (ref + reflog) is added; working files, index, HEAD stay identical.
+    after = {k: v for k, v in snapshot(paths["plugin"]).items() if "ascend-port/" not in k}
+    assert after == before
+
+
+def test_fork_ref_flag_rejects_a_ref_that_does_not_exist(tmp_path, monkeypatch):
+    paths = make_example(tmp_path / "ex")
+    before = snapshot(paths["plugin"])
+    monkeypatch.chdir(paths["root"])
+    monkeypatch.setenv("PORTER_CACHE_DIR", str(tmp_path / "cache"))
+    result = CliRunner().invoke(app, ["upgrade", "example-plugin", "--to", "v2", "--fork-ref", "no-such-ref", "--json"])
+    assert result.exit_code == 2, result.output
+    assert "no-such-ref" in json.loads(result.stdout)["error"]["message"]
+    assert snapshot(paths["plugin"]) == before
