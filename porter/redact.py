@@ -22,10 +22,11 @@ _TOKEN_PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"\bAKIA[0-9A-Z]{16}\b"),  # AWS access key id
     re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),  # JWT
 )
-# key=value / key: value where the key names a secret; the value is masked.
+# key=value / key: value / "key": "value" where the key ends in a secret word (HF_TOKEN,
+# db_password); `max_tokens` or `tokenizer` are not secrets and stay readable.
 _ASSIGNMENT = re.compile(
     r"(?i)\b((?:[A-Z0-9_]*_)?(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|auth[_-]?token)"
-    r"[A-Z0-9_]*)(\s*[=:]\s*)(['\"]?)([^\s'\",;]{1,512})"
+    r")\b(['\"]?\s*[=:]\s*)(['\"]?)([^\s'\",;]{1,512})"
 )
 _BEARER = re.compile(r"(?i)\b(authorization\s*:\s*(?:bearer|basic|token)\s+)([A-Za-z0-9._~+/=-]{4,})")
 _URL_CREDENTIALS = re.compile(r"\b([a-z][a-z0-9+.-]{1,15}://)([^\s/@:]{1,128}):([^\s/@]{1,256})@")

@@ -104,3 +104,9 @@ def test_redact_assignments_urls_and_keys():
 def test_cli_cold_start_runs_as_module():
     proc = subprocess.run([sys.executable, "-m", "porter", "--version"], capture_output=True, text=True)
     assert proc.returncode == 0 and __version__ in proc.stdout
+
+
+def test_redact_json_keys_but_not_token_counts():
+    out = redact_text('{"HF_TOKEN": "abc123secret", "max_tokens": 128, "num_tokens": 7, "tokenizer": "llama"}\n')
+    assert "abc123secret" not in out
+    assert '"max_tokens": 128' in out and '"num_tokens": 7' in out and '"tokenizer": "llama"' in out
