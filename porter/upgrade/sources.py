@@ -81,6 +81,17 @@ def check_ref_syntax(ref: str, what: str = "ref") -> None:
         raise InputError(f"{ref!r} is not a valid version or git ref for {what}")
 
 
+def nearby_releases(releases: Any, wanted: Version, count: int = 5) -> list[str]:
+    """Final releases of the same major.minor as `wanted`, else the ones around it, in version order."""
+    final = sorted((v for v in releases if (p := parse_release(v)) is not None and not p.is_prerelease), key=Version)
+    same = [v for v in final if Version(v).release[:2] == wanted.release[:2]]
+    if same:
+        return same[-count:]
+    below = [v for v in final if Version(v) < wanted]
+    above = [v for v in final if Version(v) > wanted]
+    return below[-2:] + above[:2]
+
+
 def _host(url: str) -> str:
     from urllib.parse import urlparse
 
@@ -320,19 +331,26 @@ class Sources:
         if (dest / COMPLETE).is_file():
             return Tree(dest, version, "pypi", parsed, origin=f"pypi:{name}=={parsed}", from_cache=True)
         releases = self.pypi_project(name)["releases"]
-        if str(parsed) not in releases and version not in releases:
-            near = [v for v in releases if v.startswith(str(parsed).rsplit(".", 1)[0])][-5:]
+        # PEP 440 equality, not spelling: `0.13` is the release PyPI lists as `0.13.0`.
+        key = next((v for v in releases if parse_release(v) == parsed), None)
+        if key is None:
+            near = nearby_releases(releases, parsed)
             raise InputError(f"{name} {version} is not released on PyPI",
                              hint=("nearby releases: " + ", ".join(near)) if near else "see `porter status` for releases")
+        if key != str(parsed):
+            parsed = parse_release(key) or parsed
+            dest = self.cache_dir / "trees" / "pypi" / name / key
+            if (dest / COMPLETE).is_file():
+                return Tree(dest, version, "pypi", parsed, origin=f"pypi:{name}=={key}", from_cache=True)
         if not self.online(PYPI_JSON.format(name=name)):
             raise EnvironmentProblem(f"{name} {version} is not in the cache and the network is unavailable",
                                      hint="run once online, or pass the tree with --upstream-path VERSION=DIR")
-        files = releases.get(str(parsed)) or releases.get(version) or []
-        self.say(f"downloading {name} {parsed} (pip download --no-deps) ...")
-        downloads = self.cache_dir / "downloads" / name / str(parsed)
+        files = releases.get(key) or []
+        self.say(f"downloading {name} {key} (pip download --no-deps) ...")
+        downloads = self.cache_dir / "downloads" / name / key
         downloads.mkdir(parents=True, exist_ok=True)
-        with self._bar(f"downloading {name} {parsed}"):
-            archive = self._pip_download(name, str(parsed), downloads) or self._sdist_download(files, downloads)
+        with self._bar(f"downloading {name} {key}"):
+            archive = self._pip_download(name, key, downloads) or self._sdist_download(files, downloads)
         if archive is None:
             raise EnvironmentProblem(f"could not download {name} {version} (no usable wheel or sdist)",
                                      hint="check the network, or pass the tree with --upstream-path VERSION=DIR")
@@ -345,7 +363,7 @@ class Sources:
             archive.unlink(missing_ok=True)  # a corrupt download must not poison the cache
             raise EnvironmentProblem(f"downloaded {archive.name} is corrupt: {exc.message}",
                                      hint="run the command again to download it afresh") from exc
-        return Tree(dest, version, "pypi", parsed, origin=f"pypi:{name}=={parsed}")
+        return Tree(dest, version, "pypi", parsed, origin=f"pypi:{name}=={key}")
 
     def _pip_download(self, name: str, version: str, downloads: Path) -> Path | None:
         import sys

@@ -289,6 +289,23 @@ def test_pypi_unknown_release_and_corrupt_download(project, trees, monkeypatch):
     assert not list((Path(os.environ["PORTER_CACHE_DIR"]) / "downloads").rglob("*.whl"))  # not kept in the cache
 
 
+def test_pypi_release_matches_by_version_not_spelling(project, trees, tmp_path, monkeypatch):
+    """`--to 2` is the release PyPI lists as `2.0`; an unknown one gets releases of its own series as a hint."""
+    wheel = make_wheel(tmp_path / "w.whl", UPKG_V2).read_bytes()
+    downloads = _fake_pypi(monkeypatch, wheel)
+    base = ["--plugin-path", str(trees["plugin"]), "--from", "1.0", "--upstream-path", f"1.0={trees['v1']}", "--dry-run",
+            "--json"]
+    short = invoke("upgrade", "myplug", "--to", "2", *base)
+    assert short.exit_code == 1, short.output
+    assert downloads == [("upkg-dist", "2.0")]
+    assert json.loads(short.stdout)["analysis"]["target"]["origin"] == "pypi:upkg-dist==2.0"
+    again = invoke("upgrade", "myplug", "--to", "2.0.0", *base)  # the same release: served from the cache
+    assert again.exit_code == 1 and json.loads(again.stdout)["analysis"]["target"]["from_cache"] is True
+    assert downloads == [("upkg-dist", "2.0")]
+    missing = json.loads(invoke("upgrade", "myplug", "--to", "2.0.5", *base).stdout)["error"]
+    assert "not released on PyPI" in missing["message"] and missing["hint"] == "nearby releases: 2.0"
+
+
 def test_sdist_fallback_checks_its_hash(project, trees, monkeypatch):
     import hashlib
     import io
