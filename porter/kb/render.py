@@ -100,7 +100,11 @@ def render_diagnosis(console, payload: dict[str, Any], explain: bool = False) ->
         for m in matches:
             head = f"#{m['rank']} [bold]{m['id']}[/] {escape(m['title'])}  [dim]({m['layer']}, {m['method']}, confidence {m['confidence']:.2f})[/]"
             body: list[str] = []
-            for ml in m["matched_lines"][:6]:
+            shown: set[tuple[int, str]] = set()  # several signatures may hit the same line: show it once
+            for ml in m["matched_lines"]:
+                if (ml["line"], ml["text"]) in shown or len(shown) >= 6:
+                    continue
+                shown.add((ml["line"], ml["text"]))
                 where = f"line {ml['line']}" if ml["line"] else "fuzzy"
                 body.append(f"[cyan]{where}[/]: {escape(ml['text'][:300])}")
             if m["rank"] == 1 or payload["close"]:

@@ -177,3 +177,12 @@ def test_env_file_shapes(tmp_path):
 
     with pytest.raises(InputError):
         parse_env([str(tmp_path / "empty.json")])
+
+
+def test_human_output_shows_each_matched_line_once(cli, monkeypatch):
+    # Two signatures of VASC-001 hit the same line of this one-line trace; people see it once.
+    monkeypatch.setenv("COLUMNS", "400")
+    trace = os.path.join(os.path.dirname(__file__), "..", "data", "seed-traces", "010-fractal-nz-rl.txt")
+    code, out = cli(["diagnose", trace])
+    assert code == 0, out
+    assert out.count("line 1: ValueError: FRACTAL_NZ mode is enabled") == 1
