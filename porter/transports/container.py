@@ -143,11 +143,23 @@ class ContainerTransport(Transport):
                 hint=f"start it (`{engine} start {self.spec.name}`) or use `container.mode: run` with an image",
                 details={"stage": what, "failure": "container_missing"},
             )
-        if "cannot connect to the docker daemon" in lowered or "permission denied while trying to connect" in lowered:
+        # `docker run` with binds or devices asks the daemon for its OS first; with no daemon
+        # that request fails as "unknown server OS: " (empty OS name).
+        daemon = ("cannot connect to the docker daemon", "permission denied while trying to connect",
+                  "unknown server os")
+        if any(text in lowered for text in daemon):
             return EnvironmentProblem(
                 f"{engine} on host {self.profile.name} cannot reach its daemon while {what}",
                 hint="start the daemon or add the ssh user to the docker group",
                 details={"stage": what, "failure": "engine_daemon"},
+            )
+        # 125: the engine failed before the container ran; OCI errors: the runtime could not start the command.
+        if returncode == 125 or "oci runtime" in lowered:
+            tail = " | ".join(stderr.strip().splitlines()[-3:]) or f"exit {returncode}"
+            return EnvironmentProblem(
+                f"{engine} on host {self.profile.name} failed while {what}: {tail}",
+                hint=f"the message is {engine}'s own: check the image, binds and devices of the profile, and `{engine} info` on the host",
+                details={"stage": what, "failure": "engine"},
             )
         return None
 

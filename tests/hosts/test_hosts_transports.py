@@ -157,3 +157,30 @@ def test_host_lock_is_taken_where_all_runs_of_the_host_see_it():
     assert host_script.index("flock -n 9") < host_script.index("exec docker exec")
     inner = shlex.split(host_script.strip().splitlines()[-1])[-1]
     assert "flock" not in inner
+
+
+@pytest.mark.parametrize(
+    "mode, returncode, stderr, failure",
+    [
+        # docker run with -v/--device asks the daemon for its OS first; without a daemon the
+        # only message is this one (seen with docker 28 and no dockerd).
+        ("run", 125, "docker: unknown server OS: \n\nRun 'docker run --help' for more information\n", "engine_daemon"),
+        ("exec", 1, "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?\n",
+         "engine_daemon"),
+        # 125: the engine itself failed (bad flag, image pull refused) before the container ran.
+        ("run", 125, "docker: Error response from daemon: pull access denied for img.\n", "engine"),
+        ("exec", 126, "OCI runtime exec failed: exec failed: unable to start container process\n", "engine"),
+    ],
+)
+def test_container_engine_failures_are_named(mode, returncode, stderr, failure):
+    container = {"mode": mode, "image": "img"} if mode == "run" else {"name": "c1"}
+    transport = make_transport(_profile(address="a3", container=container))
+    problem = transport.failure(returncode, stderr, "running the smoke")
+    assert problem is not None and problem.details["failure"] == failure
+    assert "a3" in problem.message and problem.hint
+
+
+def test_container_exit_codes_of_the_run_itself_are_not_engine_failures():
+    transport = make_transport(_profile(address="a3", container={"mode": "run", "image": "img"}))
+    assert transport.failure(1, "Traceback ...\nRuntimeError: boom\n", "running the smoke") is None
+    assert transport.failure(137, "", "running the smoke") is None
