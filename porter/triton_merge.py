@@ -228,12 +228,25 @@ def _kind(stages: set[int]) -> str:
     return "deleted by them" if 2 in stages else "deleted by us"
 
 
+def _open_hunks(wt: forks.Worktree, path: str, kind: str) -> tuple[int, tuple[str, ...]]:
+    """Hunk count and conflict keys of a file left to a human: the keys a `recorded` entry needs."""
+    if kind not in ("content", "add/add"):
+        return 0, ()
+    try:
+        hunks = conflict_hunks((wt.path / path).read_text(encoding="utf-8", errors="surrogateescape"))
+    except OSError:
+        return 0, ()
+    return len(hunks), tuple(h.key for h in hunks)
+
+
 def _resolve(wt: forks.Worktree, path: str, kind: str, rules: list[Resolution], target: str) -> Conflict:
     rule = next((r for r in rules if r.matches(path, target)), None)
     if rule is None:
-        return Conflict(path, kind)
+        count, keys = _open_hunks(wt, path, kind)
+        return Conflict(path, kind, hunks=count, unresolved_keys=keys)
     if rule.strategy == "manual":
-        return Conflict(path, kind, strategy="manual", recipe=rule.why)
+        count, keys = _open_hunks(wt, path, kind)
+        return Conflict(path, kind, strategy="manual", recipe=rule.why, hunks=count, unresolved_keys=keys)
     if rule.strategy in ("ours", "theirs"):
         side_exists = not ((rule.strategy == "ours" and kind == "deleted by us") or
                            (rule.strategy == "theirs" and kind == "deleted by them"))
@@ -304,14 +317,16 @@ def run_merge(request: MergeRequest, status: Callable[[str], None] = lambda _m: 
                              conflicts, previous_sha=existing.sha if existing else None)
         if open_conflicts:
             text = render_merge_material(request, result, fork_ref, root, validation=None, stat="")
-            _record(request, replace(result, pr_material=text, message="unresolved conflicts: no branch"))
+            recorded = _record(request, replace(result, pr_material=text, message="unresolved conflicts: no branch"))
             shown = ", ".join(c.path for c in open_conflicts[:5]) + (" ..." if len(open_conflicts) > 5 else "")
+            where = f"{recorded.record_dir}/PR_MATERIAL.md" if recorded.record_dir else "the PR material"
             raise MergeConflicts(
                 f"merging {request.upstream} {request.target} left {len(open_conflicts)} conflict(s) a human must resolve: "
                 f"{shown}; {branch} was not touched",
-                hint="resolve them on a branch of your own (see the run record for the list and recipes), "
+                hint=f"resolve them on a branch of your own ({where} lists them with their conflict keys and recipes), "
                      "then record the resolutions in knowledge/merge-resolutions/",
-                details={"run_id": run_id, "conflicts": [c.to_dict() for c in open_conflicts]},
+                details={"run_id": run_id, "record_dir": recorded.record_dir or None,
+                         "conflicts": [c.to_dict() for c in open_conflicts]},
             )
         message = (f"Merge {request.upstream} {request.target} into {fork_ref}\n\n"
                    + "".join(f"- {c.path}: {c.kind}, resolved by {c.resolved_by} ({c.strategy})\n" for c in conflicts)

@@ -87,6 +87,12 @@ def test_unresolved_conflicts_go_to_a_human_and_change_nothing(repos):
     assert git(repos["fork"], "worktree", "list").count("\n") == 1
     report = next((repos["tmp"] / "runs" / "upgrade").iterdir()) / "PR_MATERIAL.md"
     assert "**a human**" in report.read_text()
+    # The human gets the key a `recorded` entry needs, and the error says where the list is.
+    key = conflict_key("    return 'npu'\n", "    return 'v2'\n")
+    interp = next(c for c in info.value.details["conflicts"] if c["path"].endswith("interpreter.py"))
+    assert interp["unresolved_keys"] == [key] and interp["hunks"] == 1
+    assert f"`{key}`" in report.read_text()
+    assert str(report) in info.value.hint
 
 
 def test_recorded_resolutions_complete_the_merge(repos, tmp_path):
