@@ -182,6 +182,7 @@ def resolve_plugin_tree(sources: Sources, config: PorterConfig, spec: PluginSpec
             forks = load_forks(config.forks_file)
         except InputError:
             forks = {}
+        missing = [f for f in forks.values() if f.plugin == spec.name and not f.path.exists()]
         for fork in forks.values():
             if fork.plugin == spec.name and fork.path.exists():
                 if not fork.path.is_dir() or not os.access(fork.path, os.R_OK | os.X_OK):
@@ -191,11 +192,16 @@ def resolve_plugin_tree(sources: Sources, config: PorterConfig, spec: PluginSpec
                 tree = sources.local_tree(fork.path, label=f"fork:{fork.name}")
                 break
         if tree is None:
+            where = f" (the fork clone {missing[0].path} named in {config.forks_file} does not exist)" if missing else ""
             if not spec.pypi:
-                raise InputError(f"no tree for plugin {spec.name}", hint="pass --plugin-path DIR")
+                raise InputError(f"no tree for plugin {spec.name}{where}",
+                                 hint="clone the fork there, fix its `path` in forks.yaml, or pass --plugin-path DIR")
             releases = sources.pypi_releases(spec.pypi)
             if not releases:
                 raise InputError(f"{spec.pypi} has no releases on PyPI", hint="pass --plugin-path DIR")
+            if missing:  # a dry run can still analyse the release; say which tree it is
+                sources.notices.append(f"fork clone {missing[0].path} does not exist: analysing {spec.pypi} "
+                                       f"{releases[-1]} from PyPI instead")
             tree = sources.pypi_tree(spec.pypi, releases[-1])
     if spec.plugin_root:
         # A source checkout has `src/pkg/...`; a wheel has `pkg/...`: accept both spellings.

@@ -65,3 +65,22 @@ def test_fork_ref_flag_rejects_a_ref_that_does_not_exist(tmp_path, monkeypatch):
     assert result.exit_code == 2, result.output
     assert "no-such-ref" in json.loads(result.stdout)["error"]["message"]
     assert snapshot(paths["plugin"]) == before
+
+
+def test_missing_fork_clone_is_named_with_the_fix(tmp_path, monkeypatch):
+    """forks.yaml names a clone that is not there: the error says which path, exit 2, nothing written."""
+    import shutil
+
+    paths = make_example(tmp_path / "ex")
+    shutil.rmtree(paths["plugin"])
+    ledger_before = paths["forks_file"].read_text()
+    monkeypatch.chdir(paths["root"])
+    monkeypatch.setenv("PORTER_CACHE_DIR", str(tmp_path / "cache"))
+    for extra in ([], ["--dry-run"]):
+        result = CliRunner().invoke(app, ["upgrade", "example-plugin", "--to", "v2", "--json", *extra])
+        assert result.exit_code == 2, result.output
+        error = json.loads(result.stdout)["error"]
+        assert str(paths["plugin"]) in error["message"] and "does not exist" in error["message"]
+        assert "--plugin-path" in error["hint"]
+    assert paths["forks_file"].read_text() == ledger_before
+    assert not (paths["root"] / "runs").exists()
