@@ -27,3 +27,16 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def shared_file_mode(path: Path) -> int:
+    """Permissions for a file people share (stack files, reports): the existing file's, or what
+    a plain open() gives under the umask. mkstemp's 0600 is right only for private files."""
+    import stat
+
+    try:
+        return stat.S_IMODE(Path(path).stat().st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask

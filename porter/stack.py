@@ -108,10 +108,15 @@ def ship_sources(stack: dict[str, Any], stack_path: Path | None) -> list[tuple[P
 
 
 def save_stack(path: Path, stack: dict[str, Any]) -> None:
+    import os
+
+    from porter.fsutil import shared_file_mode
     from porter.yamlio import write_yaml_atomic
 
     header = "# The stack `porter smoke` verifies. Written by `porter apply`; edit with care.\n"
+    mode = shared_file_mode(path)  # a tracked, shared file: keep its permissions
     write_yaml_atomic(path, validate_stack(stack, str(path)), header=header)
+    os.chmod(path, mode)
 
 
 def split_slug(slug: str) -> tuple[str, str]:

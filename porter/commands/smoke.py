@@ -67,7 +67,7 @@ def register(app: typer.Typer) -> None:
             from porter.smoke.store import RunStore
 
             store = RunStore(config.runs_dir)
-            previous = store.resolve(compare) if compare else None
+            previous, latest = _compare_pair(store, compare, running=bool(host))
             payload: dict[str, Any] = {}
             exit_code = 0
             run = None
@@ -79,7 +79,7 @@ def register(app: typer.Typer) -> None:
                 exit_code = run.exit_code
             comparison = None
             if previous is not None:
-                newer = run.to_dict() if run is not None else _latest_after(store, previous)
+                newer = run.to_dict() if run is not None else (latest or _latest_after(store, previous))
                 from porter.smoke.compare import compare_runs
 
                 comparison = compare_runs(previous.data, newer, tolerance=drift)
@@ -87,10 +87,14 @@ def register(app: typer.Typer) -> None:
                 if comparison.regressed and exit_code == 0:
                     exit_code = 1
             if report is not None:
-                from porter.fsutil import atomic_write_text
+                import os
+
+                from porter.fsutil import atomic_write_text, shared_file_mode
                 from porter.smoke.report import render_html
 
+                mode = shared_file_mode(report)  # a report is for sharing, not mkstemp's 0600
                 atomic_write_text(report, render_html(r.data for r in store.runs()))
+                os.chmod(report, mode)
                 payload["report_file"] = str(report)
             payload["exit_code"] = exit_code
 
@@ -107,6 +111,24 @@ def register(app: typer.Typer) -> None:
                 reporter.error(run.error, "smoke")
             if exit_code:
                 raise typer.Exit(exit_code)
+
+
+def _compare_pair(store, ref: str | None, running: bool):
+    """(previous run, newer record or None). A bare HOST without a run to make compares that
+    host's latest run with the one before it; every other form picks the previous run only."""
+    from porter.errors import InputError
+
+    if not ref:
+        return None, None
+    is_run_path = Path(ref).is_file() or (Path(ref) / "result.json").is_file()  # resolve() reads those first
+    if not running and "/" not in ref and not is_run_path and (store.root / ref).is_dir():
+        runs = store.runs(ref)
+        if len(runs) == 1:
+            raise InputError(f"host {ref} has only one stored run ({runs[0].run_id}); nothing to compare it with",
+                             hint=f"run `porter smoke --host {ref} --compare {ref}` to make a new one and compare")
+        if runs:
+            return runs[-2], runs[-1].data
+    return store.resolve(ref), None
 
 
 def _latest_after(store, previous) -> dict[str, Any]:

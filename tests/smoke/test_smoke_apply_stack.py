@@ -128,3 +128,23 @@ def test_stack_ships_extra_directories_importable_on_the_host(project, tmp_path)
     stack.write_text(yaml.safe_dump({"schema": "porter.stack/1", "ship": ["shims/missing"]}))
     code, doc, _ = invoke("smoke", "--host", "box", "--level", "L0", "--stack", str(stack), "--json")
     assert code == 2 and "not a directory" in doc["error"]["message"]
+
+
+def test_apply_keeps_the_stack_files_permissions(project):
+    """The stack file is a tracked, shared file: rewriting it must not narrow it to 0600."""
+    import os
+    import stat
+
+    existing = project / "stack.yaml"
+    existing.write_text("schema: porter.stack/1\n")
+    existing.chmod(0o664)
+    code, _, _ = invoke("apply", "torch==2.13.0", "--to", "vime", "--stack", str(existing))
+    assert code == 0 and stat.S_IMODE(existing.stat().st_mode) == 0o664
+
+    fresh = project / "new-stack.yaml"
+    umask = os.umask(0o022)
+    try:
+        code, _, _ = invoke("apply", "torch==2.13.0", "--to", "vime", "--stack", str(fresh))
+    finally:
+        os.umask(umask)
+    assert code == 0 and stat.S_IMODE(fresh.stat().st_mode) == 0o644

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from pathlib import Path
 
@@ -67,9 +68,13 @@ def test_cli_compare_previous_with_the_next_run(project):
     assert code == 1
     assert doc["comparison"]["new_failures"] == ["G1", "G5"] and doc["comparison"]["regressed"] is True
     assert doc["comparison"]["new_run"] == "a3/20261129T100000Z"
-    # Compared against itself there is nothing newer: a usage problem, said so.
-    code, doc, _ = invoke("smoke", "--compare", "a3", "--json")
+    # The latest run has nothing newer: a usage problem, said so.
+    code, doc, _ = invoke("smoke", "--compare", "a3/20261129T100000Z", "--json")
     assert code == 2 and "newer than" in doc["error"]["message"]
+    # A bare HOST without --host: what changed in its latest run, against the one before.
+    code, doc, _ = invoke("smoke", "--compare", "a3", "--json")
+    assert code == 1 and doc["comparison"]["old_run"] == "a3/20261129T090000Z"
+    assert doc["comparison"]["new_run"] == "a3/20261129T100000Z"
     code, _, text = invoke("smoke", "--compare", str(project / "runs/a3/20261129T090000Z/result.json"))
     assert code == 1 and "new failures: G1, G5" in text and "drift G1.abs_diff" in text
 
@@ -94,10 +99,15 @@ def test_html_report_is_self_contained_with_sparklines(project):
     local = _run("local", "20261129T090500Z", [_result("L2.matmul", "pass", level="L2", max_rel_err=3e-7)])
     _store(project, OLD, NEW, third, local)
     out = project / "report.html"
-    code, doc, _ = invoke("smoke", "--report", str(out), "--json")
+    umask = os.umask(0o022)
+    try:
+        code, doc, _ = invoke("smoke", "--report", str(out), "--json")
+    finally:
+        os.umask(umask)
     assert code == 0 and doc["report_file"] == str(out)
     html = out.read_text()
     assert html.startswith("<!DOCTYPE html>")
+    assert out.stat().st_mode & 0o777 == 0o644  # a report is for sharing: umask 022, not mkstemp's 0600
     assert "<script" not in html and not re.search(r"""(src|href)=["']https?://""", html)
     assert ">a3 <" in html and ">local <" in html
     # G1 has three measured points over time -> one polyline with three points.
@@ -131,3 +141,9 @@ def test_unwritable_runs_dir_is_an_environment_error(project, tmp_path):
     (project / "porter.yaml").write_text(f"runs_dir: {blocker}/runs\n")
     code, doc, _ = invoke("smoke", "--host", "local", "--level", "L0", "--json")
     assert code == 3 and "cannot create the run record directory" in doc["error"]["message"]
+
+
+def test_compare_host_with_a_single_run_says_so(project):
+    _store(project, OLD)
+    code, doc, _ = invoke("smoke", "--compare", "a3", "--json")
+    assert code == 2 and "only one stored run" in doc["error"]["message"]
