@@ -45,9 +45,11 @@ def register(app: typer.Typer) -> None:
         """Analyse a plugin against a new upstream version: every use that breaks, where it went, the outcome.
 
         Without --dry-run, shims are committed on ascend-port/<slug> with PR_MATERIAL.md (docs/port.md).
-        Exit 0 when nothing breaks (dry run) or the port branch was made and validated (what a human
-        must finish is listed in PR_MATERIAL.md); 1 when a dry run finds breaking drift or the fix
-        belongs upstream (C_REPORT); 2 for bad input; 3 when a source (network, git, filesystem) fails."""
+
+        Exit 0: nothing breaks (dry run), or the port branch was made and validated (what a human must finish is listed in PR_MATERIAL.md).
+        1: breaking drift (dry run), a fix that belongs upstream (C_REPORT), failed validation, or merge conflicts left for a human.
+        2: bad input (names, versions, refs, archives, a missing, dirty or detached fork, a diverged branch).
+        3: a source failed (network with nothing cached, git, filesystem)."""
         with command_context(ctx, "upgrade", json_) as (reporter, state):
             from porter.upgrade.analyze import AnalysisRequest, run_analysis
             from porter.upgrade.report import render_html, render_markdown, render_rich, write_report
