@@ -21,6 +21,15 @@ from porter.cliutil import command_context, json_option
 
 _GATE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,40}$")
 LEVEL_NAMES = ("L0", "L1", "L2", "L3")
+EXIT_INTERRUPTED = 130
+
+
+class _Interrupted(Exception):
+    """Ctrl-C/TERM during a run, after the runner killed the remote group and stored the record."""
+
+    def __init__(self, run):
+        super().__init__("interrupted")
+        self.run = run
 
 
 def parse_gates(text: str | None) -> list[str]:
@@ -71,14 +80,18 @@ def register(app: typer.Typer) -> None:
             payload: dict[str, Any] = {}
             exit_code = 0
             run = None
+            interrupted = False
             if host:
-                run = _run(reporter, config, store, host, level, gate_list, stack, timeout, keep_remote)
+                try:
+                    run = _run(reporter, config, store, host, level, gate_list, stack, timeout, keep_remote)
+                except _Interrupted as stopped:
+                    run, interrupted = stopped.run, True  # stored and killed; still say so in one document
                 payload["run"] = run.to_dict()
                 if run.error is not None:
                     payload["error"] = run.error.to_dict()  # where every porter command puts it
-                exit_code = run.exit_code
+                exit_code = EXIT_INTERRUPTED if interrupted else run.exit_code
             comparison = None
-            if previous is not None:
+            if previous is not None and not interrupted:
                 newer = run.to_dict() if run is not None else (latest or _latest_after(store, previous))
                 from porter.smoke.compare import compare_runs
 
@@ -86,7 +99,7 @@ def register(app: typer.Typer) -> None:
                 payload["comparison"] = comparison.to_dict()
                 if comparison.regressed and exit_code == 0:
                     exit_code = 1
-            if report is not None:
+            if report is not None and not interrupted:
                 import os
 
                 from porter.fsutil import atomic_write_text, shared_file_mode
@@ -103,7 +116,7 @@ def register(app: typer.Typer) -> None:
                     _render_run(console, run)
                 if comparison is not None:
                     _render_comparison(console, comparison)
-                if report is not None:
+                if report is not None and not interrupted:
                     console.print(f"HTML report written to {report}")
 
             reporter.emit("smoke", payload, render)
@@ -161,8 +174,13 @@ def _run(reporter, config, store, host_name, level, gates, stack_path, timeout, 
     )
     request = SmokeRequest(profile=profile, level=level, gates=gates, stack=stack, timeout_s=timeout,
                            keep_remote=keep_remote, ship_extra=extras)
-    with _termination_as_interrupt():
-        return runner.execute(request)
+    try:
+        with _termination_as_interrupt():
+            return runner.execute(request)
+    except KeyboardInterrupt:
+        if runner.last_run is None:
+            raise
+        raise _Interrupted(runner.last_run) from None
 
 
 @contextmanager

@@ -193,6 +193,7 @@ class SmokeRunner:
         self.store = store
         self.on_line = on_line or (lambda line: None)
         self.diagnoser_factory = diagnoser_factory
+        self.last_run: SmokeRun | None = None  # the stored record, also when execute() was interrupted
 
     def execute(self, request: SmokeRequest) -> SmokeRun:
         """Run and store. Returns the run (report or error set); never leaves the remote group alive."""
@@ -207,6 +208,7 @@ class SmokeRunner:
             transport=transport.describe(), level=request.level, gates=list(request.gates),
             stack=request.stack, remote_dir=remote_dir, path=run_path,
         )
+        self.last_run = result
         log = LogWriter(run_path / LOG_FILE)
 
         def note(line: str) -> None:

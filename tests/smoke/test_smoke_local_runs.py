@@ -152,15 +152,23 @@ def test_interrupt_kills_the_run_and_keeps_the_record(project, tmp_path, signo):
     python = fake_python(tmp_path / "stall-python", STALL_BODY.format(pids=pids))
     write_config(project, {"box": _host(tmp_path, python=str(python))})
     porter = Path(sys.executable).parent / "porter"
-    proc = subprocess.Popen([str(porter), "smoke", "--host", "box", "--level", "L0"], cwd=project,
+    # With --json (the TERM case, as from a CI job) stdout still carries one document.
+    json_flag = ["--json"] if signo == 15 else []
+    proc = subprocess.Popen([str(porter), "smoke", "--host", "box", "--level", "L0", *json_flag], cwd=project,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
     while not (pids / "child.pid").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     time.sleep(0.2)
     os.kill(proc.pid, signo)
-    _, err = proc.communicate(timeout=30)
+    out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
+    if json_flag:
+        doc = json.loads(out)
+        assert doc["schema"] == "porter.smoke/1" and doc["exit_code"] == 130
+        assert doc["error"]["details"]["failure"] == "interrupted" and doc["run"]["run_id"]
+    else:
+        assert "interrupted" in err
     for name in ("main.pid", "child.pid"):
         assert process_gone(int((pids / name).read_text())), f"{name} still running"
     (stored,) = (project / "runs" / "box").iterdir()
