@@ -117,14 +117,31 @@ def adapted_check(spec: PluginSpec, fork: ForkSpec | None, sources: Sources, ups
     return None, "plugin sources not available locally (clone the fork or mirror it)"
 
 
-def _count_commits(sources: Sources, upstream: UpstreamSpec, baseline: str, head: str) -> int | None:
+def release_tags(refs: dict[str, str], pattern: str) -> list[tuple[str, Version]]:
+    """(tag, version) of the final-release tags that follow the upstream's tag pattern, oldest first."""
+    prefix, _, suffix = pattern.partition("{version}")
+    out = []
+    for name in refs:
+        tag = name.removeprefix("refs/tags/")
+        if tag == name or not tag.startswith(prefix) or not tag.endswith(suffix):
+            continue
+        version = parse_release(tag[len(prefix):len(tag) - len(suffix)] if suffix else tag[len(prefix):])
+        if version is not None and not version.is_prerelease:
+            out.append((tag, version))
+    return sorted(out, key=lambda item: item[1])
+
+
+def _count_commits(sources: Sources, upstream: UpstreamSpec, baseline: str, head: str,
+                   refs: dict[str, str] | None = None) -> int | None:
     mirror = sources.mirror_path(upstream.git) if upstream.git else None
     if mirror is None or not mirror.is_dir():
         return None
     import git
 
+    # A baseline written as the tag itself (`v1`) is used as is; a version (`3.6.0`) through the pattern.
+    start = baseline if f"refs/tags/{baseline}" in (refs or {}) else upstream.tag_for(baseline)
     try:
-        out = git.Repo(mirror).git.rev_list("--count", f"{upstream.tag_for(baseline)}..{head}")
+        out = git.Repo(mirror).git.rev_list("--count", f"{start}..{head}")
         return int(out.strip())
     except (git.GitCommandError, ValueError):
         return None
@@ -139,6 +156,7 @@ def status_row(sources: Sources, spec: PluginSpec, upstream: UpstreamSpec, fork:
         pairs = [p for p in pairs if parse_release(p) is not None]
         row.baseline = max(pairs, key=Version) if pairs else None
     failures: list[EnvironmentProblem] = []
+    newest_version = ""  # the newest release as a version (a tag `v2` is version `2`)
     if upstream.pypi:
         try:
             releases = sources.pypi_releases(upstream.pypi)
@@ -147,7 +165,7 @@ def status_row(sources: Sources, spec: PluginSpec, upstream: UpstreamSpec, fork:
             releases = []
             sources.notices.append(f"{upstream.name}: releases unknown ({exc.message})")
         if releases:
-            row.newest_release = releases[-1]
+            row.newest_release = newest_version = releases[-1]
             base = parse_release(row.baseline) if row.baseline else None
             if base is not None:
                 row.releases_between = sum(1 for r in releases if base < Version(r) <= Version(releases[-1]))
@@ -160,11 +178,17 @@ def status_row(sources: Sources, spec: PluginSpec, upstream: UpstreamSpec, fork:
             sources.notices.append(f"{upstream.name}: head of {upstream.default_branch} unknown ({exc.message})")
         row.head = refs.get(f"refs/heads/{upstream.default_branch}") or refs.get("HEAD")
         if row.head and row.baseline:
-            row.commits_between = _count_commits(sources, upstream, row.baseline, row.head)
+            row.commits_between = _count_commits(sources, upstream, row.baseline, row.head, refs)
+        tags = release_tags(refs, upstream.tag) if not upstream.pypi else []
+        if tags:  # no PyPI project: the releases are the upstream's tags
+            row.newest_release, newest_version = tags[-1][0], str(tags[-1][1])
+            base = parse_release(row.baseline) if row.baseline else None
+            if base is not None:
+                row.releases_between = sum(1 for _tag, v in tags if v > base)
     if failures and row.newest_release is None and row.head is None:
         raise failures[0]  # neither source answered: nothing to show for this row
     if row.newest_release:
-        row.adapted, row.adapted_evidence = adapted_check(spec, fork, sources, upstream.name, row.newest_release)
+        row.adapted, row.adapted_evidence = adapted_check(spec, fork, sources, upstream.name, newest_version)
     return row
 
 

@@ -84,3 +84,24 @@ def test_missing_fork_clone_is_named_with_the_fix(tmp_path, monkeypatch):
         assert "--plugin-path" in error["hint"]
     assert paths["forks_file"].read_text() == ledger_before
     assert not (paths["root"] / "runs").exists()
+
+
+def test_status_of_a_git_only_upstream_uses_its_release_tags(tmp_path, monkeypatch):
+    """The example's upstream has no PyPI project: its tags are the releases."""
+    paths = make_example(tmp_path / "ex")
+    monkeypatch.chdir(paths["root"])
+    monkeypatch.setenv("PORTER_CACHE_DIR", str(tmp_path / "cache"))
+    result = CliRunner().invoke(app, ["status", "--json"])
+    assert result.exit_code == 0, result.output
+    row = json.loads(result.stdout)["rows"][0]
+    assert (row["baseline"], row["newest_release"], row["releases_between"]) == ("v1", "v2", 1)
+    assert row["commits_between"] == 1 and row["adapted"] is False
+    guard = paths["plugin"] / "tiny_npu" / "gate.py"
+    guard.write_text('from tiny_npu.utils import hostlib_version_is\n\nNEW = hostlib_version_is("2")\n')
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    import os
+
+    for args in (["add", "tiny_npu/gate.py"], ["commit", "-qm", "gate on hostlib 2"]):
+        subprocess.run(["git", *args], cwd=paths["plugin"], check=True, env={**os.environ, **env})
+    row = json.loads(CliRunner().invoke(app, ["status", "--json"]).stdout)["rows"][0]
+    assert row["adapted"] is True and "gate.py" in row["adapted_evidence"]
