@@ -160,8 +160,10 @@ def render_port(result: Any, console: Any) -> None:
     if result.needs_human:
         console.print(f"[yellow]needs a human[/]: {', '.join(result.needs_human)}")
     if result.changes:
+        stat = (result.changes.get("tree_stat") or "").strip().splitlines()
         console.print(f"replaced previous series {result.changes['previous_sha'][:12]}: "
-                      f"new {result.changes['added'] or 'none'}, dropped {result.changes['dropped'] or 'none'}")
+                      f"new fixes {result.changes['added'] or 'none'}, dropped {result.changes['dropped'] or 'none'}; "
+                      f"files {stat[-1].strip() if stat else 'identical to the previous tip (PR_MATERIAL.md aside)'}")
     if result.branch_moved:
         console.print(f"PR material: git show {result.branch}:PR_MATERIAL.md"
                       + (f"  (copy in {result.record_dir})" if result.record_dir else ""))

@@ -105,3 +105,16 @@ def test_status_of_a_git_only_upstream_uses_its_release_tags(tmp_path, monkeypat
         subprocess.run(["git", *args], cwd=paths["plugin"], check=True, env={**os.environ, **env})
     row = json.loads(CliRunner().invoke(app, ["status", "--json"]).stdout)["rows"][0]
     assert row["adapted"] is True and "gate.py" in row["adapted_evidence"]
+
+
+def test_rerun_says_what_changed_on_the_console(tmp_path, monkeypatch):
+    paths = make_example(tmp_path / "ex")
+    monkeypatch.chdir(paths["root"])
+    monkeypatch.setenv("PORTER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("COLUMNS", "400")  # one line per message
+    first = CliRunner().invoke(app, ["upgrade", "example-plugin", "--to", "v2"])
+    assert first.exit_code == 0, first.output
+    assert "replaced previous series" not in first.stdout
+    again = CliRunner().invoke(app, ["upgrade", "example-plugin", "--to", "v2"])
+    assert again.exit_code == 0, again.output
+    assert "new fixes none, dropped none; files identical to the previous tip" in again.stdout
