@@ -22,6 +22,8 @@ BUILTIN_TEMPLATES = Path(__file__).resolve().parent / "templates"
 def _environment(override: str | None):
     import jinja2
 
+    if override:
+        _check_override(Path(override))
     paths = [override, str(BUILTIN_TEMPLATES)] if override else [str(BUILTIN_TEMPLATES)]
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(paths),
@@ -34,6 +36,18 @@ def _environment(override: str | None):
     env.filters["pyrepr"] = repr
     env.filters["ident"] = lambda text: "".join(c if c.isalnum() else "_" for c in str(text))
     return env
+
+
+def _check_override(directory: Path) -> None:
+    """A mistyped override directory or file name would silently fall back to the built-in template."""
+    if not directory.is_dir():
+        raise InputError(f"PORTER_SHIM_TEMPLATES={directory} is not a directory",
+                         hint="point it at a directory of templates named like the built-in ones, or unset it")
+    builtin = {p.name for p in BUILTIN_TEMPLATES.glob("*.j2")}
+    unknown = sorted(p.name for p in directory.glob("*.j2") if p.name not in builtin)
+    if unknown:
+        raise InputError(f"PORTER_SHIM_TEMPLATES: {', '.join(unknown)} override(s) no built-in template",
+                         hint=f"name them like the built-in templates: {', '.join(sorted(builtin))}")
 
 
 def render(template: str, **context: Any) -> str:

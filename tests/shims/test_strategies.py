@@ -261,3 +261,25 @@ def test_version_guard_style_uses_the_forks_gate(example, tree):
         run = subprocess.run([sys.executable, "-c", probe], cwd=tree, capture_output=True, text=True, timeout=60,
                              env={"PYTHONPATH": f"{example[version]}:{tree}", "PYTHONDONTWRITEBYTECODE": "1"})
         assert run.stdout.strip() == expected, (version, run.stdout + run.stderr)  # the real gate, the real trees
+
+
+@pytest.mark.parametrize("name, needle", [("lazy_import.py.j2", "override.*no built-in template"),
+                                          (None, "is not a directory")])
+def test_mistyped_template_override_is_an_input_error(example, tree, tmp_path, monkeypatch, name, needle):
+    """A misnamed override would otherwise be ignored and the built-in template used without a word."""
+    from porter.shims import render
+
+    override = tmp_path / "templates"
+    if name is None:
+        override = tmp_path / "no-such-dir"
+    else:
+        override.mkdir()
+        (override / name).write_text("# house style\n")
+    monkeypatch.setenv("PORTER_SHIM_TEMPLATES", str(override))
+    render._environment.cache_clear()
+    try:
+        with pytest.raises(InputError, match=needle) as info:
+            plan_shims([RECORDS[2]], context(example, tree))
+        assert info.value.exit_code == 2
+    finally:
+        render._environment.cache_clear()
