@@ -70,6 +70,7 @@ def run_script(
         "set -m",
         "timeout -k 5 " + " ".join(q(a) for a in (f"{timeout_s:g}", python, *argv)) + " &",
         "pg=$!",
+        "set +m",  # the group exists now; without monitor mode bash prints no "[1]+ Done" notice
         f"echo \"$pg\" > {q(cwd + '/' + PGID_FILE)}",
         # A TERM/HUP to this shell (docker kill, a local Ctrl-C) is passed on to the group.
         "trap 'kill -TERM -- \"-$pg\" 2>/dev/null' TERM INT HUP",

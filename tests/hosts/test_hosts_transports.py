@@ -184,3 +184,20 @@ def test_container_exit_codes_of_the_run_itself_are_not_engine_failures():
     transport = make_transport(_profile(address="a3", container={"mode": "run", "image": "img"}))
     assert transport.failure(1, "Traceback ...\nRuntimeError: boom\n", "running the smoke") is None
     assert transport.failure(137, "", "running the smoke") is None
+
+
+@pytest.mark.parametrize("exit_code", [0, 3])
+def test_run_script_reports_the_status_without_job_control_chatter(tmp_path, exit_code):
+    """The run gets its own process group (job control), but bash's "[1]+ Done ..." notice
+    must not reach the log or the terminal."""
+    import subprocess
+
+    python = tmp_path / "py"
+    python.write_text(f"#!/bin/bash\necho out; echo err >&2; exit {exit_code}\n")
+    python.chmod(0o755)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    script = sh.run_script(setup=[], cwd=str(run_dir), python=str(python), argv=["-m", "x"], timeout_s=30)
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
+    assert done.returncode == exit_code
+    assert done.stdout == "out\n" and done.stderr == "err\n"
