@@ -78,7 +78,8 @@ def check_ref_syntax(ref: str, what: str = "ref") -> None:
         raise InputError(f"malformed version {ref!r} for {what}",
                          hint="use a PEP 440 release such as 0.13.0 or 2.10.0rc1, or a git tag such as v0.13.0")
     if not _REF_OK.match(ref) or ".." in ref or ref.endswith((".lock", "/", ".")):
-        raise InputError(f"{ref!r} is not a valid version or git ref for {what}")
+        raise InputError(f"{ref!r} is not a valid version or git ref for {what}",
+                         hint="give a release (0.13.0), a tag (v0.13.0), a branch (main) or a commit sha")
 
 
 def nearby_releases(releases: Any, wanted: Version, count: int = 5) -> list[str]:
@@ -193,7 +194,9 @@ def extract_archive(archive: Path, dest: Path, strip_top: bool | None = None) ->
                         target.write_bytes(fh.read())
                         count += 1
             except (tarfile.TarError, EOFError, OSError) as exc:
-                raise InputError(f"{archive}: not a readable tar archive ({exc})", hint="delete it and download it again") from exc
+                reason = str(exc).splitlines()[0].rstrip(":")  # tarfile lists every codec it tried; the first line says it
+                raise InputError(f"{archive}: not a readable tar archive ({reason})",
+                                 hint="delete it and download it again") from exc
         else:
             raise InputError(f"{archive}: unknown archive type", hint="use a .whl, .zip, .tar.gz or a directory")
         if count == 0:

@@ -136,6 +136,13 @@ def test_corrupt_wheel_is_an_input_error(project, trees, tmp_path):
                     "--plugin-path", str(trees["plugin"]), "--from", "1.0", "--upstream-path", f"1.0={trees['v1']}", "--json")
     assert result.exit_code == 2
     assert "not a readable wheel" in json.loads(result.stdout)["error"]["message"]
+    sdist = tmp_path / "upkg-2.0.tar.gz"
+    sdist.write_bytes(b"\x00" * 100)
+    result = invoke("upgrade", "myplug", "--to", "2.0", "--upstream-path", f"2.0={sdist}",
+                    "--plugin-path", str(trees["plugin"]), "--from", "1.0", "--upstream-path", f"1.0={trees['v1']}", "--json")
+    error = json.loads(result.stdout)["error"]
+    assert result.exit_code == 2 and "not a readable tar archive" in error["message"]
+    assert "\n" not in error["message"], "one line: what is wrong with which file"
 
 
 def test_no_network_and_no_cache_is_exit_3(project, trees, monkeypatch):

@@ -182,8 +182,9 @@ def test_ref_and_version_syntax():
     for good in ("0.13.0", "v0.13.0", "main", "release/3.2.x", "85400f8", "2.10.0.post4"):
         check_ref_syntax(good)
     for bad in ("0.x.1", "1..2", "", "bad ref", "-rf"):
-        with pytest.raises(InputError):
+        with pytest.raises(InputError) as info:
             check_ref_syntax(bad)
+        assert info.value.hint, f"{bad!r}: the error must say what to give instead"
 
 
 def test_sdist_extraction_keeps_python_only(tmp_path):
