@@ -221,6 +221,8 @@ def test_registry_of_this_repository_loads():
     assert transformers.decide("src/transformers/modeling_utils.py") == "report"
     forks = load_forks(root / "forks" / "forks.yaml")
     assert forks["vime"].path == root and forks["vllm-ascend"].baseline == {"vllm": "0.27.1"}
+    # `porter upgrade vime --to X` needs a baseline for vime's primary upstream to compare against
+    assert registry.plugin("vime").primary_upstream in forks["vime"].baseline
     with pytest.raises(InputError, match="unknown plugin"):
         registry.plugin("nope")
 
