@@ -167,7 +167,63 @@ def pin_checks(stack: dict[str, Any]) -> list[GateResult]:
             )
 
         out.append(_check(f"L1.stack.{upstream}", f"{upstream} matches the stack pin", "L1", pin_body))
+    for plugin, pin in sorted((stack.get("forks") or {}).items()):
+        if isinstance(pin, dict) and pin.get("commit"):
+            out.append(_check(f"L1.fork.{plugin}", f"{plugin} is the pinned fork commit", "L1",
+                              lambda plugin=plugin, pin=pin: fork_pin_check(plugin, pin)))
     return out
+
+
+def installed_commit(distribution: str) -> tuple[str | None, str]:
+    """(commit, where it was read) for an installed distribution: pip records it in
+    direct_url.json for `pip install git+URL@REF`; an install from a local checkout (editable
+    or not) answers through `git rev-parse HEAD` there. (None, "") when nothing records it."""
+    import subprocess
+    from importlib import metadata
+    from urllib.parse import unquote, urlparse
+
+    try:
+        text = metadata.distribution(distribution).read_text("direct_url.json")
+        info = json.loads(text) if text else {}
+    except (metadata.PackageNotFoundError, ValueError):
+        return None, ""
+    commit = (info.get("vcs_info") or {}).get("commit_id")
+    if commit:
+        return str(commit), "direct_url.json"
+    url = urlparse(str(info.get("url", "")))
+    if url.scheme == "file":
+        checkout = unquote(url.path)
+        try:
+            done = subprocess.run(["git", "-C", checkout, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.TimeoutExpired):
+            return None, ""
+        if done.returncode == 0 and done.stdout.strip():
+            return done.stdout.strip(), f"git checkout {checkout}"
+    return None, ""
+
+
+def fork_pin_check(plugin: str, pin: dict[str, Any]) -> tuple[str, dict, dict, str]:
+    """Is the fork commit the stack pins the one installed here? `distribution:` in the pin names
+    the installed package when it differs from the plugin name."""
+    dist = str(pin.get("distribution") or plugin)
+    wanted = str(pin["commit"])
+    thresholds = {"commit": wanted, "branch": pin.get("branch")}
+    version = _installed_version(dist)
+    if version is None:
+        return "fail", {"installed": None}, thresholds, (
+            f"{plugin} is pinned to {pin.get('branch')} @ {wanted[:12]} but {dist} is not installed"
+        )
+    commit, source = installed_commit(dist)
+    values = {"installed": version, "installed_commit": commit, "source": source or None}
+    if commit is None:
+        return "skip", values, thresholds, (
+            f"{dist} {version} does not record its commit: install it from the fork "
+            "(pip install git+URL@COMMIT, or from a checkout) to verify the pin"
+        )
+    ok = commit.startswith(wanted) or wanted.startswith(commit)
+    return ("pass" if ok else "fail"), values, thresholds, (
+        "" if ok else f"{dist} is installed from {commit[:12]}, the stack pins {pin.get('branch')} @ {wanted[:12]}"
+    )
 
 
 # ---------------------------------------------------------------- L2

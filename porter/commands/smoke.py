@@ -253,13 +253,14 @@ def _render_run(console, run) -> None:
             table.add_row(escape(r.gate), f"[{colours.get(r.verdict, 'white')}]{r.verdict}[/]", escape(measured),
                           f"{r.duration_s:.2f}s")
         console.print(table)
+    traced = {r.gate for r in run.report.results if r.traceback} if run.report is not None else set()
     for gate, found in run.diagnoses.items():
         matches = found.get("matches") or []
         if matches:
             console.print(f"[bold]{escape(gate)}[/] likely cause:")
             for m in matches:
                 console.print(f"  {escape(m['id'])} ({m['confidence']:.2f}) {escape(m['title'])}")
-        else:
+        elif gate in traced:  # a failed measurement already says why; only a traceback needs the pointer
             console.print(f"[bold]{escape(gate)}[/]: no known cause ({escape(found.get('status', 'unknown'))}); "
                           f"see `porter diagnose {escape(str(run.path))}/log.txt`")
     if run.path is not None:

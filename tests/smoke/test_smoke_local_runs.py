@@ -222,3 +222,19 @@ def test_second_run_on_a_busy_host_is_refused(project, tmp_path):
         first.send_signal(2)
         first.wait(timeout=30)
     assert process_gone(int((pids / "child.pid").read_text()))
+
+
+def test_unknown_cause_pointer_only_for_tracebacks(project, tmp_path):
+    """A failed measurement explains itself; only a check that raised gets the `porter diagnose` pointer."""
+    report = {"schema": "vime.smoke/1", "level": "L1", "results": [
+        {"gate": "L1.stack.torch", "name": "pin", "level": "L1", "verdict": "fail", "values": {"installed": "2.1"},
+         "thresholds": {"version": "2.13.0"}, "reason": "torch 2.1 installed, stack pins 2.13.0"},
+        {"gate": "L1.import.vllm", "name": "import", "level": "L1", "verdict": "error",
+         "reason": "RuntimeError: qwxz", "traceback": "Traceback (most recent call last):\nRuntimeError: qwxz zzyq\n"},
+    ]}
+    python = fake_python(tmp_path / "report-python", f"echo '{json.dumps(report)}'\nexit 1\n")
+    write_config(project, {"box": _host(tmp_path, python=str(python))})
+    code, _, output = invoke("smoke", "--host", "box", "--level", "L1")
+    assert code == 1
+    assert "L1.import.vllm: no known cause" in output
+    assert "L1.stack.torch: no known cause" not in output

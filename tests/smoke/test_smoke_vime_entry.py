@@ -152,3 +152,46 @@ def test_relevant_env_keeps_stack_variables_only_and_no_secrets():
     })
     assert env == {"ASCEND_RT_VISIBLE_DEVICES": "0,1", "HCCL_IF_IP": "1.2.3.4", "HF_TOKEN": "[set, not shown]",
                    "PIP_INDEX_URL": "https://me:[hidden]@pypi.example/simple"}
+
+
+def _fake_dist(site, name, direct_url=None):
+    info = site / f"{name.replace('-', '_')}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    if direct_url is not None:
+        (info / "direct_url.json").write_text(json.dumps(direct_url))
+
+
+def test_fork_pins_are_checked_against_the_installed_commit(tmp_path, monkeypatch):
+    import subprocess
+
+    sha = "a" * 40
+    site = tmp_path / "site"
+    _fake_dist(site, "from-git", {"url": "https://example.invalid/fork.git", "vcs_info": {"vcs": "git", "commit_id": sha}})
+    _fake_dist(site, "from-wheel")
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    git = ["git", "-C", str(checkout), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    _fake_dist(site, "from-checkout", {"url": checkout.as_uri(), "dir_info": {"editable": True}})
+    monkeypatch.syspath_prepend(str(site))
+
+    def pin(commit, **extra):
+        return {"branch": "ascend-port/vllm-main", "commit": commit, **extra}
+
+    stack = {"forks": {
+        "from-git": pin(sha[:12]),  # a short id matches the full one
+        "moved": pin("b" * 40, distribution="from-git"),
+        "from-wheel": pin(sha),
+        "from-checkout": pin(head),
+        "absent": pin(sha),
+    }}
+    results = {r.gate: r for r in vsmoke.pin_checks(stack)}
+    assert results["L1.fork.from-git"].verdict == "pass"
+    assert results["L1.fork.from-git"].values["source"] == "direct_url.json"
+    assert results["L1.fork.moved"].verdict == "fail" and "bbbbbbbbbbbb" in results["L1.fork.moved"].reason
+    assert results["L1.fork.from-wheel"].verdict == "skip" and "does not record its commit" in results["L1.fork.from-wheel"].reason
+    assert results["L1.fork.from-checkout"].verdict == "pass"
+    assert results["L1.fork.absent"].verdict == "fail" and "not installed" in results["L1.fork.absent"].reason
