@@ -39,7 +39,20 @@ def parse_gates(text: str | None) -> list[str]:
     bad = [g for g in gates if not _GATE.match(g)]
     if bad:
         raise UsageError(f"invalid gate id(s): {', '.join(bad)}", hint="gate ids look like G1, G4 (comma-separated)")
+    known = _known_gates()
+    unknown = [g for g in gates if known and g not in known]
+    if unknown:
+        raise UsageError(f"unknown gate(s): {', '.join(unknown)}", hint=f"the shipped runtime has {', '.join(known)}")
     return gates
+
+
+def _known_gates() -> list[str]:
+    """The gate ids of the runtime smoke ships (its registry imports no torch); [] if it has none."""
+    try:
+        from vime.gates import GATES
+    except Exception:  # noqa: BLE001 - a broken registry is reported by the run itself, as L3.gates
+        return []
+    return list(GATES)
 
 
 def register(app: typer.Typer) -> None:

@@ -138,6 +138,9 @@ def test_usage_errors(project):
     assert invoke("smoke", "--host", "local", "--gates", "G1;rm -rf /")[0] == 2
     code, doc, _ = invoke("smoke", "--host", "nowhere", "--json")
     assert code == 2 and "unknown host" in doc["error"]["message"]
+    # A mistyped gate is refused before anything ships (the registry is the shipped one).
+    code, doc, _ = invoke("smoke", "--host", "local", "--gates", "G1,G9", "--json")
+    assert code == 2 and doc["error"]["message"] == "unknown gate(s): G9" and "run" not in doc
 
 
 @pytest.mark.parametrize("signo", [2, 15])  # Ctrl-C, and SIGTERM (a cancelled CI job)
