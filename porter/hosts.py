@@ -93,7 +93,7 @@ class HostProfile:
         out = asdict(self)
         out["ssh_options"] = dict(self.ssh_options)
         # Shown, listed and stored without the values of secret-looking variables.
-        out["env"] = {k: ("[REDACTED]" if _SECRET_ENV.search(k) else v) for k, v in self.env}
+        out["env"] = {k: ("[REDACTED]" if is_secret_env(k) else v) for k, v in self.env}
         out["setup"] = list(self.setup)
         out["visible_devices"] = list(self.visible_devices)
         if self.container is not None:
@@ -101,6 +101,11 @@ class HostProfile:
             out["container"]["extra_args"] = list(self.container.extra_args)
             out["container"]["host_setup"] = list(self.container.host_setup)
         return out
+
+
+def is_secret_env(key: str) -> bool:
+    """Variables whose values are never shown, stored, or put on a command line."""
+    return bool(_SECRET_ENV.search(key))
 
 
 def bundled_local() -> HostProfile:

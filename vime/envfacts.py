@@ -179,7 +179,7 @@ def relevant_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     out = {}
     for key, value in sorted(environ.items()):
         if key in ENV_NAMES or any(key.startswith(p) for p in ENV_PREFIXES):
-            out[key] = "[set, not shown]" if _SECRET_NAME.search(key) else _URL_CREDENTIALS.sub(r"\1:[hidden]@", value)
+            out[key] = "[REDACTED]" if _SECRET_NAME.search(key) else _URL_CREDENTIALS.sub(r"\1:[hidden]@", value)
     return out
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 STACK_FILE = "porter-stack.json"
+ENV_FILE = ".porter-env"  # secret variables for the run; sourced and deleted by the run script
 _SKIP_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache"}
 _SKIP_SUFFIXES = (".pyc", ".pyo")
 
@@ -29,9 +30,11 @@ def _walk(root: Path) -> Iterable[Path]:
             yield path
 
 
-def build_bundle(stack: dict[str, Any], extra: Iterable[tuple[Path, str]] = (), runtime: Path | None = None) -> bytes:
-    """A tar.gz with `vime/`, `porter-stack.json` and any (source dir, archive name) extras.
-    Members get fixed mtimes and owners, so the same inputs give the same bytes."""
+def build_bundle(stack: dict[str, Any], extra: Iterable[tuple[Path, str]] = (), runtime: Path | None = None,
+                 env_file: str | None = None) -> bytes:
+    """A tar.gz with `vime/`, `porter-stack.json`, any (source dir, archive name) extras, and
+    `env_file` (shell export lines, mode 0600) when given. Members get fixed mtimes and owners,
+    so the same inputs give the same bytes."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
 
@@ -47,4 +50,6 @@ def build_bundle(stack: dict[str, Any], extra: Iterable[tuple[Path, str]] = (), 
             for path in _walk(root):
                 add_bytes(f"{arcname}/{path.relative_to(root).as_posix()}", path.read_bytes())
         add_bytes(STACK_FILE, json.dumps(stack, indent=2, sort_keys=True, default=str).encode())
+        if env_file is not None:
+            add_bytes(ENV_FILE, env_file.encode(), mode=0o600)
     return gzip.compress(buffer.getvalue(), compresslevel=6, mtime=0)  # no timestamp in the gzip header

@@ -20,7 +20,7 @@ from typing import Any, Callable
 from porter.errors import EnvironmentProblem, PorterError
 from porter.hosts import HostProfile
 from porter.proc import run, run_streaming
-from porter.smoke.bundle import STACK_FILE, build_bundle
+from porter.smoke.bundle import ENV_FILE, STACK_FILE, build_bundle
 from porter.smoke.store import LOG_FILE, LogWriter, RunStore
 from porter.transports import make_transport
 from porter.transports import script as sh
@@ -224,7 +224,9 @@ class SmokeRunner:
         shipped = False
         try:
             t0 = time.perf_counter()
-            bundle = build_bundle(request.stack, request.ship_extra)
+            secrets_env = transport.secret_env()
+            bundle = build_bundle(request.stack, request.ship_extra,
+                                  env_file="\n".join(sh.export_lines(secrets_env)) + "\n" if secrets_env else None)
             note(f"shipping the runtime ({len(bundle) // 1024} KiB) to {profile.name}:{remote_dir} via {transport.describe()}")
             shipped = True  # from here on the run directory may exist on the host
             shipped_run = run_streaming(transport.ship_argv(remote_dir), input_bytes=bundle, on_line=relay,
@@ -243,7 +245,7 @@ class SmokeRunner:
             expect = profile.device_family if profile.device_family != "cpu" else None
             script = sh.run_script(setup=profile.setup, cwd=remote_dir, python=profile.python,
                                    argv=smoke_argv(request.level, request.gates, expect), timeout_s=timeout_s,
-                                   remove_after=not request.keep_remote)
+                                   remove_after=not request.keep_remote, env_file=ENV_FILE if secrets_env else None)
             argv = transport.runtime_argv(script, transport.runtime_env(remote_dir), remote_dir,
                                           lock=lock_path(profile))
             note(f"running vime.smoke {request.level} on {profile.name} (time limit {timeout_s:g} s)")

@@ -53,10 +53,17 @@ def run_script(
     argv: Sequence[str],
     timeout_s: float,
     remove_after: bool = False,
+    env_file: str | None = None,
 ) -> str:
     """Run `python argv...` in `cwd` under `timeout`, in a process group of its own whose id is
-    written to cwd/.porter-pgid; the script exits with the run's status (128+N for signal N)."""
+    written to cwd/.porter-pgid; the script exits with the run's status (128+N for signal N).
+    `env_file` (relative to cwd) holds export lines that are sourced before the setup lines,
+    then deleted: secrets reach the run without ever being a command-line argument."""
     lines: list[str] = []
+    if env_file:
+        path = q(f"{cwd}/{env_file}")
+        lines.append(f". {path} && rm -f -- {path} || "
+                     f"{{ echo {q('porter: cannot read the shipped environment file in ' + cwd)} >&2; exit {EXIT_WORKDIR_MISSING}; }}")
     lines += setup_lines(setup)
     lines += [
         f"cd {q(cwd)} 2>/dev/null || {{ echo {q('porter: run directory missing on the host: ' + cwd)} >&2; exit {EXIT_WORKDIR_MISSING}; }}",

@@ -241,3 +241,30 @@ def test_unknown_cause_pointer_only_for_tracebacks(project, tmp_path):
     assert code == 1
     assert "L1.import.vllm: no known cause" in output
     assert "L1.stack.torch: no known cause" not in output
+
+
+def test_secret_env_reaches_the_run_but_never_a_command_line(project, tmp_path, monkeypatch):
+    """Shared hosts: anyone can read process arguments, so secret-looking `env:` values travel
+    in the shipped bundle (a 0600 file sourced and deleted by the run script), not in argv."""
+    import porter.proc
+    from porter.hosts import parse_profile
+    from porter.smoke.runner import SmokeRequest, SmokeRunner
+    from porter.smoke.store import RunStore
+
+    secret = "hf_" + "q" * 34
+    seen = tmp_path / "seen"
+    python = fake_python(tmp_path / "env-python",
+                         f'echo "$HF_TOKEN|$VLLM_USE_V1|$(ls -a . | grep -c porter-env)" > {seen}\nexit 3\n')
+    argvs: list[list[str]] = []
+    real = porter.proc.run_streaming
+
+    def spy(argv, *args, **kwargs):
+        argvs.append(list(argv))
+        return real(argv, *args, **kwargs)
+
+    monkeypatch.setattr("porter.smoke.runner.run_streaming", spy)
+    profile = parse_profile("box", _host(tmp_path, python=str(python), env={"HF_TOKEN": secret, "VLLM_USE_V1": "1"}),
+                            "test")
+    SmokeRunner(RunStore(project / "runs")).execute(SmokeRequest(profile, level="L0"))
+    assert seen.read_text().strip() == f"{secret}|1|0"  # set for python; the file already gone
+    assert len(argvs) == 2 and not any(secret in arg for argv in argvs for arg in argv)

@@ -150,7 +150,7 @@ def test_relevant_env_keeps_stack_variables_only_and_no_secrets():
         "ASCEND_RT_VISIBLE_DEVICES": "0,1", "HOME": "/root", "HCCL_IF_IP": "1.2.3.4",
         "HF_TOKEN": "abc123", "PIP_INDEX_URL": "https://me:s3cret@pypi.example/simple",
     })
-    assert env == {"ASCEND_RT_VISIBLE_DEVICES": "0,1", "HCCL_IF_IP": "1.2.3.4", "HF_TOKEN": "[set, not shown]",
+    assert env == {"ASCEND_RT_VISIBLE_DEVICES": "0,1", "HCCL_IF_IP": "1.2.3.4", "HF_TOKEN": "[REDACTED]",
                    "PIP_INDEX_URL": "https://me:[hidden]@pypi.example/simple"}
 
 
