@@ -114,9 +114,13 @@ def save_stack(path: Path, stack: dict[str, Any]) -> None:
     from porter.yamlio import write_yaml_atomic
 
     header = "# The stack `porter smoke` verifies. Written by `porter apply`; edit with care.\n"
-    mode = shared_file_mode(path)  # a tracked, shared file: keep its permissions
-    write_yaml_atomic(path, validate_stack(stack, str(path)), header=header)
-    os.chmod(path, mode)
+    try:
+        mode = shared_file_mode(path)  # a tracked, shared file: keep its permissions
+        write_yaml_atomic(path, validate_stack(stack, str(path)), header=header)
+        os.chmod(path, mode)
+    except OSError as exc:
+        raise InputError(f"cannot write the stack file {path}: {exc.strerror or exc}",
+                         hint="pass --stack a file path in a writable directory") from None
 
 
 def split_slug(slug: str) -> tuple[str, str]:

@@ -74,7 +74,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run the vime smoke levels on a host; compare runs; write the HTML history."""
         with command_context(ctx, "smoke", json_) as (reporter, state):
-            from porter.errors import UsageError
+            from porter.errors import InputError, UsageError
 
             if level not in LEVEL_NAMES:
                 raise UsageError(f"unknown level {level!r}", hint="use one of L0, L1, L2, L3")
@@ -118,9 +118,13 @@ def register(app: typer.Typer) -> None:
                 from porter.fsutil import atomic_write_text, shared_file_mode
                 from porter.smoke.report import render_html
 
-                mode = shared_file_mode(report)  # a report is for sharing, not mkstemp's 0600
-                atomic_write_text(report, render_html(r.data for r in store.runs()))
-                os.chmod(report, mode)
+                try:
+                    mode = shared_file_mode(report)  # a report is for sharing, not mkstemp's 0600
+                    atomic_write_text(report, render_html(r.data for r in store.runs()))
+                    os.chmod(report, mode)
+                except OSError as exc:
+                    raise InputError(f"cannot write the HTML report {report}: {exc.strerror or exc}",
+                                     hint="pass --report a file path in a writable directory") from None
                 payload["report_file"] = str(report)
             payload["exit_code"] = exit_code
 

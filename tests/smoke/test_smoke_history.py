@@ -147,3 +147,13 @@ def test_compare_host_with_a_single_run_says_so(project):
     _store(project, OLD)
     code, doc, _ = invoke("smoke", "--compare", "a3", "--json")
     assert code == 2 and "only one stored run" in doc["error"]["message"]
+
+
+def test_unwritable_report_or_stack_path_is_an_input_error(project, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    for target in (tmp_path, blocker / "r.html"):  # a directory; a path under a file
+        code, doc, _ = invoke("smoke", "--report", str(target), "--json")
+        assert code == 2 and "cannot write the HTML report" in doc["error"]["message"], doc
+        code, doc, _ = invoke("apply", "torch==2.13.0", "--to", "vime", "--stack", str(target), "--json")
+        assert code == 2 and "cannot write the stack file" in doc["error"]["message"], doc
