@@ -61,7 +61,8 @@ def inspect_fork(path: Path | str) -> ForkState:
     """Check that `path` is the top of a git checkout and read its state (read-only)."""
     path = Path(path).expanduser()
     if not path.exists():
-        raise InputError(f"fork checkout {path} does not exist", hint="clone the fork there or fix its path in forks/forks.yaml")
+        raise InputError(f"fork checkout {path} does not exist",
+                         hint="clone the fork there, fix its path in forks/forks.yaml, or pass --plugin-path DIR")
     if not path.is_dir():
         raise InputError(f"fork path {path} is not a directory")
     top = git(path, "rev-parse", "--show-toplevel", check=False)

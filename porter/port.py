@@ -156,6 +156,38 @@ def new_run_id() -> str:
 # ---------------------------------------------------------------- the run
 
 
+def check_versions(baseline: str, target: str) -> None:
+    if baseline == target:
+        raise UsageError(
+            f"target {target} equals the baseline: nothing to port",
+            hint="pick a newer target with --to, or another baseline with --from",
+        )
+
+
+def check_fork(fork_path: Path, *, allow_dirty: bool = False, fork_ref: str | None = None) -> tuple[Path, str, str]:
+    """The fork checkout is one porter may start from: (repository root, baseline sha, ref name).
+    Read only; also run before the analysis so a bad fork fails before any download."""
+    from porter import forks
+
+    fork = forks.inspect_fork(fork_path)
+    root = fork.root
+    if fork.dirty and not allow_dirty:
+        shown = "; ".join(fork.dirty[:3]) + (" ..." if len(fork.dirty) > 3 else "")
+        raise InputError(
+            f"the fork checkout {root} has uncommitted changes ({shown})",
+            hint="commit or stash them first (porter works from committed history and never touches the checkout), "
+                 "or pass --allow-dirty to port the committed baseline anyway",
+        )
+    if fork_ref:
+        return root, forks.resolve_commit(root, fork_ref), fork_ref
+    if fork.head_branch is None:
+        raise InputError(
+            f"HEAD is detached in {root} ({fork.head_sha[:12]}): porter cannot tell which branch is the baseline",
+            hint="check out the plugin's branch, or name the baseline commit with --fork-ref",
+        )
+    return root, fork.head_sha, fork.head_branch
+
+
 def run_port(request: PortRequest, analyze: AnalyzeFn, status: Callable[[str], None] = lambda _m: None) -> PortResult:
     from porter import forks
     from porter.port_validation import validate
@@ -165,29 +197,8 @@ def run_port(request: PortRequest, analyze: AnalyzeFn, status: Callable[[str], N
     from porter.shims.lookup import UpstreamTree
     from porter.shims.strategies import ShimContext, plan_shims
 
-    if request.baseline == request.target:
-        raise UsageError(
-            f"target {request.target} equals the baseline: nothing to port",
-            hint="pick a newer target with --to, or another baseline with --from",
-        )
-    fork = forks.inspect_fork(request.fork_path)
-    root = fork.root
-    if fork.dirty and not request.allow_dirty:
-        shown = "; ".join(fork.dirty[:3]) + (" ..." if len(fork.dirty) > 3 else "")
-        raise InputError(
-            f"the fork checkout {root} has uncommitted changes ({shown})",
-            hint="commit or stash them first (porter works from committed history and never touches the checkout), "
-                 "or pass --allow-dirty to port the committed baseline anyway",
-        )
-    if request.fork_ref:
-        base_sha, fork_ref = forks.resolve_commit(root, request.fork_ref), request.fork_ref
-    elif fork.head_branch is None:
-        raise InputError(
-            f"HEAD is detached in {root} ({fork.head_sha[:12]}): porter cannot tell which branch is the baseline",
-            hint="check out the plugin's branch, or name the baseline commit with --fork-ref",
-        )
-    else:
-        base_sha, fork_ref = fork.head_sha, fork.head_branch
+    check_versions(request.baseline, request.target)
+    root, base_sha, fork_ref = check_fork(request.fork_path, allow_dirty=request.allow_dirty, fork_ref=request.fork_ref)
     slug = request.slug or slugify(request.upstream, request.target)
     branch = port_branch(slug)
     existing = forks.check_branch(root, branch, base_sha, force=request.force)

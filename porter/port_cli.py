@@ -39,25 +39,11 @@ def port_after_analysis(
 
     The fork is the `--plugin-path` checkout or the clone named in forks.yaml; the analysis is
     re-run by porter on the fork's committed baseline (in the worktree), not on the checkout."""
-    from porter.registry import load_forks
     from porter.upgrade.analyze import AnalysisRequest, run_analysis
 
     spec = report.plugin_spec
     name = report.plugin
-    fork_name, fork_path = name, analysis_request.plugin_path
-    registered = False  # the ledger records runs on the registered clone only, not on ad-hoc checkouts
-    remote = "origin"
-    for fork in load_forks(config.forks_file).values():
-        if fork.plugin == name or fork.name == name:
-            if fork_path is None or Path(fork_path).resolve() == fork.path.resolve():
-                fork_name, fork_path, registered = fork.name, fork.path, True
-                remote = fork.remote or remote
-            break
-    if fork_path is None:
-        raise InputError(
-            f"no fork checkout of {name} to port",
-            hint="register the fork in forks/forks.yaml (path:) or pass --plugin-path to a git checkout of it",
-        )
+    fork_name, fork_path, registered, remote = _fork_of(name, analysis_request.plugin_path, config)
     if spec is not None and spec.kind == "fork":
         return _merge_for_fork(fork_name, Path(fork_path), report, config, status, push=push, force=force,
                                allow_dirty=allow_dirty, fork_ref=fork_ref, slug=slug, registered=registered)
@@ -104,6 +90,44 @@ def port_after_analysis(
         forks_file=Path(config.forks_file) if registered else None, reproducer=reproducer,
     )
     return run_port(request, analyze, status)
+
+
+def _fork_of(name: str, plugin_path: Path | None, config: Any) -> tuple[str, Path, bool, str]:
+    """(fork name, checkout, registered in forks.yaml, remote) of the plugin to port."""
+    from porter.registry import load_forks
+
+    fork_name, fork_path = name, plugin_path
+    registered = False  # the ledger records runs on the registered clone only, not on ad-hoc checkouts
+    remote = "origin"
+    for fork in load_forks(config.forks_file).values():
+        if fork.plugin == name or fork.name == name:
+            if fork_path is None or Path(fork_path).resolve() == fork.path.resolve():
+                fork_name, fork_path, registered = fork.name, fork.path, True
+                remote = fork.remote or remote
+            break
+    if fork_path is None:
+        raise InputError(
+            f"no fork checkout of {name} to port",
+            hint="register the fork in forks/forks.yaml (path:) or pass --plugin-path to a git checkout of it",
+        )
+    return fork_name, Path(fork_path), registered, remote
+
+
+def preflight(name: str, config: Any, *, plugin_path: Path | None = None, upstream: str | None = None,
+              baseline: str | None = None, target: str | None = None, allow_dirty: bool = False,
+              fork_ref: str | None = None) -> None:
+    """Refuse a port that cannot happen (missing, dirty or detached fork; target equal to the
+    baseline) before the analysis downloads and indexes anything. Reads only."""
+    from porter.port import check_fork, check_versions
+    from porter.registry import load_registry
+
+    spec = load_registry(config.upstreams_file).plugin(name)
+    if (upstream or spec.primary_upstream) == "transformers":
+        return  # a transformers consumer may end in the NPU integration check, which needs no fork checkout
+    if baseline and target:
+        check_versions(baseline, target)
+    _name, fork_path, _registered, _remote = _fork_of(name, plugin_path, config)
+    check_fork(fork_path, allow_dirty=allow_dirty, fork_ref=fork_ref)
 
 
 def _prefix_sites(record: DriftRecord, prefix: str) -> DriftRecord:

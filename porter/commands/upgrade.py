@@ -63,6 +63,11 @@ def register(app: typer.Typer) -> None:
                 upstream=upstream,
                 config=state.config(),
             )
+            if not dry_run:
+                from porter.port_cli import preflight
+
+                preflight(name, state.config(), plugin_path=plugin_path, upstream=upstream, baseline=from_, target=to,
+                          allow_dirty=allow_dirty, fork_ref=fork_ref)
             report = run_analysis(request, progress=reporter)
             if html is not None:
                 write_report(html, render_html(report))

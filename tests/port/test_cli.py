@@ -118,3 +118,18 @@ def test_rerun_says_what_changed_on_the_console(tmp_path, monkeypatch):
     again = CliRunner().invoke(app, ["upgrade", "example-plugin", "--to", "v2"])
     assert again.exit_code == 0, again.output
     assert "new fixes none, dropped none; files identical to the previous tip" in again.stdout
+
+
+def test_a_fork_that_cannot_be_ported_is_refused_before_any_download(tmp_path, monkeypatch):
+    """Dirty, detached or equal versions: refused before the analysis materializes an upstream tree."""
+    paths = make_example(tmp_path / "ex")
+    monkeypatch.chdir(paths["root"])
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PORTER_CACHE_DIR", str(cache))
+    (paths["plugin"] / "scratch.txt").write_text("work in progress\n")
+    dirty = CliRunner().invoke(app, ["upgrade", "example-plugin", "--to", "v2", "--json"])
+    assert dirty.exit_code == 2 and "uncommitted changes" in json.loads(dirty.stdout)["error"]["message"]
+    same = CliRunner().invoke(app, ["upgrade", "example-plugin", "--to", "v2", "--from", "v2", "--allow-dirty", "--json"])
+    assert same.exit_code == 2 and "equals the baseline" in json.loads(same.stdout)["error"]["message"]
+    assert not (cache / "trees").exists(), "nothing may be downloaded or materialized for a run that cannot happen"
+    assert not (paths["root"] / "runs").exists()

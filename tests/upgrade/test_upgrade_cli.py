@@ -133,13 +133,15 @@ def test_corrupt_wheel_is_an_input_error(project, trees, tmp_path):
     bad = tmp_path / "upkg-2.0-py3-none-any.whl"
     bad.write_bytes(b"PK\x03\x04 this is not a wheel")
     result = invoke("upgrade", "myplug", "--to", "2.0", "--upstream-path", f"2.0={bad}",
-                    "--plugin-path", str(trees["plugin"]), "--from", "1.0", "--upstream-path", f"1.0={trees['v1']}", "--json")
+                    "--plugin-path", str(trees["plugin"]), "--from", "1.0", "--upstream-path", f"1.0={trees['v1']}", "--dry-run",
+                    "--json")
     assert result.exit_code == 2
     assert "not a readable wheel" in json.loads(result.stdout)["error"]["message"]
     sdist = tmp_path / "upkg-2.0.tar.gz"
     sdist.write_bytes(b"\x00" * 100)
     result = invoke("upgrade", "myplug", "--to", "2.0", "--upstream-path", f"2.0={sdist}",
-                    "--plugin-path", str(trees["plugin"]), "--from", "1.0", "--upstream-path", f"1.0={trees['v1']}", "--json")
+                    "--plugin-path", str(trees["plugin"]), "--from", "1.0", "--upstream-path", f"1.0={trees['v1']}", "--dry-run",
+                    "--json")
     error = json.loads(result.stdout)["error"]
     assert result.exit_code == 2 and "not a readable tar archive" in error["message"]
     assert "\n" not in error["message"], "one line: what is wrong with which file"
