@@ -157,8 +157,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Reach the host and report python, torch/torch_npu/CANN versions, devices and who occupies them."""
         with command_context(ctx, "hosts.check", json_) as (reporter, state):
+            from porter.errors import UsageError
             from porter.hosts import get_host
 
+            if timeout is not None and timeout <= 0:
+                raise UsageError("--timeout must be a positive number of seconds")
             profile = get_host(state.config(), name)
             reporter.status(f"checking {name} ...")
             outcome = check_host(profile, timeout or CHECK_TIMEOUT_S)

@@ -83,6 +83,8 @@ def register(app: typer.Typer) -> None:
                 level = "L3"
             if timeout is not None and timeout <= 0:
                 raise UsageError("--timeout must be a positive number of seconds")
+            if not drift >= 0:
+                raise UsageError("--drift must be a relative change >= 0", hint="for example 0.05 for 5 %")
             if not host and not compare and not report:
                 raise UsageError("nothing to do", hint="pass --host NAME to run, --compare PREVIOUS, or --report FILE.html")
             config = state.config()

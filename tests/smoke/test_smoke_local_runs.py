@@ -138,6 +138,10 @@ def test_usage_errors(project):
     assert invoke("smoke", "--host", "local", "--gates", "G1;rm -rf /")[0] == 2
     code, doc, _ = invoke("smoke", "--host", "nowhere", "--json")
     assert code == 2 and "unknown host" in doc["error"]["message"]
+    for args in (["smoke", "--host", "local", "--timeout", "-1"], ["smoke", "--compare", "local", "--drift", "-0.1"],
+                 ["hosts", "check", "local", "--timeout", "-1"]):
+        code, doc, _ = invoke(*args, "--json")
+        assert code == 2 and doc["error"]["kind"] == "usage_error", (args, doc)
     # A mistyped gate is refused before anything ships (the registry is the shipped one).
     code, doc, _ = invoke("smoke", "--host", "local", "--gates", "G1,G9", "--json")
     assert code == 2 and doc["error"]["message"] == "unknown gate(s): G9" and "run" not in doc
