@@ -2,6 +2,7 @@
 
   porter smoke --host NAME [--level L0..L3] [--gates G1,G4] [--stack FILE] [--timeout S] [--json]
   porter smoke --compare PREVIOUS [--host NAME]     what changed (new failures, metric drift)
+  porter smoke --compare HOST                       HOST's latest run against the one before it
   porter smoke --report FILE.html                   gate values over time, per host
 
 Exit codes: 0 every check passed or skipped; 1 a check failed, or --compare found a regression;
@@ -65,7 +66,8 @@ def register(app: typer.Typer) -> None:
         stack: Optional[Path] = typer.Option(None, "--stack", help="Stack file to ship and verify (default vime/stack.yaml)."),
         timeout: Optional[float] = typer.Option(None, "--timeout", help="Time limit on the host in seconds (default: profile)."),
         compare: Optional[str] = typer.Option(
-            None, "--compare", help="A previous run (directory, result.json, HOST/RUN_ID or HOST) to compare with."
+            None, "--compare", help="A previous run (directory, result.json, HOST/RUN_ID or HOST) to compare with; "
+            "HOST without --host compares its two latest runs."
         ),
         drift: float = typer.Option(0.10, "--drift", help="Relative change of a measured value reported as drift."),
         report: Optional[Path] = typer.Option(None, "--report", help="Write a self-contained HTML report of stored runs."),
