@@ -168,8 +168,11 @@ def classify_exit(
             name = signal.Signals(signo).name
         except ValueError:
             name = f"signal {signo}"
+        # A negative status is a local child: for remote hosts that is the ssh client, not the run.
+        what = f"the ssh client for {where} was killed by {name} on this machine" if returncode < 0 and profile.is_remote \
+            else f"the smoke run on {where} was killed by {name}"
         return EnvironmentProblem(
-            f"the smoke run on {where} was killed by {name} before it reported (partial output kept)",
+            f"{what} before the run reported (partial output kept)",
             hint="look at the log for the last step; an OOM killer or a crashing native op is the usual cause",
             details={"failure": "killed", "signal": signo},
         )

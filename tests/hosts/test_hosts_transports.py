@@ -201,3 +201,14 @@ def test_run_script_reports_the_status_without_job_control_chatter(tmp_path, exi
     done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
     assert done.returncode == exit_code
     assert done.stdout == "out\n" and done.stderr == "err\n"
+
+
+def test_killed_run_versus_killed_ssh_client():
+    from porter.smoke.runner import classify_exit
+
+    profile = _profile(address="a3")
+    transport = make_transport(profile)
+    remote = classify_exit(profile, transport, 137, "", None, timeout_s=900, elapsed_s=3)
+    assert remote.details["failure"] == "killed" and "the smoke run on host a3 was killed by SIGKILL" in remote.message
+    local = classify_exit(profile, transport, -9, "", None, timeout_s=900, elapsed_s=3)
+    assert local.details["failure"] == "killed" and "ssh client for host a3 was killed by SIGKILL" in local.message
