@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from porter.config import PACKAGE_ROOT, PorterConfig, load_config
-from porter.errors import EnvironmentProblem, InputError
+from porter.errors import EnvironmentProblem, InputError, UsageError
 from porter.fsutil import atomic_write_bytes
 from porter.registry import PluginSpec, Registry, UpstreamSpec, load_forks, load_registry
 from porter.upgrade.drift import Verdict, compute_drift
@@ -145,8 +145,9 @@ def resolve_upstream_tree(
         return sources.local_tree(Path(path), label=ref or Path(path).name)
     if ref is None:
         return None
-    if ref in upstream_paths:
-        return sources.local_tree(Path(upstream_paths[ref]), label=ref)
+    key = upstream_path_key(ref, upstream_paths)
+    if key is not None:
+        return sources.local_tree(Path(upstream_paths[key]), label=ref)
     check_ref_syntax(ref, what)
     release = parse_release(ref)
     if release is not None and upstream.pypi and not ref.startswith("v"):
@@ -157,6 +158,27 @@ def resolve_upstream_tree(
         return sources.git_tree(upstream.git, ref)
     raise InputError(f"no source for {upstream.name} {ref}: the registry has neither a PyPI name nor a git URL",
                      hint=f"pass the tree with --upstream-path {ref}=DIR")
+
+
+def upstream_path_key(ref: str | None, upstream_paths: dict[str, Path]) -> str | None:
+    """The `--upstream-path` entry for `ref`: the same text, or the same release (`2` = `v2.0` = `2.0.0`)."""
+    if ref is None:
+        return None
+    if ref in upstream_paths:
+        return ref
+    wanted = parse_release(ref)
+    return next((k for k in upstream_paths if wanted is not None and parse_release(k) == wanted), None)
+
+
+def _check_upstream_paths(upstream_paths: dict[str, Path], refs: list[str | None]) -> None:
+    """An entry that matches neither version would be ignored silently and the tree fetched instead."""
+    used = {upstream_path_key(ref, upstream_paths) for ref in refs}
+    unused = [k for k in upstream_paths if k not in used]
+    if unused:
+        wanted = " and ".join(repr(r) for r in refs if r) or "no version"
+        raise UsageError(f"--upstream-path {unused[0]}={upstream_paths[unused[0]]} matches neither version of this run "
+                         f"({wanted})", hint="name the version exactly as --to / --from give it, e.g. "
+                         f"--upstream-path {refs[0] or 'VERSION'}=DIR")
 
 
 def default_baseline(config: PorterConfig, plugin: str, upstream: str) -> str | None:
@@ -281,6 +303,8 @@ def run_analysis(request: AnalysisRequest, progress: Any = None) -> AnalysisRepo
     sources = Sources(Path(config.cache_dir), offline=offline, status=getattr(progress, "status", None),
                       stage=lambda description, total: _stage(progress, description, total))
 
+    if request.baseline is not None or request.baseline_path is not None:  # else the baseline is known only below
+        _check_upstream_paths(request.upstream_paths, [request.target, request.baseline])
     t0 = time.perf_counter()
     target = resolve_upstream_tree(sources, upstream, request.target, request.target_path, request.upstream_paths, "--to")
     plugin_tree = resolve_plugin_tree(sources, config, spec, request.plugin_path)
@@ -289,6 +313,7 @@ def run_analysis(request: AnalysisRequest, progress: Any = None) -> AnalysisRepo
         # A released plugin is validated on its paired upstream release; a fork on its recorded baseline.
         paired = _paired_upstream(spec, plugin_tree, upstream_name)
         baseline_ref = paired or default_baseline(config, spec.name, upstream_name)
+    _check_upstream_paths(request.upstream_paths, [request.target, baseline_ref])
     baseline = resolve_upstream_tree(sources, upstream, baseline_ref, request.baseline_path, request.upstream_paths, "--from")
     timings["materialize"] = time.perf_counter() - t0
     assert target is not None

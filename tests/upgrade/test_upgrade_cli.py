@@ -361,3 +361,17 @@ def test_released_plugin_uses_its_paired_baseline_and_can_pin(project, trees, tm
     assert analysis["baseline"]["label"] == "1.0"  # from the compatibility pair, not forks.yaml
     assert analysis["outcome"]["outcome"] == "B"
     assert "0.6.0" in " ".join(analysis["outcome"]["reasons"])
+
+
+def test_upstream_path_matches_by_release_and_an_unused_one_is_an_error(project, trees):
+    """`--upstream-path 2=DIR` serves `--to 2.0`; a typo (`3.0=DIR`) would silently fetch the tree instead."""
+    base = ["upgrade", "myplug", "--to", "2.0", "--from", "1.0", "--plugin-path", str(trees["plugin"]),
+            "--upstream-path", f"1.0={trees['v1']}", "--dry-run", "--json"]
+    ok = invoke(*base, "--upstream-path", f"2={trees['v2']}")
+    assert ok.exit_code == 1, ok.output
+    assert json.loads(ok.stdout)["analysis"]["target"]["root"] == str(trees["v2"])
+    typo = invoke(*base, "--upstream-path", f"3.0={trees['v2']}")
+    assert typo.exit_code == 2
+    error = json.loads(typo.stdout)["error"]
+    assert "3.0=" in error["message"] and "matches neither" in error["message"] and "--upstream-path 2.0=DIR" in error["hint"]
+    assert not (Path(os.environ["PORTER_CACHE_DIR"]) / "trees").exists()  # refused before fetching anything
