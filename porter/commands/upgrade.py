@@ -52,7 +52,11 @@ def register(app: typer.Typer) -> None:
         3: a source failed (network with nothing cached, git, filesystem)."""
         with command_context(ctx, "upgrade", json_) as (reporter, state):
             from porter.upgrade.analyze import AnalysisRequest, run_analysis
-            from porter.upgrade.report import render_html, render_markdown, render_rich, write_report
+            from porter.upgrade.report import check_report_path, render_html, render_markdown, render_rich, write_report
+
+            for option, path in (("--html", html), ("--markdown", markdown)):
+                if path is not None:
+                    check_report_path(path, option)
 
             request = AnalysisRequest(
                 plugin=name,
@@ -70,10 +74,10 @@ def register(app: typer.Typer) -> None:
                           allow_dirty=allow_dirty, fork_ref=fork_ref)
             report = run_analysis(request, progress=reporter)
             if html is not None:
-                write_report(html, render_html(report))
+                write_report(html, render_html(report), "--html")
                 reporter.status(f"HTML report: {html}")
             if markdown is not None:
-                write_report(markdown, render_markdown(report))
+                write_report(markdown, render_markdown(report), "--markdown")
                 reporter.status(f"Markdown report: {markdown}")
             payload = {"dry_run": dry_run, "analysis": report.to_dict()}
             if not dry_run:

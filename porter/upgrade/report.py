@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from porter.errors import UsageError
 from porter.fsutil import atomic_write_text
 from porter.upgrade.analyze import AnalysisReport
 from porter.upgrade.models import DriftFamily, DriftRecord, Outcome
@@ -101,10 +102,28 @@ def render_html(report: AnalysisReport) -> str:
     return template.render(r=report, d=report.to_dict(), families=grouped(report.records))
 
 
-def write_report(path: Path, text: str) -> None:
+def check_report_path(path: Path, option: str) -> None:
+    """Refuse a report path that cannot be written, before the analysis runs (not after)."""
     import os
 
-    atomic_write_text(Path(path), text)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(path, 0o666 & ~umask)  # a report is for sharing: the temporary file's 0600 would hide it
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"{option} {path} is a directory", hint=f"give a file name, e.g. {option} {path / 'report'}")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {path}: cannot write under {parent}", hint="pick a writable location")
+
+
+def write_report(path: Path, text: str, option: str = "report") -> None:
+    import os
+
+    try:
+        atomic_write_text(Path(path), text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(path, 0o666 & ~umask)  # a report is for sharing: the temporary file's 0600 would hide it
+    except OSError as exc:
+        raise UsageError(f"cannot write the {option} {path}: {exc.strerror or exc}",
+                         hint="pick a writable file path") from exc

@@ -375,3 +375,16 @@ def test_upstream_path_matches_by_release_and_an_unused_one_is_an_error(project,
     error = json.loads(typo.stdout)["error"]
     assert "3.0=" in error["message"] and "matches neither" in error["message"] and "--upstream-path 2.0=DIR" in error["hint"]
     assert not (Path(os.environ["PORTER_CACHE_DIR"]) / "trees").exists()  # refused before fetching anything
+
+
+def test_unwritable_report_path_is_a_usage_error(project, trees, tmp_path):
+    """A report path that is a directory (or cannot be created) is exit 2 with the path, not a traceback."""
+    args = ["upgrade", "myplug", "--to", "2.0", "--from", "1.0", *paths(trees), "--dry-run", "--json"]
+    result = runner.invoke(app, [*args, "--html", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert "is a directory" in json.loads(result.stdout)["error"]["message"]
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    result = runner.invoke(app, [*args, "--markdown", str(blocker / "sub" / "r.md")])
+    assert result.exit_code == 2, result.output
+    assert str(blocker) in json.loads(result.stdout)["error"]["message"]
