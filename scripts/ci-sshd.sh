@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A throwaway OpenSSH server on 127.0.0.1 for the `ssh` tests (tests/hosts/test_ssh.py).
+# A throwaway OpenSSH server on 127.0.0.1 for the `ssh` tests (tests/hosts/test_hosts_ssh.py).
 #
 #   eval "$(scripts/ci-sshd.sh start)"      # installs openssh-server if missing, starts sshd,
 #                                           # prints `export PORTER_SSH_*=...` lines
