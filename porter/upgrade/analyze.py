@@ -182,11 +182,8 @@ def _check_upstream_paths(upstream_paths: dict[str, Path], refs: list[str | None
 
 
 def default_baseline(config: PorterConfig, plugin: str, upstream: str) -> str | None:
-    try:
-        forks = load_forks(config.forks_file)
-    except InputError:
-        return None
-    for fork in forks.values():
+    # A missing forks file means no forks; a broken one is an error (hiding it misleads about the baseline).
+    for fork in load_forks(config.forks_file).values():
         if fork.plugin == plugin and upstream in fork.baseline:
             return fork.baseline[upstream]
     return None
@@ -200,10 +197,7 @@ def resolve_plugin_tree(sources: Sources, config: PorterConfig, spec: PluginSpec
         tree = sources.local_tree(base / spec.path if (base / spec.path).exists() else PACKAGE_ROOT / spec.path, label="local")
     else:
         tree = None
-        try:
-            forks = load_forks(config.forks_file)
-        except InputError:
-            forks = {}
+        forks = load_forks(config.forks_file)  # a broken forks file is reported, not taken for "no fork"
         missing = [f for f in forks.values() if f.plugin == spec.name and not f.path.exists()]
         for fork in forks.values():
             if fork.plugin == spec.name and fork.path.exists():

@@ -230,6 +230,16 @@ class Sources:
     stage: Callable[[str, int | None], Any] | None = None  # stage(description, total) -> progress bar context
     down_hosts: set[str] = field(default_factory=set)  # hosts that failed this run: use the cache for them
 
+    def __post_init__(self) -> None:
+        # Checked once here so an unusable cache is an environment error, not a traceback deep in a download.
+        self.cache_dir = Path(self.cache_dir)
+        try:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            reason = "it is not a directory" if self.cache_dir.exists() else (exc.strerror or str(exc))
+            raise EnvironmentProblem(f"porter's cache directory {self.cache_dir} is not usable: {reason}",
+                                     hint="point PORTER_CACHE_DIR (or cache_dir in the config) at a writable directory") from exc
+
     @property
     def degraded(self) -> bool:
         """True when some answers came from the cache instead of the network."""

@@ -388,3 +388,19 @@ def test_unwritable_report_path_is_a_usage_error(project, trees, tmp_path):
     result = runner.invoke(app, [*args, "--markdown", str(blocker / "sub" / "r.md")])
     assert result.exit_code == 2, result.output
     assert str(blocker) in json.loads(result.stdout)["error"]["message"]
+
+
+def test_broken_forks_file_and_unusable_cache_are_reported(project, trees, tmp_path, monkeypatch):
+    """Neither is taken for "no fork" or ends in a traceback: the file or directory is named, with the exit code."""
+    args = ["upgrade", "myplug", "--to", "2.0", "--upstream-path", f"2.0={trees['v2']}", "--dry-run", "--json"]
+    forks_file = project / "forks" / "forks.yaml"
+    forks_file.write_text(forks_file.read_text() + "  broken: [\n")
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "forks.yaml" in json.loads(result.stdout)["error"]["message"]
+    forks_file.write_text("schema: 1\nforks: {}\n")
+    cache_file = tmp_path / "cache-is-a-file"
+    cache_file.write_text("x")
+    monkeypatch.setenv("PORTER_CACHE_DIR", str(cache_file))
+    result = runner.invoke(app, [*args, "--plugin-path", str(trees["plugin"])])
+    assert result.exit_code == 3, result.output
+    assert "cache directory" in json.loads(result.stdout)["error"]["message"]
