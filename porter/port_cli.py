@@ -115,7 +115,7 @@ def _fork_of(name: str, plugin_path: Path | None, config: Any) -> tuple[str, Pat
 
 def preflight(name: str, config: Any, *, plugin_path: Path | None = None, upstream: str | None = None,
               baseline: str | None = None, target: str | None = None, allow_dirty: bool = False,
-              fork_ref: str | None = None) -> None:
+              fork_ref: str | None = None, push: bool = False) -> None:
     """Refuse a port that cannot happen (missing, dirty or detached fork; target equal to the
     baseline) before the analysis downloads and indexes anything. Reads only."""
     from porter.port import check_fork, check_versions
@@ -126,8 +126,14 @@ def preflight(name: str, config: Any, *, plugin_path: Path | None = None, upstre
         return  # a transformers consumer may end in the NPU integration check, which needs no fork checkout
     if baseline and target:
         check_versions(baseline, target)
-    _name, fork_path, _registered, _remote = _fork_of(name, plugin_path, config)
-    check_fork(fork_path, allow_dirty=allow_dirty, fork_ref=fork_ref)
+    _name, fork_path, _registered, remote = _fork_of(name, plugin_path, config)
+    root, _sha, _ref = check_fork(fork_path, allow_dirty=allow_dirty, fork_ref=fork_ref)
+    if push and "://" not in remote and "@" not in remote and not Path(remote).exists():
+        from porter import forks
+
+        if not forks.git(root, "remote", "get-url", remote, check=False).ok:
+            raise UsageError(f"--push: the fork {root} has no git remote {remote!r}",
+                             hint="set `remote:` for the fork in forks/forks.yaml, or add the remote with git remote add")
 
 
 def _prefix_sites(record: DriftRecord, prefix: str) -> DriftRecord:

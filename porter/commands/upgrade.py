@@ -71,7 +71,7 @@ def register(app: typer.Typer) -> None:
                 from porter.port_cli import preflight
 
                 preflight(name, state.config(), plugin_path=plugin_path, upstream=upstream, baseline=from_, target=to,
-                          allow_dirty=allow_dirty, fork_ref=fork_ref)
+                          allow_dirty=allow_dirty, fork_ref=fork_ref, push=push)
             report = run_analysis(request, progress=reporter)
             if html is not None:
                 write_report(html, render_html(report), "--html")

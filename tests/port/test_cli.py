@@ -133,3 +133,14 @@ def test_a_fork_that_cannot_be_ported_is_refused_before_any_download(tmp_path, m
     assert same.exit_code == 2 and "equals the baseline" in json.loads(same.stdout)["error"]["message"]
     assert not (cache / "trees").exists(), "nothing may be downloaded or materialized for a run that cannot happen"
     assert not (paths["root"] / "runs").exists()
+
+
+def test_push_without_a_remote_is_refused_before_the_run(tmp_path, monkeypatch):
+    paths = make_example(tmp_path / "ex")
+    before = snapshot(paths["plugin"])
+    monkeypatch.chdir(paths["root"])
+    monkeypatch.setenv("PORTER_CACHE_DIR", str(tmp_path / "cache"))
+    result = CliRunner().invoke(app, ["upgrade", "example-plugin", "--to", "v2", "--push", "--json"])
+    assert result.exit_code == 2, result.output
+    assert "no git remote 'origin'" in json.loads(result.stdout)["error"]["message"]
+    assert snapshot(paths["plugin"]) == before  # no branch was made only to fail at the push
