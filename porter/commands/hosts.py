@@ -75,6 +75,28 @@ def check_host(profile, timeout_s: float = CHECK_TIMEOUT_S) -> dict[str, Any]:
     return {"reachable": True, "elapsed_s": elapsed, "facts": facts, "problems": host_problems(profile, facts)}
 
 
+def manual_commands(profile) -> dict[str, str]:
+    """The commands porter runs, to try by hand when a host misbehaves: the ssh connection and,
+    for containers, the engine command (with `bash` in place of the run script)."""
+    import shlex
+
+    from porter.transports.container import engine_argv
+    from porter.transports.ssh import ssh_base_argv
+
+    if not profile.is_remote:
+        return {}
+    out = {"connect": shlex.join([*ssh_base_argv(profile), "--", profile.address])}
+    if profile.container is not None:
+        from porter.transports import make_transport
+
+        env = make_transport(profile).runtime_env(f"{profile.workdir}/RUN")
+        argv = engine_argv(profile, "bash", env, f"{profile.workdir}/RUN")
+        argv = argv[:-2]  # `bash -c SCRIPT` -> `bash`, with a terminal: an interactive shell there
+        argv[argv.index("-i")] = "-it"
+        out["engine"] = shlex.join(argv)
+    return out
+
+
 def host_problems(profile, facts: dict[str, Any]) -> list[str]:
     problems = []
     packages = facts.get("packages") or {}
@@ -133,7 +155,8 @@ def register(app: typer.Typer) -> None:
             from porter.transports import make_transport
 
             profile = get_host(state.config(), name)
-            payload = {"host": profile.to_dict(), "transport": make_transport(profile).describe()}
+            commands = manual_commands(profile)
+            payload = {"host": profile.to_dict(), "transport": make_transport(profile).describe(), "commands": commands}
 
             def render(console) -> None:
                 from rich.markup import escape
@@ -144,6 +167,8 @@ def register(app: typer.Typer) -> None:
                     if value in (None, "", [], {}, ()):
                         continue
                     table.add_row(key, escape(json.dumps(value) if isinstance(value, (dict, list)) else str(value)))
+                for key, command in commands.items():
+                    table.add_row(f"{key} command", escape(command))
                 console.print(table)
 
             reporter.emit("hosts.show", payload, render)

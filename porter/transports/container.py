@@ -158,7 +158,7 @@ class ContainerTransport(Transport):
             tail = " | ".join(stderr.strip().splitlines()[-3:]) or f"exit {returncode}"
             return EnvironmentProblem(
                 f"{engine} on host {self.profile.name} failed while {what}: {tail}",
-                hint=f"the message is {engine}'s own: check the image, binds and devices of the profile, and `{engine} info` on the host",
+                hint=f"the message is {engine}'s own: try the engine command from `porter hosts show {self.profile.name}` on the host",
                 details={"stage": what, "failure": "engine"},
             )
         return None

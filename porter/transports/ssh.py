@@ -49,7 +49,7 @@ def classify_ssh_failure(profile: HostProfile, returncode: int, stderr: str, wha
         return EnvironmentProblem(
             f"authentication to host {where} failed while {what}: {tail}",
             hint="check the profile's `identity_file`/`user`, your ssh-agent, and that the key is in the "
-            "host's authorized_keys; try `ssh` with the same options by hand",
+            f"host's authorized_keys; try the connect command from `porter hosts show {profile.name}` by hand",
             details={"stage": what, "failure": "auth"},
         )
     if _HOSTKEY.search(stderr):

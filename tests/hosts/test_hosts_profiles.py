@@ -100,3 +100,24 @@ def test_hosts_check_missing_python_exit_3(project, tmp_path):
     write_config(project, {"box": {"transport": "local", "python": str(tmp_path / "nope")}})
     code, doc, _ = invoke("hosts", "check", "box", "--json")
     assert code == 3 and "python not found" in doc["error"]["message"]
+
+
+def test_hosts_show_gives_the_commands_to_try_by_hand(project):
+    """The error hints say "try ssh with the same options by hand": show says what that is."""
+    import shlex
+
+    write_config(project, {"a3": {"address": "root@a3", "port": 443, "device_kind": "npu-a3", "visible_devices": [4, 5],
+                                  "container": {"mode": "run", "image": "img:1"}}})
+    code, doc, text = invoke("hosts", "show", "a3", "--json")
+    assert code == 0
+    connect = shlex.split(doc["commands"]["connect"])
+    assert connect[0] == "ssh" and ["-p", "443"] == connect[connect.index("-p"):connect.index("-p") + 2]
+    assert connect[-2:] == ["--", "root@a3"]
+    engine = shlex.split(doc["commands"]["engine"])
+    assert engine[:4] == ["docker", "run", "--rm", "-it"] and "--device=/dev/davinci4" in engine
+    assert engine[-2:] == ["img:1", "bash"]
+    assert "ASCEND_RT_VISIBLE_DEVICES=0,1" in engine
+    code, _, text = invoke("hosts", "show", "a3")
+    assert "docker run --rm" in text
+    code, doc, _ = invoke("hosts", "show", "local", "--json")
+    assert doc["commands"] == {}
