@@ -409,8 +409,8 @@ def run(level: str, gates: list[str] | None = None, *, stack: dict[str, Any] | N
     results = level0(facts, expect_device)
     if upto >= 1:
         results += level1(stack)
+    torch_ok = any(r.gate == "L1.import.torch" and r.verdict == "pass" for r in results)
     if upto >= 2:
-        torch_ok = any(r.gate == "L1.import.torch" and r.verdict == "pass" for r in results)
         if torch_ok:
             chosen = detect_device(device)
             facts["smoke_device"] = chosen
@@ -419,7 +419,11 @@ def run(level: str, gates: list[str] | None = None, *, stack: dict[str, Any] | N
             results.append(_check("L2.device", "device operations", "L2",
                                   lambda: ("skip", {}, {}, "torch does not import (see L1)")))
     if upto >= 3:
-        results += level3(gates, device, dtype)
+        if torch_ok:
+            results += level3(gates, device, dtype)
+        else:  # every gate would fail the same way; L0/L1 already say why
+            results.append(_check("L3.gates", "vime gates", "L3",
+                                  lambda: ("skip", {}, {}, "torch does not import (see L1)")))
     return SmokeReport(level, results, environment=facts, stack=stack, duration_s=round(time.perf_counter() - start, 3))
 
 

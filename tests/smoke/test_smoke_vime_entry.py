@@ -195,3 +195,19 @@ def test_fork_pins_are_checked_against_the_installed_commit(tmp_path, monkeypatc
     assert results["L1.fork.from-wheel"].verdict == "skip" and "does not record its commit" in results["L1.fork.from-wheel"].reason
     assert results["L1.fork.from-checkout"].verdict == "pass"
     assert results["L1.fork.absent"].verdict == "fail" and "not installed" in results["L1.fork.absent"].reason
+
+
+def test_without_torch_l2_and_l3_skip_once_and_l0_fails(monkeypatch):
+    """A host python without torch: L0 says so (fail), L2 and L3 skip once each, no gate errors."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    monkeypatch.setattr(envfacts, "package_versions", lambda names=(): {})
+    report = vsmoke.run("L3")
+    by_gate = {r.gate: r for r in report.results}
+    assert by_gate["L0.torch"].verdict == "fail" and not report.ok
+    assert by_gate["L1.import.torch"].verdict == "skip"
+    assert [r.gate for r in report.results if r.level == "L3"] == ["L3.gates"]
+    assert by_gate["L3.gates"].verdict == "skip" and "see L1" in by_gate["L3.gates"].reason
+    assert by_gate["L2.device"].verdict == "skip"
