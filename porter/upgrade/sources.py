@@ -493,6 +493,11 @@ class Sources:
                 return repo.git.rev_parse("--verify", "--quiet", f"{candidate}^{{commit}}")
             except git.GitCommandError:
                 continue
+        wanted = parse_release(ref)
+        same = sorted(t.name for t in repo.tags if wanted is not None and parse_release(re.sub(r"^[^0-9]*", "", t.name)) == wanted)
+        if same:  # `--to 2` where the release is tagged `v2`: say so rather than leave the user guessing
+            raise InputError(f"ref {ref!r} does not exist in {repo_path}; release {wanted} is tagged {', '.join(same)}",
+                             hint=f"pass the tag: --to {same[0]} (or --from {same[0]})")
         raise InputError(f"ref {ref!r} does not exist in {repo_path}",
                          hint="list refs with `git ls-remote`, or use `porter status` to see releases and branches")
 

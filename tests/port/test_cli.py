@@ -144,3 +144,14 @@ def test_push_without_a_remote_is_refused_before_the_run(tmp_path, monkeypatch):
     assert result.exit_code == 2, result.output
     assert "no git remote 'origin'" in json.loads(result.stdout)["error"]["message"]
     assert snapshot(paths["plugin"]) == before  # no branch was made only to fail at the push
+
+
+def test_a_release_number_of_a_tagged_upstream_points_at_its_tag(tmp_path, monkeypatch):
+    """`--to 2.0` on an upstream that tags releases `v2`: the error names the tag to pass."""
+    paths = make_example(tmp_path / "ex")
+    monkeypatch.chdir(paths["root"])
+    monkeypatch.setenv("PORTER_CACHE_DIR", str(tmp_path / "cache"))
+    result = CliRunner().invoke(app, ["upgrade", "example-plugin", "--to", "2.0", "--dry-run", "--json"])
+    assert result.exit_code == 2, result.output
+    error = json.loads(result.stdout)["error"]
+    assert "tagged v2" in error["message"] and "--to v2" in error["hint"]
