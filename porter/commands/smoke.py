@@ -135,6 +135,10 @@ def register(app: typer.Typer) -> None:
             def render(console) -> None:
                 if run is not None:
                     _render_run(console, run)
+                    if keep_remote:
+                        from rich.markup import escape
+
+                        console.print(f"run directory kept on {escape(run.host)}: {escape(run.remote_dir)}")
                 if comparison is not None:
                     _render_comparison(console, comparison)
                 if report is not None and not interrupted:

@@ -125,6 +125,8 @@ def test_stack_ships_extra_directories_importable_on_the_host(project, tmp_path)
     remote = tmp_path / "w" / doc["run"]["remote_dir"].rsplit("/", 1)[1]
     assert (remote / "vllm_compat" / "__init__.py").read_text() == "SOURCE = 'shipped'\n"
     assert (remote / "vime" / "smoke.py").is_file()
+    code, _, text = invoke("smoke", "--host", "box", "--level", "L0", "--stack", str(stack), "--keep-remote")
+    assert code == 0 and "run directory kept on box:" in text
     stack.write_text(yaml.safe_dump({"schema": "porter.stack/1", "ship": ["shims/missing"]}))
     code, doc, _ = invoke("smoke", "--host", "box", "--level", "L0", "--stack", str(stack), "--json")
     assert code == 2 and "not a directory" in doc["error"]["message"]
