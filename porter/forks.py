@@ -64,7 +64,8 @@ def inspect_fork(path: Path | str) -> ForkState:
         raise InputError(f"fork checkout {path} does not exist",
                          hint="clone the fork there, fix its path in forks/forks.yaml, or pass --plugin-path DIR")
     if not path.is_dir():
-        raise InputError(f"fork path {path} is not a directory")
+        raise InputError(f"fork path {path} is not a directory",
+                         hint="porter ports a git checkout of the fork; to only analyse a wheel or archive, add --dry-run")
     top = git(path, "rev-parse", "--show-toplevel", check=False)
     if not top.ok:
         raise InputError(f"{path} is not a git repository", hint="porter works on a git clone of the fork")

@@ -155,3 +155,15 @@ def test_a_release_number_of_a_tagged_upstream_points_at_its_tag(tmp_path, monke
     assert result.exit_code == 2, result.output
     error = json.loads(result.stdout)["error"]
     assert "tagged v2" in error["message"] and "--to v2" in error["hint"]
+
+
+def test_porting_an_archive_says_to_use_a_checkout_or_dry_run(tmp_path, monkeypatch):
+    paths = make_example(tmp_path / "ex")
+    monkeypatch.chdir(paths["root"])
+    monkeypatch.setenv("PORTER_CACHE_DIR", str(tmp_path / "cache"))
+    wheel = tmp_path / "tiny_npu-1.0-py3-none-any.whl"
+    wheel.write_bytes(b"PK\x05\x06" + b"\x00" * 18)  # an empty zip
+    result = CliRunner().invoke(app, ["upgrade", "example-plugin", "--to", "v2", "--plugin-path", str(wheel), "--json"])
+    assert result.exit_code == 2, result.output
+    error = json.loads(result.stdout)["error"]
+    assert "not a directory" in error["message"] and "--dry-run" in error["hint"]
