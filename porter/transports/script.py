@@ -33,9 +33,14 @@ def lock_lines(lock_file: str) -> list[str]:
     two smoke runs never share a host's devices; fail at once (no waiting) when it is taken.
     Hosts without `flock` (util-linux) run unlocked."""
     directory = lock_file.rsplit("/", 1)[0] or "/"
+    cannot_open = (f"porter: cannot open the host lock {lock_file} (another user's? make it writable for "
+                   "everyone who runs smoke here, or give this profile its own workdir)")
     return [
         "if command -v flock >/dev/null 2>&1; then",
-        f"  mkdir -p {q(directory)} && exec 9>>{q(lock_file)}",
+        f"  mkdir -p {q(directory)}",
+        # Whoever creates the lock makes it writable for all: the devices are shared by every user.
+        f"  [ -e {q(lock_file)} ] || {{ : >>{q(lock_file)} && chmod 666 {q(lock_file)}; }} 2>/dev/null",
+        f"  exec 9>>{q(lock_file)} || {{ echo {q(cannot_open)} >&2; exit {EXIT_TOOLS_MISSING}; }}",
         f"  flock -n 9 || {{ echo {q('porter: host busy: another porter smoke run holds ' + lock_file)} >&2; exit {EXIT_HOST_BUSY}; }}",
         "fi",
     ]

@@ -272,3 +272,17 @@ def test_secret_env_reaches_the_run_but_never_a_command_line(project, tmp_path, 
     SmokeRunner(RunStore(project / "runs")).execute(SmokeRequest(profile, level="L0"))
     assert seen.read_text().strip() == f"{secret}|1|0"  # set for python; the file already gone
     assert len(argvs) == 2 and not any(secret in arg for argv in argvs for arg in argv)
+
+
+def test_unusable_lock_file_is_not_reported_as_busy(project, tmp_path):
+    """A lock file porter cannot open (another user's, here a directory in its place) is a host
+    problem with its own message, not "host busy"."""
+    import shutil
+
+    if shutil.which("flock") is None:
+        pytest.skip("flock (util-linux) not installed: runs are unlocked")
+    (tmp_path / "remote" / ".porter-lock").mkdir(parents=True)
+    write_config(project, {"box": _host(tmp_path)})
+    code, doc, _ = invoke("smoke", "--host", "box", "--level", "L0", "--json")
+    assert code == 3 and doc["error"]["details"]["failure"] == "host_tools", doc["error"]
+    assert "cannot open the host lock" in doc["error"]["message"]
