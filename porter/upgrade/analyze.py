@@ -322,6 +322,12 @@ def run_analysis(request: AnalysisRequest, progress: Any = None) -> AnalysisRepo
                                              workers=request.workers)
     timings["scan"] = time.perf_counter() - t0
     usage = summarize(files)
+    if usage.files_scanned == 0:  # a wrong --plugin-path would otherwise read as "A: nothing breaks"
+        raise InputError(f"the plugin tree {plugin_tree.root} holds no Python files of {spec.name}",
+                         hint="point --plugin-path (or the fork's path in forks.yaml) at the plugin's checkout")
+    if usage.uses == 0:
+        sources.notices.append(f"no use of {upstream_name} found in {usage.files_scanned} file(s) of {plugin_tree.root}: "
+                               "is this the plugin's tree?")
 
     t0 = time.perf_counter()
     target_index = TreeIndex(target.root, upstream.packages, Path(config.cache_dir), f"{upstream_name} {target.label}")

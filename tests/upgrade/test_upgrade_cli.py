@@ -404,3 +404,18 @@ def test_broken_forks_file_and_unusable_cache_are_reported(project, trees, tmp_p
     result = runner.invoke(app, [*args, "--plugin-path", str(trees["plugin"])])
     assert result.exit_code == 3, result.output
     assert "cache directory" in json.loads(result.stdout)["error"]["message"]
+
+
+def test_a_plugin_path_without_the_plugin_is_not_outcome_a(project, trees, tmp_path):
+    """A wrong --plugin-path must not read as "nothing breaks": no Python files is exit 2, no use a notice."""
+    empty = tmp_path / "not-the-plugin"
+    empty.mkdir()
+    args = ["upgrade", "myplug", "--to", "2.0", "--from", "1.0", "--upstream-path", f"1.0={trees['v1']}",
+            "--upstream-path", f"2.0={trees['v2']}", "--dry-run", "--json", "--plugin-path", str(empty)]
+    result = invoke(*args)
+    assert result.exit_code == 2, result.output
+    assert "holds no Python files" in json.loads(result.stdout)["error"]["message"]
+    (empty / "unrelated.py").write_text("import json\n")
+    analysis = json.loads(invoke(*args).stdout)["analysis"]
+    assert analysis["outcome"]["outcome"] == "A"
+    assert any("no use of upkg found" in n for n in analysis["notices"])
