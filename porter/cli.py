@@ -12,7 +12,7 @@ import typer
 from porter import __version__
 from porter.cliutil import app_state
 from porter.commands import register_all
-from porter.errors import ExitCode, PorterError
+from porter.errors import ExitCode, Interrupted, PorterError, UsageError
 from porter.output import Reporter
 
 EXIT_CODES_HELP = (
@@ -52,16 +52,52 @@ def root(
 register_all(app)
 
 
+def _is_click_error(exc: BaseException, name: str) -> bool:
+    """typer vendors click in newer releases and uses click itself in older ones: match by class name."""
+    return any(cls.__name__ == name for cls in type(exc).__mro__)
+
+
+def _command_name(argv: list[str]) -> str:
+    """The dotted command path in argv (`kb.search`), for the schema of a JSON error."""
+    import typer.main
+
+    command = typer.main.get_command(app)
+    parts: list[str] = []
+    for token in argv:
+        sub = getattr(command, "commands", {}).get(token) if not token.startswith("-") else None
+        if sub is not None:
+            parts.append(token)
+            command = sub
+    return ".".join(parts) or "error"
+
+
 def main() -> None:
+    argv = sys.argv[1:]
+    json_mode = "--json" in argv
     try:
-        app()
+        if not json_mode:
+            app()  # standalone: typer renders usage errors for people
+            return
+        # With --json even a parse-time usage error must come out as one JSON document.
+        code = app(standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
     except PorterError as exc:  # raised outside a command context (e.g. while loading config)
-        Reporter(json_mode="--json" in sys.argv).error(exc)
+        Reporter(json_mode=json_mode).error(exc, _command_name(argv))
         sys.exit(int(exc.exit_code))
     except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        sys.exit(130)
-    except Exception:  # noqa: BLE001 - a bug: show it and say so
+        exc = Interrupted("interrupted: nothing was left half-written")
+        Reporter(json_mode=json_mode).error(exc, _command_name(argv))
+        sys.exit(int(exc.exit_code))
+    except Exception as exc:  # noqa: BLE001
+        if _is_click_error(exc, "UsageError"):
+            name = _command_name(argv)
+            path = "porter" if name == "error" else "porter " + name.replace(".", " ")
+            Reporter(json_mode=True).error(UsageError(exc.format_message(), hint=f"see `{path} --help`"), name)
+            sys.exit(int(ExitCode.USAGE))
+        if _is_click_error(exc, "Abort"):
+            exc = Interrupted("interrupted: nothing was left half-written")
+            Reporter(json_mode=True).error(exc, _command_name(argv))
+            sys.exit(int(exc.exit_code))
         import traceback
 
         traceback.print_exc()

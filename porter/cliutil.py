@@ -11,7 +11,7 @@ from typing import Iterator
 import typer
 
 from porter.config import PorterConfig, load_config
-from porter.errors import ExitCode, PorterError
+from porter.errors import ExitCode, Interrupted, PorterError
 from porter.output import Reporter
 
 JSON_HELP = "Print one JSON document with a stable, versioned schema instead of tables."
@@ -52,8 +52,12 @@ def command_context(ctx: typer.Context, command: str, json_flag: bool = False) -
         reporter.error(exc, command)
         raise typer.Exit(int(exc.exit_code)) from None
     except KeyboardInterrupt:
-        reporter.err.print("[red]interrupted[/]: nothing was left half-written")
-        raise typer.Exit(130) from None
+        exc = Interrupted("interrupted: nothing was left half-written")
+        if reporter.json_mode:
+            reporter.error(exc, command)
+        else:
+            reporter.err.print(f"[red]{exc.message}[/]")
+        raise typer.Exit(int(exc.exit_code)) from None
 
 
 def exit_with(code: ExitCode | int) -> None:

@@ -15,6 +15,7 @@ class ExitCode(IntEnum):
     USAGE = 2  # bad option, malformed or unusable input
     ENVIRONMENT = 3  # host, network, git, tool or filesystem problem
     INTERNAL = 4  # a bug in porter: please report it with the traceback
+    INTERRUPTED = 130  # Ctrl-C / SIGINT; nothing is left half-written
 
 
 class PorterError(Exception):
@@ -56,3 +57,10 @@ class EnvironmentProblem(PorterError):
 
     exit_code = ExitCode.ENVIRONMENT
     kind = "environment_error"
+
+
+class Interrupted(PorterError):
+    """The user interrupted the command (Ctrl-C)."""
+
+    exit_code = ExitCode.INTERRUPTED
+    kind = "interrupted"

@@ -110,3 +110,40 @@ def test_redact_json_keys_but_not_token_counts():
     out = redact_text('{"HF_TOKEN": "abc123secret", "max_tokens": 128, "num_tokens": 7, "tokenizer": "llama"}\n')
     assert "abc123secret" not in out
     assert '"max_tokens": 128' in out and '"num_tokens": 7' in out and '"tokenizer": "llama"' in out
+
+
+def _porter(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "porter", *args], capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("args", "schema"),
+    [
+        (["smoke", "--bogus", "--json"], "porter.smoke/1"),
+        (["hosts", "show", "--json"], "porter.hosts.show/1"),
+        (["diagnose", "x", "--top", "0", "--json"], "porter.diagnose/1"),
+        (["--json"], "porter.error/1"),
+    ],
+)
+def test_parse_time_usage_errors_are_json_with_exit_2(args, schema):
+    proc = _porter(*args)
+    assert proc.returncode == 2, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["schema"] == schema
+    assert doc["error"]["kind"] == "usage_error" and doc["error"]["exit_code"] == 2
+
+
+def test_parse_time_usage_error_without_json_is_for_people():
+    proc = _porter("config", "--bogus")
+    assert proc.returncode == 2
+    assert proc.stdout == "" and "No such option" in proc.stderr
+
+
+def test_interrupt_inside_a_command_is_json_with_exit_130(monkeypatch):
+    def interrupted(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("porter.cliutil.AppState.config", interrupted)
+    result = runner.invoke(app, ["config", "--json"])
+    assert result.exit_code == 130
+    assert json.loads(result.output)["error"]["kind"] == "interrupted"
