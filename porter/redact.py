@@ -25,7 +25,7 @@ _TOKEN_PATTERNS: tuple[re.Pattern[str], ...] = (
 # key=value / key: value / "key": "value" where the key ends in a secret word (HF_TOKEN,
 # db_password); `max_tokens` or `tokenizer` are not secrets and stay readable.
 _ASSIGNMENT = re.compile(
-    r"(?i)\b((?:[A-Z0-9_]*_)?(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|auth[_-]?token)"
+    r"(?i)(?<![/.\w])((?:[A-Z0-9_]*_)?(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|auth[_-]?token)"
     r")\b(['\"]?\s*[=:]\s*)(['\"]?)([^\s'\",;]{1,512})"
 )
 _BEARER = re.compile(r"(?i)\b(authorization\s*:\s*(?:bearer|basic|token)\s+)([A-Za-z0-9._~+/=-]{4,})")

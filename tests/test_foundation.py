@@ -147,3 +147,9 @@ def test_interrupt_inside_a_command_is_json_with_exit_130(monkeypatch):
     result = runner.invoke(app, ["config", "--json"])
     assert result.exit_code == 130
     assert json.loads(result.output)["error"]["kind"] == "interrupted"
+
+
+def test_redact_leaves_paths_named_like_secrets_alone():
+    out = redact_text("/etc/passwd: unknown archive type\nrun --password=hunter2 now\n")
+    assert out.startswith("/etc/passwd: unknown archive type")
+    assert "hunter2" not in out
