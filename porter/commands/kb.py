@@ -94,9 +94,13 @@ def kb_search(
 ) -> None:
     """Fuzzy search over ids, aliases, titles, symptoms and literal signatures (paste an error line)."""
     with command_context(ctx, "kb.search", json_) as (reporter, state):
+        from porter.errors import UsageError
         from porter.kb.render import entry_summary
         from porter.kb.search import search_entries
 
+        # an empty query would "match" every entry through the substring rule and hide the mistake
+        if not text.strip():
+            raise UsageError("empty search text", hint="give words or an error line, e.g. `porter kb search 'EZ9999'`; `porter kb list` lists every entry")
         results = search_entries(_load(state, kb).entries, text, limit)
         payload = {"query": text, "results": [{**entry_summary(e), "score": s} for e, s in results]}
 

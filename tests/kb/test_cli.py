@@ -118,6 +118,13 @@ def test_kb_list_show_search(small_kb, cli):
     assert code == 0 and json.loads(out)["results"][0]["id"] == "VLLM-001"
 
 
+def test_kb_search_empty_text_is_usage_error(small_kb, cli):
+    for text in ("", "   "):
+        code, out = cli(["kb", "search", text, "--kb", str(small_kb.patterns), "--json"])
+        assert code == 2, out
+        assert json.loads(out)["error"]["exit_code"] == 2
+
+
 def test_compiled_cache_is_used_rebuilt_on_change_and_survives_corruption(small_kb, tmp_path):
     cache = tmp_path / "kbcache"
     first = load_kb(small_kb.patterns, cache)
