@@ -98,7 +98,8 @@ def render_diagnosis(console, payload: dict[str, Any], explain: bool = False) ->
         matches = payload["matches"]
         console.print(f"[bold green]diagnosis[/] for {src} ({payload['input']['lines']} lines): {len(matches)} match(es)")
         for m in matches:
-            head = f"#{m['rank']} [bold]{m['id']}[/] {escape(m['title'])}  [dim]({m['layer']}, {m['method']}, confidence {m['confidence']:.2f})[/]"
+            # confidence before the title: a long title is cut at the terminal width, the score must survive
+            head = f"#{m['rank']} [bold]{m['id']}[/] confidence {m['confidence']:.2f} · {escape(m['title'])}  [dim]({m['layer']}, {m['method']})[/]"
             body: list[str] = []
             shown: set[tuple[int, str]] = set()  # several signatures may hit the same line: show it once
             for ml in m["matched_lines"]:

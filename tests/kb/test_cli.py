@@ -193,3 +193,11 @@ def test_human_output_shows_each_matched_line_once(cli, monkeypatch):
     code, out = cli(["diagnose", trace])
     assert code == 0, out
     assert out.count("line 1: ValueError: FRACTAL_NZ mode is enabled") == 1
+
+
+def test_text_output_keeps_confidence_on_a_narrow_terminal(fixture_kb, cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    long_title = "a very long entry title that says the whole cause in one line " * 3
+    fixture_kb.add(entry("VLLM-001", "vllm", [{"literal": "No module named 'vllm.lora.models'", "weight": 0.9}], title=long_title), LORA_TRACE)
+    code, out = cli(["diagnose", "--kb", str(fixture_kb.patterns), "-"], input=LORA_TRACE)
+    assert code == 0 and "VLLM-001 confidence 0.9" in out, out
