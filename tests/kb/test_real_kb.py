@@ -54,3 +54,25 @@ def test_heldout_corpus_generalisation():
     assert len(positives) >= 20
     assert report.top1 >= 0.85, "\n".join(f"{c.file}: expected {c.expected}, got {c.got}" for c in report.misses)
     assert not report.false_positives, [c.file for c in report.false_positives]
+
+
+LOOKALIKES = ROOT / "tests" / "data" / "traces" / "negatives"
+
+
+def test_healthy_lookalike_logs_give_unknown():
+    """Healthy logs written to look like trouble (vllm-ascend serving, torch_npu training warnings,
+    HCCL init, pip installs, npu-smi, Ray, verl steps, container binds, MindSpeed): they mention
+    model paths, device binds, memory figures and warnings that generic signatures would mistake
+    for failures, so each must stay `unknown`."""
+    from porter.kb.matcher import diagnose_stream
+
+    kb = load_entries(PATTERNS).compiled()
+    files = sorted(LOOKALIKES.glob("*.txt"))
+    assert len(files) >= 8
+    wrong = []
+    for path in files:
+        with path.open("rb") as stream:
+            diag = diagnose_stream(kb, stream)
+        if diag.status != "unknown":
+            wrong.append(f"{path.name}: {[(m.entry.id, m.confidence) for m in diag.matches]}")
+    assert not wrong, "\n".join(wrong)
