@@ -15,6 +15,9 @@ from porter.kb.schema import KBEntry, Problem
 
 _ABS_PATH = re.compile(r"(?:^|[\s'\"(=])/(?:usr|home|opt|data|root|tmp|etc|var|mnt|workspace)/")
 _VOLATILE = re.compile(r"\bpid[= ]\d+|\b0x[0-9a-fA-F]{6,}\b|, line \d+")
+# verify commands are judged by their exit status: these shapes get it wrong
+_ALWAYS_SUCCEEDS = re.compile(r"\|\|\s*(?:echo|true|:)(?:\s|$)")
+_GREP_COUNT = re.compile(r"\bgrep\s+(?:-[A-Za-z]+\s+)*-[A-Za-z]*c[A-Za-z]*\b")
 
 
 @dataclass
@@ -85,6 +88,16 @@ def _check_signatures(entry: KBEntry, problems: list[Problem], regex_cache: dict
                        "or split into literals with match: all")
             problems.append(Problem(entry.path, where, f"{sig.pattern!r}: {verdict.problem}", fix))
     return checked
+
+
+def _check_verify(entry: KBEntry, problems: list[Problem]) -> None:
+    command = entry.verify.split("  #", 1)[0]  # a trailing comment is advice for the reader
+    if _ALWAYS_SUCCEEDS.search(command):
+        problems.append(Problem(entry.path, "verify", "`|| echo` / `|| true` makes the command succeed whether or not the fix worked",
+                                "drop the fallback so a failing check exits non-zero", "warning"))
+    if _GREP_COUNT.search(command):
+        problems.append(Problem(entry.path, "verify", "`grep -c` exits 1 when the count is 0, so its exit status does not say whether the fix worked",
+                                "use `grep -q PATTERN` (must appear) or `! CMD | grep -q PATTERN` (must not appear)", "warning"))
 
 
 def _check_versions(entry: KBEntry, problems: list[Problem]) -> None:
@@ -159,6 +172,7 @@ def lint(patterns_dir: Path, root: Path | None = None, check_examples: bool = Tr
     for entry in kb.entries:
         report.regexes_checked += _check_signatures(entry, problems, regex_cache)
         _check_versions(entry, problems)
+        _check_verify(entry, problems)
         for i, rel in enumerate(entry.related):
             if rel not in by_id:
                 problems.append(Problem(entry.path, f"related[{i}]", f"{rel!r} is not the id of any entry", "fix the id or remove it from `related`"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from tests.kb.conftest import DCMI_TRACE, LORA_TRACE, entry
 
@@ -141,3 +142,18 @@ def test_lint_corpus_mode(small_kb, cli, tmp_path):
     assert [m["file"] for m in doc["misses"]] == ["miss.txt"]
     code, out = cli(["kb", "lint", "--kb", str(small_kb.patterns), "--corpus", str(corpus)])
     assert code == 1 and "miss.txt" in out
+
+
+def test_verify_commands_whose_exit_status_cannot_fail_are_flagged(small_kb):
+    cases = {
+        "VLLM-010": "npu-smi info | grep ray || echo 'nothing holds the chip'",
+        "VLLM-011": "python step.py 2>&1 | grep -c 'fall back to CPU'  # expect 0",
+        "VLLM-012": "dmesg | grep -ic heartbeat",
+    }
+    for entry_id, verify in cases.items():
+        small_kb.add(entry(entry_id, "vllm", [{"literal": f"unique failure {entry_id}", "weight": 0.9}], verify=verify), f"unique failure {entry_id}\n")
+    small_kb.add(entry("VLLM-013", "vllm", [{"literal": "unique failure VLLM-013", "weight": 0.9}],
+                       verify="! python step.py 2>&1 | grep -q 'fall back'  # grep -c would be wrong || echo"), "unique failure VLLM-013\n")
+    report = lint(small_kb.patterns)
+    flagged = {Path(w.file).stem for w in report.warnings if w.field == "verify"}
+    assert flagged == {"VLLM-010", "VLLM-011", "VLLM-012"}, [str(w) for w in report.warnings]

@@ -27,6 +27,7 @@ def test_kb_lint_is_clean_and_every_example_is_top1():
     assert report.entries >= 120, f"only {report.entries} entries"
     assert report.examples_checked >= report.entries
     assert report.ok, "\n".join(str(p) for p in report.errors)
+    assert not report.warnings, "\n".join(str(p) for p in report.warnings)
 
 
 def test_seed_corpus_accuracy(seed_report):
