@@ -61,7 +61,8 @@ def match_payload(rank: int, m: Match, explain: bool) -> dict[str, Any]:
 
 def near_payload(m: Match, explain: bool) -> dict[str, Any]:
     out = {"id": m.entry.id, "title": m.entry.title, "layer": m.entry.layer, "confidence": m.confidence, "method": m.method,
-           "matched_lines": [{**ml.to_dict(), "text": _r(ml.text)} for ml in m.lines[:3]]}
+           "matched_lines": [{**ml.to_dict(), "text": _r(ml.text)} for ml in m.lines[:3]],
+           "version_notes": list(m.version_notes)}  # why a strong signature hit was demoted below the threshold
     if explain:
         out["explain"] = m.explain
     return out
@@ -150,6 +151,8 @@ def render_diagnosis(console, payload: dict[str, Any], explain: bool = False) ->
         console.print("[bold]near misses[/] (below the match threshold):")
         for m in payload["near_misses"]:
             console.print(f"  {m['confidence']:.2f}  {m['id']}  {escape(m['title'])}  [dim]({m['method']})[/]")
+            for note in m.get("version_notes", []):
+                console.print(f"        [yellow]version[/]: {escape(note)}")
             if explain and "explain" in m:
                 console.print(f"        [dim]score: {escape(str(m['explain']))}[/]")
 

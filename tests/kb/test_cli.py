@@ -67,8 +67,11 @@ def test_unusable_input_exit_2(small_kb, cli, tmp_path):
 def test_env_filter_and_explain(small_kb, cli, tmp_path):
     trace = tmp_path / "t.txt"
     trace.write_text(LORA_TRACE)
-    code, _ = diagnose(cli, small_kb, str(trace), "--env", "vllm==0.11.0")
+    code, out = diagnose(cli, small_kb, str(trace), "--env", "vllm==0.11.0")
     assert code == 1  # out of applies_to: demoted below the threshold
+    assert "vllm 0.11.0 is outside >=0.13" in out  # the unknown says why the line that hit was set aside
+    code, out = diagnose(cli, small_kb, str(trace), "--env", "vllm==0.11.0", "--json")
+    assert json.loads(out)["near_misses"][0]["version_notes"]
     report = tmp_path / "smoke.json"
     report.write_text(json.dumps({"schema": "vime.smoke/1", "environment": {"packages": {"vllm": "0.13.0", "torch": None}}}))
     code, out = diagnose(cli, small_kb, str(trace), "--env", str(report), "--json", "--explain")
