@@ -28,6 +28,8 @@ _ASSIGNMENT = re.compile(
     r"(?i)(?<![/.\w])((?:[A-Z0-9_]*_)?(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|auth[_-]?token)"
     r")\b(['\"]?\s*[=:]\s*)(['\"]?)([^\s'\",;]{1,512})"
 )
+# command-line flags that take the secret as the next word: `--password hunter2`, `--hf-token x`
+_FLAG = re.compile(r"(?i)(?<![\w-])(--?(?:[a-z0-9]+-)*(?:password|passwd|secret|token|api-key|access-key))(\s+)(?!-)([^\s'\",;]{1,512})")
 _BEARER = re.compile(r"(?i)\b(authorization\s*:\s*(?:bearer|basic|token)\s+)([A-Za-z0-9._~+/=-]{4,})")
 _URL_CREDENTIALS = re.compile(r"\b([a-z][a-z0-9+.-]{1,15}://)([^\s/@:]{1,128}):([^\s/@]{1,256})@")
 _PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----")
@@ -40,6 +42,7 @@ def _redact_line_fragments(line: str) -> str:
     line = _BEARER.sub(lambda m: m.group(1) + MASK, line)
     line = _URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{m.group(2)}:{MASK}@", line)
     line = _ASSIGNMENT.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}{MASK}", line)
+    line = _FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", line)
     return line
 
 
@@ -77,3 +80,20 @@ def redact_text(text: str) -> str:
         if red is not None:
             out.append(red + raw[len(body):])
     return "".join(out)
+
+
+def mask_private_key_lines(lines: list[str], inside: bool = False) -> bool:
+    """Replace, in place, every line of a PEM private-key block (BEGIN..END) with the mask, keeping
+    the line count, for consumers that keep lines one by one (porter diagnose). `inside` carries
+    the state across batches; returns it for the next batch. A cheap substring test skips
+    batches without keys."""
+    if not inside and not any("PRIVATE KEY-----" in line for line in lines):
+        return False
+    for i, line in enumerate(lines):
+        if inside:
+            inside = not _PEM_END.search(line)
+            lines[i] = MASK
+        elif begin := _PEM_BEGIN.search(line):
+            inside = not _PEM_END.search(line, begin.end())
+            lines[i] = line[: begin.start()] + MASK + " (private key removed)"
+    return inside

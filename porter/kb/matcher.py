@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import BinaryIO, Iterable, Mapping
+from typing import BinaryIO, Iterable, Iterator, Mapping
 
 from porter.kb.env import normalise_package  # also re-exported: porter.smoke imports it from here
 from porter.kb.extract import Extractor, Signals
@@ -319,8 +319,19 @@ def decide(kb: CompiledKB, hits, signals: Signals, env: Mapping[str, str] | None
     )
 
 
+def _without_private_keys(batches: Iterable[list[str]]) -> Iterator[list[str]]:
+    """Mask PEM private-key bodies before any line is kept: kept lines are redacted one by one
+    later, and a lone base64 line of a key does not look like a secret on its own."""
+    from porter.redact import mask_private_key_lines
+
+    inside = False
+    for lines in batches:
+        inside = mask_private_key_lines(lines, inside)
+        yield lines
+
+
 def diagnose_stream(kb: CompiledKB, stream: BinaryIO, env: Mapping[str, str] | None = None, top: int = 3) -> Diagnosis:
-    hits, signals = scan(kb, iter_batches(stream))
+    hits, signals = scan(kb, _without_private_keys(iter_batches(stream)))
     return decide(kb, hits, signals, env, top)
 
 

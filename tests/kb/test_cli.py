@@ -204,3 +204,24 @@ def test_text_output_keeps_confidence_on_a_narrow_terminal(fixture_kb, cli, monk
     fixture_kb.add(entry("VLLM-001", "vllm", [{"literal": "No module named 'vllm.lora.models'", "weight": 0.9}], title=long_title), LORA_TRACE)
     code, out = cli(["diagnose", "--kb", str(fixture_kb.patterns), "-"], input=LORA_TRACE)
     assert code == 0 and "VLLM-001 confidence 0.9" in out, out
+
+
+def test_private_key_bodies_and_password_flags_are_redacted_in_every_output(small_kb, cli):
+    body = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW"
+    trace = (
+        "Traceback (most recent call last):\n"
+        '  File "/x/site-packages/huggingface_hub/a.py", line 3, in f\n'
+        "RuntimeError: login --password Sup3rS3cret! failed\n"
+        "-----BEGIN OPENSSH PRIVATE KEY-----\n"
+        f"{body}\n"
+        f"{body[::-1]}\n"
+        "-----END OPENSSH PRIVATE KEY-----\n"
+        "after the key\n"
+    )
+    for args in ([], ["--json"], ["--json", "--explain"], ["--explain"]):
+        code, out = diagnose(cli, small_kb, "-", *args, input=trace)
+        assert code == 1, out
+        for secret in ("Sup3rS3cret", body[:20], body[::-1][:20]):
+            assert secret not in out, (args, secret)
+    doc = json.loads(diagnose(cli, small_kb, "-", "--json", input=trace)[1])
+    assert doc["input"]["lines"] == 8  # masked, not dropped: line numbers stay true
