@@ -62,9 +62,11 @@ LOOKALIKES = ROOT / "tests" / "data" / "traces" / "negatives"
 
 def test_healthy_lookalike_logs_give_unknown():
     """Healthy logs written to look like trouble (vllm-ascend serving, torch_npu training warnings,
-    HCCL init, pip installs, npu-smi, Ray, verl steps, container binds, MindSpeed): they mention
-    model paths, device binds, memory figures and warnings that generic signatures would mistake
-    for failures, so each must stay `unknown`."""
+    HCCL init, pip installs, npu-smi, Ray, verl steps, container binds, MindSpeed), plus failures
+    with no known cause that pass through frames a known cause also shows (an ordinary exception
+    in a vllm-ascend custom op is not the forward_oot segfault): they mention model paths, device
+    binds, memory figures, warnings and frames that generic signatures would mistake for a known
+    failure, so each must stay `unknown`."""
     from porter.kb.matcher import diagnose_stream
 
     kb = load_entries(PATTERNS).compiled()
