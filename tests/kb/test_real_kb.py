@@ -79,3 +79,24 @@ def test_healthy_lookalike_logs_give_unknown():
         if diag.status != "unknown":
             wrong.append(f"{path.name}: {[(m.entry.id, m.confidence) for m in diag.matches]}")
     assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize(
+    "entry_id, frame",
+    [
+        ("SGL-002", '  File "/sgl/python/sgl_kernel_npu/norm/fused_split_qk_norm.py", line 88, in fused_split_qk_norm'),
+        ("SGL-003", '  File "/sgl/python/sglang/srt/layers/moe/fused_moe_triton/layer.py", line 512, in _load_w13'),
+        ("SGL-007", '  File "/sgl/python/sglang/srt/mem_cache/deepseek_v4_memory_pool.py", line 233, in get_key_buffer'),
+        ("VASC-004", '  File "/x/site-packages/vllm_ascend/ops/layernorm.py", line 74, in forward_oot'),
+        ("VASC-014", '  File "/x/site-packages/vllm_ascend/platform.py", line 140, in pre_register_and_update'),
+    ],
+)
+def test_a_traceback_frame_alone_is_not_a_diagnosis(entry_id, frame):
+    """Entries that name a function of a traceback frame: any exception raised in that function
+    shows the frame, so an unrelated error through it must not be diagnosed as the entry."""
+    from porter.kb.matcher import diagnose_text
+
+    kb = load_entries(PATTERNS).compiled()
+    trace = f"Traceback (most recent call last):\n{frame}\n    out = op(x)\nRuntimeError: The size of tensor a (4096) must match the size of tensor b (3584) at non-singleton dimension 1\n"
+    diag = diagnose_text(kb, trace)
+    assert entry_id not in [m.entry.id for m in diag.matches], [(m.entry.id, m.confidence) for m in diag.matches]
