@@ -202,7 +202,10 @@ def test_without_torch_l2_and_l3_skip_once_and_l0_fails(monkeypatch):
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    # The whole stack is absent, not only torch: importing transformers here while torch looks
+    # missing would make transformers cache "no torch" for the rest of the test process.
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name.split(".")[0] in vsmoke.STACK_MODULES else real(name, *a))
     monkeypatch.setattr(envfacts, "package_versions", lambda names=(): {})
     report = vsmoke.run("L3")
     by_gate = {r.gate: r for r in report.results}
