@@ -41,6 +41,38 @@ def _kill_group(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
+def _spawn(
+    argv: list[str],
+    cwd: str | Path | None,
+    env: Mapping[str, str] | None,
+    extra_env: Mapping[str, str] | None,
+    *,
+    stdin_piped: bool,
+    text: bool,
+) -> subprocess.Popen:
+    """Start `argv` in its own session (so its whole process group can be killed)."""
+    full_env = dict(os.environ if env is None else env)
+    if extra_env:
+        full_env.update(extra_env)
+    try:
+        return subprocess.Popen(
+            argv,
+            cwd=str(cwd) if cwd else None,
+            env=full_env,
+            stdin=subprocess.PIPE if stdin_piped else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            **({"text": True, "errors": "replace"} if text else {}),
+        )
+    except FileNotFoundError as exc:
+        raise EnvironmentProblem(
+            f"cannot run {argv[0]!r}: not found", hint=f"install {argv[0]} or put it on PATH"
+        ) from exc
+    except PermissionError as exc:
+        raise EnvironmentProblem(f"cannot run {argv[0]!r}: permission denied") from exc
+
+
 def run(
     argv: Sequence[str],
     *,
@@ -54,27 +86,7 @@ def run(
 ) -> Completed:
     """Run `argv` (never through a shell). `check=True` raises EnvironmentProblem on failure."""
     argv = [str(a) for a in argv]
-    full_env = dict(os.environ if env is None else env)
-    if extra_env:
-        full_env.update(extra_env)
-    try:
-        proc = subprocess.Popen(
-            argv,
-            cwd=str(cwd) if cwd else None,
-            env=full_env,
-            stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            errors="replace",
-            start_new_session=True,
-        )
-    except FileNotFoundError as exc:
-        raise EnvironmentProblem(
-            f"cannot run {argv[0]!r}: not found", hint=f"install {argv[0]} or put it on PATH"
-        ) from exc
-    except PermissionError as exc:
-        raise EnvironmentProblem(f"cannot run {argv[0]!r}: permission denied") from exc
+    proc = _spawn(argv, cwd, env, extra_env, stdin_piped=input_text is not None, text=True)
     timed_out = False
     try:
         out, err = proc.communicate(input=input_text, timeout=timeout)
@@ -114,25 +126,7 @@ def run_streaming(
     import time
 
     argv = [str(a) for a in argv]
-    full_env = dict(os.environ if env is None else env)
-    if extra_env:
-        full_env.update(extra_env)
-    try:
-        proc = subprocess.Popen(
-            argv,
-            cwd=str(cwd) if cwd else None,
-            env=full_env,
-            stdin=subprocess.PIPE if input_bytes is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-    except FileNotFoundError as exc:
-        raise EnvironmentProblem(
-            f"cannot run {argv[0]!r}: not found", hint=f"install {argv[0]} or put it on PATH"
-        ) from exc
-    except PermissionError as exc:
-        raise EnvironmentProblem(f"cannot run {argv[0]!r}: permission denied") from exc
+    proc = _spawn(argv, cwd, env, extra_env, stdin_piped=input_bytes is not None, text=False)
 
     chunks: dict[str, list[str]] = {"stdout": [], "stderr": []}
     lock = threading.Lock()

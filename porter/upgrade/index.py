@@ -142,7 +142,8 @@ class ModuleInfo:
 # ---------------------------------------------------------------- parsing one module
 
 
-def _dotted(node: ast.AST) -> str | None:
+def dotted_name(node: ast.AST) -> str | None:
+    """`a.b.c` for a Name/Attribute chain, None for anything else."""
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -197,12 +198,12 @@ def _raises_not_implemented(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         return False
     exc = body[0].exc
     target = exc.func if isinstance(exc, ast.Call) else exc
-    return _dotted(target) in ("NotImplementedError", "builtins.NotImplementedError")
+    return dotted_name(target) in ("NotImplementedError", "builtins.NotImplementedError")
 
 
 def _is_abstract(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     for dec in fn.decorator_list:
-        name = _dotted(dec)
+        name = dotted_name(dec)
         if name and name.rsplit(".", 1)[-1] in ("abstractmethod", "abstractproperty"):
             return True
     return _raises_not_implemented(fn)
@@ -210,7 +211,7 @@ def _is_abstract(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 
 def _is_property(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     for dec in fn.decorator_list:
-        name = _dotted(dec) or ""
+        name = dotted_name(dec) or ""
         if name.rsplit(".", 1)[-1] in ("property", "cached_property") or name.endswith(".setter"):
             return True
     return False
@@ -218,7 +219,7 @@ def _is_property(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 
 def _abstract_kind(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     for dec in fn.decorator_list:
-        name = _dotted(dec)
+        name = dotted_name(dec)
         if name and name.rsplit(".", 1)[-1] in ("abstractmethod", "abstractproperty"):
             return "abstract"
     return "not_implemented" if _raises_not_implemented(fn) else ""
@@ -278,7 +279,7 @@ class _ModuleVisitor:
         """Dotted name of a base-class expression, resolved through this module's imports."""
         if isinstance(expr, ast.Subscript):  # Generic[T], Base[int]
             expr = expr.value
-        dotted = _dotted(expr)
+        dotted = dotted_name(expr)
         if dotted is None:
             return ast.unparse(expr)
         head, _, rest = dotted.partition(".")
@@ -367,7 +368,7 @@ class _ModuleVisitor:
         self.all_names = (self.all_names or []) + names if augment else names
 
     def all_mutation(self, call: ast.Call) -> None:
-        if isinstance(call.func, ast.Attribute) and _dotted(call.func.value) == "__all__":
+        if isinstance(call.func, ast.Attribute) and dotted_name(call.func.value) == "__all__":
             if call.func.attr == "extend" and call.args:
                 names = _string_list(call.args[0])
                 if names is None:
@@ -401,7 +402,7 @@ class _ModuleVisitor:
         seen: dict[str, Definition] = {}
         for m in members:
             seen.setdefault(m.name, m)
-        is_protocol_like = any((_dotted(b) or "").endswith(("ABC", "Protocol")) for b in node.bases)
+        is_protocol_like = any((dotted_name(b) or "").endswith(("ABC", "Protocol")) for b in node.bases)
         abstract = tuple(m.name for m in seen.values() if m.is_abstract)
         init = seen.get("__init__")
         return Definition(
@@ -458,7 +459,7 @@ class _ModuleVisitor:
         if not isinstance(last, ast.Raise) or last.exc is None:
             return False
         exc = last.exc
-        return (_dotted(exc.func if isinstance(exc, ast.Call) else exc) or "").rsplit(".", 1)[-1] == "AttributeError"
+        return (dotted_name(exc.func if isinstance(exc, ast.Call) else exc) or "").rsplit(".", 1)[-1] == "AttributeError"
 
     def _tests_name_only(self, test: ast.expr, param: str) -> bool:
         if isinstance(test, ast.BoolOp):

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable
 
 from porter.fsutil import atomic_write_bytes
 from porter.upgrade.guards import Condition
-from porter.upgrade.index import Signature, signature_of
+from porter.upgrade.index import Signature, dotted_name, signature_of
 from porter.upgrade.models import Site
 
 USAGE_VERSION = 3
@@ -81,22 +81,11 @@ class UsageSummary:
         }
 
 
-def _dotted(node: ast.AST) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
-
-
 def _catches_import_error(handler: ast.ExceptHandler) -> bool:
     if handler.type is None:
         return True
     types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    return any((_dotted(t) or "").rsplit(".", 1)[-1] in _IMPORT_ERRORS for t in types)
+    return any((dotted_name(t) or "").rsplit(".", 1)[-1] in _IMPORT_ERRORS for t in types)
 
 
 def _caught_names(handlers: list[ast.ExceptHandler]) -> str:
@@ -107,14 +96,14 @@ def _caught_names(handlers: list[ast.ExceptHandler]) -> str:
             names.append("*")
             continue
         types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-        names.extend((_dotted(t) or "?").rsplit(".", 1)[-1] for t in types)
+        names.extend((dotted_name(t) or "?").rsplit(".", 1)[-1] for t in types)
     return ",".join(dict.fromkeys(names))
 
 
 def _is_suppress_import(item: ast.withitem) -> bool:
     expr = item.context_expr
-    if isinstance(expr, ast.Call) and (_dotted(expr.func) or "").endswith("suppress"):
-        return any((_dotted(a) or "").rsplit(".", 1)[-1] in _IMPORT_ERRORS for a in expr.args)
+    if isinstance(expr, ast.Call) and (dotted_name(expr.func) or "").endswith("suppress"):
+        return any((dotted_name(a) or "").rsplit(".", 1)[-1] in _IMPORT_ERRORS for a in expr.args)
     return False
 
 
@@ -162,7 +151,7 @@ class _UseVisitor(ast.NodeVisitor):
         self.uses.append(Use(kind, symbol, self.site(node), tuple(self.conditions), detail))
 
     def upstream_dotted(self, node: ast.AST) -> str | None:
-        dotted = _dotted(node)
+        dotted = dotted_name(node)
         if dotted is None:
             return None
         head, _, rest = dotted.partition(".")
@@ -206,7 +195,7 @@ class _UseVisitor(ast.NodeVisitor):
         for item in node.items:
             self.visit(item.context_expr)
         suppress = [i for i in node.items if _is_suppress_import(i)]
-        caught = ",".join((_dotted(a) or "?").rsplit(".", 1)[-1] for i in suppress for a in i.context_expr.args)  # type: ignore[attr-defined]
+        caught = ",".join((dotted_name(a) or "?").rsplit(".", 1)[-1] for i in suppress for a in i.context_expr.args)  # type: ignore[attr-defined]
         self.visit_block(node.body, Condition("suppress", caught) if suppress else None)
 
     # -- imports
@@ -243,7 +232,7 @@ class _UseVisitor(ast.NodeVisitor):
                     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                         methods[stmt.name] = signature_of(stmt)
                         for sub in ast.walk(stmt):
-                            if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store) and _dotted(sub.value) == "self":
+                            if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store) and dotted_name(sub.value) == "self":
                                 attrs.append(sub.attr)
                             if (stmt.name == "__init__" and isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute)
                                     and sub.func.attr == "__init__"):
@@ -296,7 +285,7 @@ class _UseVisitor(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         dotted = self.upstream_dotted(node)
-        if dotted is not None and "." in _dotted(node):  # type: ignore[operator]
+        if dotted is not None and "." in dotted_name(node):  # type: ignore[operator]
             kind = "monkeypatch" if isinstance(node.ctx, ast.Store) else "attribute"
             self.add(kind, dotted, node)
             return  # the inner prefix of the chain is not a separate use
