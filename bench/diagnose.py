@@ -166,6 +166,9 @@ def main() -> int:
     print(f"{big['bytes'] / 1024 / 1024:.0f} MB log ({big['lines']} lines): {big['seconds']} s = {big['mb_per_s']} MB/s, "
           f"status {big['status']}, top {big['top']}, blocks kept {big['blocks_kept']} (dropped {big['blocks_dropped']})   [target <= 10 s]")
     print(f"load average {result['load_average']} on {result['cpus']} CPUs (other processes share this machine)")
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        # Every fresh process then recompiles porter's sources (~80 ms): not what an install sees.
+        print("note: PYTHONDONTWRITEBYTECODE is set, so CLI times include compiling porter's sources each run")
     return 0
 
 
