@@ -251,35 +251,34 @@ def apply_group(root: Path, group: ShimGroup) -> AppliedGroup:
             atomic_write_text(root / path, new_text)
             changed.add(path)
 
-    adds_by_file: dict[str, list[MemberAdd]] = defaultdict(list)
-    for add in group.member_adds:
-        adds_by_file[add.path].append(add)
-    for path, adds in sorted(adds_by_file.items()):
-        text = _read(root, path)
-        new_text, applied = add_members(text, adds)
-        lost = [a for a in adds if (a.class_name, a.member) not in applied]
-        if lost:
-            raise InputError(
-                f"{path}: class {lost[0].class_name} not found for member {lost[0].member}",
-                hint="the drift record points at a class that is not in this file",
-            )
-        if new_text != text:
-            atomic_write_text(root / path, new_text)
-            changed.add(path)
-    params_by_file: dict[str, list[ParamAdd]] = defaultdict(list)
-    for padd in group.param_adds:
-        params_by_file[padd.path].append(padd)
-    for path, padds in sorted(params_by_file.items()):
-        text = _read(root, path)
-        new_text, applied = add_params(text, padds)
-        lost = [a for a in padds if (a.class_name, a.method) not in applied]
-        if lost:
-            raise InputError(f"{path}: method {lost[0].class_name}.{lost[0].method} not found",
-                             hint="the drift record points at an override that is not in this file")
-        if new_text != text:
-            atomic_write_text(root / path, new_text)
-            changed.add(path)
+    _edit_each_file(
+        root, group.member_adds, add_members, lambda a: (a.class_name, a.member), changed,
+        lambda path, a: InputError(f"{path}: class {a.class_name} not found for member {a.member}",
+                                   hint="the drift record points at a class that is not in this file"),
+    )
+    _edit_each_file(
+        root, group.param_adds, add_params, lambda a: (a.class_name, a.method), changed,
+        lambda path, a: InputError(f"{path}: method {a.class_name}.{a.method} not found",
+                                   hint="the drift record points at an override that is not in this file"),
+    )
     return AppliedGroup(group, tuple(sorted(changed)), rewritten, tuple(missed))
+
+
+def _edit_each_file(root: Path, edits, apply_edits, key_of, changed: set[str], not_found) -> None:
+    """Group `edits` by plugin file, apply them with `apply_edits(text, edits) -> (text, applied keys)`,
+    refuse when one found no target (`not_found(path, edit)`), and write only files that changed."""
+    by_file: dict[str, list] = defaultdict(list)
+    for edit in edits:
+        by_file[edit.path].append(edit)
+    for path, file_edits in sorted(by_file.items()):
+        text = _read(root, path)
+        new_text, applied = apply_edits(text, file_edits)
+        lost = [e for e in file_edits if key_of(e) not in applied]
+        if lost:
+            raise not_found(path, lost[0])
+        if new_text != text:
+            atomic_write_text(root / path, new_text)
+            changed.add(path)
 
 
 def _read(root: Path, path: str) -> str:

@@ -41,6 +41,18 @@ def leaf(module: str) -> str:
     return module.rsplit(".", 1)[-1].lstrip("_") or "root"
 
 
+def test_file_name(kind: str, plugin_path: str, ctx: ShimContext, taken: set[str]) -> str:
+    """`<test_dir>/test_<kind>_<stem>.py`, numbered when another group already took it."""
+    stem = Path(plugin_path).stem
+    path = f"{ctx.convention.test_dir}/test_{kind}_{stem}.py"
+    counter = 2
+    while path in taken:
+        path = f"{ctx.convention.test_dir}/test_{kind}_{stem}_{counter}.py"
+        counter += 1
+    taken.add(path)
+    return path
+
+
 def module_file_name(module: str, suffix: str, ctx: ShimContext, taken: set[str]) -> str:
     parts = module.split(".")
     stem = leaf(module) + suffix

@@ -10,7 +10,7 @@ from typing import Any
 from porter.shims.lookup import class_member
 from porter.shims.model import MemberAdd, NewFile, ShimGroup, Unhandled
 from porter.shims.render import render_python
-from porter.shims.strategies.common import ShimContext, class_at, count, literal, signature_text
+from porter.shims.strategies.common import ShimContext, class_at, count, literal, signature_text, test_file_name
 from porter.upgrade.models import DriftFamily, DriftRecord
 
 
@@ -97,20 +97,14 @@ def plan_members(path: str, pairs: list[tuple[DriftRecord, Any]], ctx: ShimConte
             kept.append(record)
     if not adds:
         return None, skipped
-    stem = Path(path).stem
-    test_path = f"{ctx.convention.test_dir}/test_members_{stem}.py"
-    counter = 2
-    while test_path in taken:
-        test_path = f"{ctx.convention.test_dir}/test_members_{stem}_{counter}.py"
-        counter += 1
-    taken.add(test_path)
+    test_path = test_file_name("members", path, ctx, taken)
     test = render_python(
         "test_members.py.j2", **ctx.template_vars(), test_path=test_path,
         depth=len(Path(test_path).parts) - 1, required=required,
     )
     families = {r.family for r in kept}
     return ShimGroup(
-        name=f"members/{stem}",
+        name=f"members/{Path(path).stem}",
         family=families.pop() if len(families) == 1 else DriftFamily.NEW_ATTRIBUTE,
         strategy="member_default",
         records=tuple(kept),

@@ -9,7 +9,7 @@ from pathlib import Path
 from porter.shims.lookup import class_member
 from porter.shims.model import NewFile, ParamAdd, ShimGroup
 from porter.shims.render import render_python
-from porter.shims.strategies.common import ShimContext, class_at, count, literal
+from porter.shims.strategies.common import ShimContext, class_at, count, literal, test_file_name
 from porter.shims.strategies.signature import changes_of
 from porter.upgrade.models import DriftFamily, DriftRecord
 
@@ -77,13 +77,7 @@ def _method_params(path: Path, class_name: str, method: str) -> tuple[list[str],
 
 def plan_overrides(path: str, fixes: list[tuple[DriftRecord, ParamAdd, list[str]]], ctx: ShimContext,
                     taken: set[str]) -> ShimGroup:
-    stem = Path(path).stem
-    test_path = f"{ctx.convention.test_dir}/test_overrides_{stem}.py"
-    counter = 2
-    while test_path in taken:
-        test_path = f"{ctx.convention.test_dir}/test_overrides_{stem}_{counter}.py"
-        counter += 1
-    taken.add(test_path)
+    test_path = test_file_name("overrides", path, ctx, taken)
     required = [(path, fix.class_name, fix.method, expected) for _, fix, expected in fixes]
     test = render_python("test_members.py.j2", **ctx.template_vars(), test_path=test_path,
                          depth=len(Path(test_path).parts) - 1, required=required)
@@ -94,7 +88,7 @@ def plan_overrides(path: str, fixes: list[tuple[DriftRecord, ParamAdd, list[str]
         for _, fix, _ in fixes
     )
     return ShimGroup(
-        name=f"overrides/{stem}",
+        name=f"overrides/{Path(path).stem}",
         family=DriftFamily.SIGNATURE,
         strategy="override_params",
         records=tuple(records),
