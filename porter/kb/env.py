@@ -20,6 +20,17 @@ def normalise_package(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def version_facts(packages: Any, cann: Any) -> dict[str, str]:
+    """{package: version} (PEP 503 names) plus the CANN version, from an environment report."""
+    facts: dict[str, str] = {}
+    for name, version in (packages or {}).items():
+        if isinstance(version, str) and version:
+            facts[normalise_package(name)] = version
+    if isinstance(cann, dict) and isinstance(cann.get("version"), str):
+        facts["cann"] = cann["version"]
+    return facts
+
+
 # Where the environment facts sit in the documents porter and vime write.
 _ENV_PATHS = (("run", "report", "environment"), ("report", "environment"), ("environment",))
 
@@ -38,15 +49,9 @@ def _from_mapping(doc: Any, source: str) -> dict[str, str]:
     if not isinstance(doc, dict):
         raise InputError(f"{source}: expected a JSON object", hint="pass a smoke report or {\"package\": \"version\"}")
     env = _find_environment(doc)
-    facts: dict[str, str] = {}
     packages = env.get("packages") if isinstance(env.get("packages"), dict) else None
     flat = packages if packages is not None else {k: v for k, v in env.items() if isinstance(v, str) and k != "schema"}
-    for name, version in flat.items():
-        if isinstance(version, str) and version:
-            facts[normalise_package(name)] = version
-    cann = env.get("cann")
-    if isinstance(cann, dict) and isinstance(cann.get("version"), str):
-        facts["cann"] = cann["version"]
+    facts = version_facts(flat, env.get("cann"))
     if not facts:
         raise InputError(
             f"{source}: no package versions found",

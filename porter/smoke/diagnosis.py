@@ -10,16 +10,9 @@ TOP = 3
 
 def kb_env(environment: Mapping[str, Any]) -> dict[str, str]:
     """Installed versions from an L0 environment, for the matcher's version filter."""
-    from porter.kb.matcher import normalise_package
+    from porter.kb.env import version_facts
 
-    facts: dict[str, str] = {}
-    for name, version in (environment.get("packages") or {}).items():
-        if isinstance(version, str) and version:
-            facts[normalise_package(name)] = version
-    cann = environment.get("cann") or {}
-    if isinstance(cann, dict) and isinstance(cann.get("version"), str):
-        facts["cann"] = cann["version"]
-    return facts
+    return version_facts(environment.get("packages"), environment.get("cann"))
 
 
 class Diagnoser:
