@@ -226,17 +226,22 @@ class Worktree:
 
     def commit_index(self, message: str, identity: tuple[str, str] | None = None) -> str:
         """Commit what is staged (also concludes a merge in progress); returns the new sha."""
-        env = {}
-        if identity is not None:
-            name, email = identity
-            env = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
         result = proc.run(
             ["git", *_SAFE, "commit", "-q", "--no-verify", "-F", "-"], cwd=self.path, input_text=message,
-            extra_env={"GIT_TERMINAL_PROMPT": "0", **env}, timeout=120,
+            extra_env={"GIT_TERMINAL_PROMPT": "0", **identity_env(identity)}, timeout=120,
         )
         if not result.ok:
             raise EnvironmentProblem(f"git commit failed in the porter worktree: {(result.stderr or result.stdout).strip()[-300:]}")
         return self.head()
+
+
+def identity_env(identity: tuple[str, str] | None) -> dict[str, str]:
+    """Environment that makes git use `identity` for author and committer ({} = git's own config).
+    Every git command that writes a commit or a merge runs with it: CI machines have no identity."""
+    if identity is None:
+        return {}
+    name, email = identity
+    return {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
 
 
 def commit_identity(repo: Path) -> tuple[str, str] | None:

@@ -277,7 +277,7 @@ def run_port(request: PortRequest, analyze: AnalyzeFn, status: Callable[[str], N
             changes=changes, pr_material=pr_text, bridged=plan.bridged, needs_human=needs_human,
         )
         if not validation.ok:
-            failed = [c for c in validation.checks if c.verdict == "fail"]
+            failed = validation.failing
             _record(request, replace(result, message="validation failed: branch not moved"), analysis)
             raise PortFailed(
                 f"validation failed ({', '.join(c.name for c in failed)}): {branch} was not moved",

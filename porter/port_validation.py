@@ -12,7 +12,7 @@ import os
 import re
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -27,10 +27,15 @@ class Check:
     detail: str
     command: str = ""
     items: tuple[str, ...] = ()
+    required: bool = False  # must pass: a skip (nothing ran) keeps the branch from moving
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "pass" if self.required else self.verdict != "fail"
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "verdict": self.verdict, "detail": self.detail, "command": self.command,
-                "items": list(self.items)}
+                "items": list(self.items), "required": self.required}
 
 
 @dataclass(frozen=True)
@@ -40,7 +45,11 @@ class Validation:
 
     @property
     def ok(self) -> bool:
-        return all(c.verdict != "fail" for c in self.checks)
+        return all(c.ok for c in self.checks)
+
+    @property
+    def failing(self) -> tuple[Check, ...]:
+        return tuple(c for c in self.checks if not c.ok)
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "checks": [c.to_dict() for c in self.checks],
@@ -59,8 +68,9 @@ def byte_compile(root: Path, paths: Iterable[str]) -> Check:
         except SyntaxError as exc:
             errors.append(f"{rel}:{exc.lineno}: {exc.msg}")
     if errors:
-        return Check("byte-compile", "fail", f"{len(errors)} of {count} changed file(s) do not compile", items=tuple(errors))
-    return Check("byte-compile", "pass", f"{count} changed Python file(s) compile")
+        return Check("byte-compile", "fail", f"{len(errors)} of {count} changed file(s) do not compile", items=tuple(errors),
+                     required=True)
+    return Check("byte-compile", "pass", f"{count} changed Python file(s) compile", required=True)
 
 
 def residual_drift(records: Sequence[DriftRecord], allowed: Iterable[str]) -> tuple[Check, tuple[DriftRecord, ...]]:
@@ -109,6 +119,9 @@ def run_pytest(root: Path, targets: Sequence[str], *, name: str, pythonpath: Seq
         return Check(name, "skip", "pytest is not installed in porter's environment", shown)
     if result.timed_out:
         return Check(name, "fail", f"timed out after {timeout:g} s", shown)
+    counts = {kind: int(n) for n, kind in _SUMMARY.findall(summary)}
+    if result.returncode == 0 and not counts.get("passed"):
+        return Check(name, "skip", f"no test ran ({summary or 'no summary'})", shown)  # all skipped is not a pass
     if result.returncode == 0:
         return Check(name, "pass", summary or "passed", shown)
     if result.returncode == 5:
@@ -134,7 +147,7 @@ def validate(
         checks.append(check)
     else:
         checks.append(Check("residual drift", "skip", "no analysis available to re-run"))
-    checks.append(run_pytest(root, list(generated_tests), name="generated shim tests"))
+    checks.append(replace(run_pytest(root, list(generated_tests), name="generated shim tests"), required=True))
     for label, tree in (upstream_trees or {}).items():
         if plugin_tests:
             checks.append(run_pytest(root, list(plugin_tests), name=f"plugin tests vs {label}", pythonpath=[tree],

@@ -306,7 +306,7 @@ def run_merge(request: MergeRequest, status: Callable[[str], None] = lambda _m: 
 
     with forks.worktree(root, base_sha, request.work_dir, run_id) as wt:
         merge = wt.git("-c", "merge.conflictStyle=merge", "-c", "rerere.enabled=false", "merge", "--no-ff", "--no-commit",
-                       "--no-edit", target_sha, check=False)
+                       "--no-edit", target_sha, check=False, env=forks.identity_env(identity))
         checkpoint("merged")
         stages = _unmerged(wt)
         if not merge.ok and not stages:

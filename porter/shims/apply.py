@@ -159,7 +159,7 @@ class _ParamAdder(cst.CSTTransformer):
             return updated
         self.applied.add((add.class_name, add.method))
         params = updated.params
-        present = {p.name.value for p in (*params.params, *params.kwonly_params)}
+        present = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
         positional, keyword = list(params.params), list(params.kwonly_params)
         originals = len(positional)
         for name, default, kind in add.params:
@@ -171,9 +171,11 @@ class _ParamAdder(cst.CSTTransformer):
                 keyword.append(param)
             else:
                 positional.append(param)
-        if keyword and isinstance(params.star_arg, cst.MaybeSentinel):
-            params = params.with_changes(star_arg=cst.ParamStar())
-        new_params = params.with_changes(params=_commas(positional, originals), kwonly_params=_commas(keyword, len(params.kwonly_params)))
+        # One with_changes: libcst validates each step, and a bare `*` without keyword-only
+        # parameters after it is invalid on its own.
+        star = cst.ParamStar() if keyword and isinstance(params.star_arg, cst.MaybeSentinel) else params.star_arg
+        new_params = params.with_changes(params=_commas(positional, originals), star_arg=star,
+                                         kwonly_params=_commas(keyword, len(params.kwonly_params)))
         comment = cst.EmptyLine(comment=cst.Comment(f"# {add.comment}")) if add.comment else None
         leading = [*updated.leading_lines, comment] if comment else list(updated.leading_lines)
         return updated.with_changes(params=new_params, leading_lines=leading)

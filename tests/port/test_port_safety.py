@@ -12,14 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.port.helpers import REPO, snapshot
+from tests.port.helpers import REPO, git, snapshot
 from porter.errors import EnvironmentProblem, InputError, UsageError
 from porter.port import PortAnalysis, PortFailed, run_port
 from porter.upgrade.models import DriftFamily, DriftRecord, Location, Outcome, OutcomeDecision, Site
-
-
-def git(repo, *args):
-    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout
 
 
 def with_stash(repo: Path) -> None:
