@@ -20,7 +20,7 @@ def example(tmp_path):
 
 @pytest.fixture
 def request_for(example, tmp_path):
-    from porter.port import PortRequest
+    from porter.port.plan import PortRequest
 
     def build(**overrides):
         fields = dict(

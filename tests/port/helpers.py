@@ -8,7 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from porter.port import PortAnalysis
+from porter.port.plan import PortAnalysis
 from porter.upgrade.models import Outcome, OutcomeDecision, Severity
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,10 +15,12 @@ def test_upgrade_example_makes_branch_and_pr(tmp_path, monkeypatch):
     paths = make_example(tmp_path / "ex")
     monkeypatch.chdir(paths["root"])
     monkeypatch.setenv("PORTER_CACHE_DIR", str(tmp_path / "cache"))
+    forks_before = paths["forks_file"].read_text()
     result = CliRunner().invoke(app, ["upgrade", "example-plugin", "--to", "v2", "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     port = doc["port"]
+    assert port["imports_at_target"]["verdict"] == "yes"
     assert port["branch"] == "ascend-port/hostlib-v2" and port["branch_moved"]
     assert port["outcome"]["outcome"] == "C_PATCH"
     assert port["needs_human"] == ["F1:hostlib.layers.moe.legacy_router"]
@@ -26,8 +28,13 @@ def test_upgrade_example_makes_branch_and_pr(tmp_path, monkeypatch):
     pr = subprocess.run(["git", "show", "ascend-port/hostlib-v2:PR_MATERIAL.md"], cwd=paths["plugin"],
                         capture_output=True, text=True, check=True).stdout
     assert "porter upgrade example-plugin --to v2 --from v1" in pr
-    ledger = paths["forks_file"].read_text()
-    assert port["run_id"] in ledger
+    assert pr.startswith("**imports at hostlib v2: yes")  # the verdict is the first line
+    assert str(tmp_path) not in pr  # relative paths only
+    from porter.registry import load_forks
+
+    (entry,) = load_forks(paths["forks_file"])["example-plugin"].ledger
+    assert entry.run_id == port["run_id"] and entry.branch == "ascend-port/hostlib-v2"
+    assert paths["forks_file"].read_text() == forks_before  # comments and layout of forks.yaml untouched
 
 
 def test_upgrade_on_dirty_fork_exits_2_and_changes_nothing(tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ import subprocess
 import yaml
 
 from tests.port.helpers import git, snapshot
-from porter.port import run_port
+from porter.port.shim_port import run_port
 from porter.upgrade.models import Outcome
 
 
@@ -25,8 +25,13 @@ def test_full_run_branch_commits_pr_material(example, request_for, tmp_path):
     assert result.needs_human == ("F1:hostlib.layers.moe.legacy_router",)
     assert len(result.bridged) == 7 and result.total == 8
     verdicts = {c["name"]: c["verdict"] for c in result.validation["checks"]}
-    assert verdicts == {"byte-compile": "pass", "residual drift": "pass", "generated shim tests": "pass",
-                        "plugin tests vs hostlib v1": "pass", "plugin tests vs hostlib v2": "pass"}
+    assert verdicts == {"byte-compile": "pass", "residual drift": "pass", "imports at the target": "pass",
+                        "generated shim tests": "pass", "plugin tests vs hostlib v1": "pass",
+                        "plugin tests vs hostlib v2": "pass"}
+    # Every touched plugin module was imported against the hostlib v2 tree, not against a stub.
+    smoke = result.imports_at_target
+    assert smoke["verdict"] == "yes" and smoke["mode"] == "hostlib v2 source tree"
+    assert {"tiny_npu.spec", "tiny_npu.moe"} <= set(smoke["modules"])
     # Only the new branch ref (and its reflog) appeared in the user's repository.
     after = snapshot(example["plugin"])
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
@@ -49,9 +54,11 @@ def test_full_run_branch_commits_pr_material(example, request_for, tmp_path):
     # is a removal porter stubbed, which no longer breaks the import).
     residual = next(c for c in result.validation["checks"] if c["name"] == "residual drift")
     assert residual["detail"] == "no breakage left at the target" and result.validation["residual"] == []
-    # Ledger in the (temporary) forks.yaml.
-    ledger = yaml.safe_load(forks_file.read_text())["forks"]["example-plugin"]["ledger"]
-    assert ledger[-1]["run_id"] == result.run_id and ledger[-1]["outcome"] == "C_PATCH"
+    # Ledger beside the (temporary) forks.yaml.
+    from porter.registry import load_forks
+
+    ledger = load_forks(forks_file)["example-plugin"].ledger
+    assert ledger[-1].run_id == result.run_id and ledger[-1].outcome == "C_PATCH"
     assert (tmp_path / "runs" / "upgrade" / result.run_id / "run.json").is_file()
 
 
@@ -77,7 +84,7 @@ def test_rerun_updates_branch_and_says_what_changed(example, request_for):
 
 
 def test_nothing_to_port_makes_no_branch(example, request_for):
-    from porter.port import PortAnalysis
+    from porter.port.plan import PortAnalysis
 
     result = run_port(request_for(), lambda path: PortAnalysis(records=()))
     assert not result.branch_moved and result.exit_code == 0
@@ -86,7 +93,7 @@ def test_nothing_to_port_makes_no_branch(example, request_for):
 
 
 def test_version_gates_are_counted_for_the_pr_material(tmp_path):
-    from porter.pr_material import version_gates
+    from porter.port.pr_material import version_gates
 
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "a.py").write_text('if vllm_version_is("0.11.0"):\n    pass\nx = vllm_version_is(\'0.9.1\')\n'

@@ -14,7 +14,8 @@ import pytest
 
 from tests.port.helpers import REPO, git, snapshot
 from porter.errors import EnvironmentProblem, InputError, UsageError
-from porter.port import PortAnalysis, PortFailed, run_port
+from porter.port.plan import PortAnalysis, PortFailed
+from porter.port.shim_port import run_port
 from porter.upgrade.models import DriftFamily, DriftRecord, Location, Outcome, OutcomeDecision, Site
 
 
@@ -56,9 +57,20 @@ def test_failed_validation_does_not_move_the_branch(example, request_for, tmp_pa
     with pytest.raises(PortFailed) as info:
         run_port(request_for(), analyze)
     assert info.value.exit_code == 1 and "residual drift" in info.value.message
-    assert_untouched(example["plugin"], before, tmp_path / "worktrees")
+    # The port branch did not move; the result is kept on `-failed` for inspection, nothing else changed.
+    after = snapshot(example["plugin"])
+    changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+    assert changed == {".git/refs/heads/ascend-port/hostlib-v2-failed", ".git/logs/refs/heads/ascend-port/hostlib-v2-failed"}
+    assert git(example["plugin"], "branch", "--list", "ascend-port/hostlib-v2").strip() == ""
+    failed = info.value.result
+    assert failed.failed_branch == "ascend-port/hostlib-v2-failed" and not failed.branch_moved
+    assert git(example["plugin"], "rev-parse", failed.failed_branch).strip() == failed.tip
     runs = list((tmp_path / "runs" / "upgrade").iterdir())
     assert len(runs) == 1 and (runs[0] / "PR_MATERIAL.md").is_file()  # the record explains the failure
+    assert f"{runs[0]}/run.json" in info.value.message  # the error names the record ...
+    (check,) = info.value.details["checks"]  # ... and the failing check with its output
+    assert check["name"] == "residual drift" and any("hostlib.ghost" in item for item in check["items"])
+    assert not (tmp_path / "worktrees").exists() or not any((tmp_path / "worktrees").iterdir())
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

@@ -10,8 +10,8 @@ import yaml
 
 from tests.port.helpers import git, snapshot
 from porter.errors import UsageError
-from porter.triton_merge import (MergeConflicts, MergeRequest, apply_recorded, conflict_hunks, conflict_key,
-                                 load_resolutions, run_merge)
+from porter.port.fork_merge import (MergeConflicts, MergeRequest, apply_recorded, conflict_hunks, conflict_key,
+                                      load_resolutions, run_merge)
 
 def write(root: Path, files: dict[str, str]) -> None:
     for rel, text in files.items():

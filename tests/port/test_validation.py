@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from porter.port_validation import byte_compile, run_pytest, validate
+from porter.port.validate import byte_compile, run_pytest, validate
 
 
 def test_byte_compile_failure_names_the_file_and_line(tmp_path):

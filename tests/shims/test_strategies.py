@@ -233,7 +233,7 @@ def test_attribute_chain_uses_go_to_a_human(example, tree):
 
 
 def test_unreached_import_sites_move_a_record_to_a_human(example, tree):
-    from porter.port import plan_with_missed
+    from porter.port.plan import plan_with_missed
     from porter.shims.model import ImportMove
 
     plan = plan_shims([RECORDS[2]], context(example, tree))
