@@ -18,6 +18,7 @@ from typing import Any, Callable, TypeVar
 
 from porter.errors import EnvironmentProblem, Interrupted
 from porter.fsutil import atomic_write_text
+from porter.port.plan import checkpoint
 from porter.port.worktree import ZERO, branch_sha, git, identity_env, interrupts_deferred
 
 T = TypeVar("T")
@@ -79,6 +80,7 @@ def publish(repo: Path, branch: str, tip: str, old_sha: str | None, run_id: str,
     An interrupt that arrived meanwhile is raised afterwards as Interrupted, naming what was done."""
     with interrupts_deferred(reraise=False) as pending:
         move_branch(repo, branch, tip, old_sha, run_id, identity)
+        checkpoint("moved")  # test hook: the window between the move and its record
         done = after_move()
     if pending:
         where = getattr(done, "record_dir", "") or "the run record"

@@ -4,8 +4,8 @@ JSON line with what happened.
 
 argv[1] is a JSON object: tree (the upstream tree to put first on sys.path, "" = use the installed
 upstream), plugin_root, upstream and plugin (top-level package names), modules, entry_points,
-device (module prefixes that only exist with an NPU or a build: stood in), environment (also stand
-in any other missing third-party module) and version (the upstream version the tree is).
+device (module prefixes that only exist with an NPU or a build: stood in), environment (top-level
+names of declared dependencies that may be stood in when not installed) and version.
 
 Stand-ins are modules whose every attribute is a permissive class; they are only created for names
 no real finder could import, and each one is reported, so the verdict says what it relied on.
@@ -21,6 +21,7 @@ import types
 
 CFG = json.loads(sys.argv[1])
 STOOD = {"device": [], "environment": []}
+STOOD_KIND = {}
 
 
 class _Meta(type):
@@ -48,6 +49,14 @@ class StandIn(metaclass=_Meta):
     def __init__(self, *args, **kwargs):
         pass
 
+    def __init_subclass__(cls, **kwargs):  # class X(msgspec.Struct, omit_defaults=True)
+        pass
+
+    def __or__(self, other):  # `Annotation | None` on a stood-in value
+        return self
+
+    __ror__ = __or__
+
     def __getattr__(self, name):
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
@@ -74,6 +83,20 @@ class StandIn(metaclass=_Meta):
         return 0.0
 
 
+def _asked_by_our_code():
+    """True when the import comes from the upstream tree or the plugin, not from an installed library
+    probing for an optional dependency (transformers asks find_spec('torchvision') and then reads its
+    version: a stand-in there would send it down a path that exists on no real machine)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (name.startswith("<frozen") or "importlib" in name or name == __file__):
+            roots = [r.rstrip("/") + "/" for r in (CFG["tree"], CFG["plugin_root"]) if r]
+            return any(name.startswith(r) for r in roots)
+        frame = frame.f_back
+    return False
+
+
 def _make(qualname):
     return _Meta(qualname.rsplit(".", 1)[-1], (StandIn,), {"__qualname__": qualname, "__module__": "porter_standin"})
 
@@ -94,7 +117,11 @@ class LastResortFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         top = name.split(".")[0]
         if any(name == p or name.startswith(p + ".") for p in CFG["device"]):
             kind = "device"
-        elif CFG["environment"] and top not in (CFG["upstream"], CFG["plugin"]):
+        elif top != name and isinstance(sys.modules.get(top), StandInModule):
+            kind = STOOD_KIND.get(top, "environment")  # a submodule of a stood-in package
+        elif top == name and top in CFG["environment"] and top not in sys.stdlib_module_names and _asked_by_our_code():
+            # A declared dependency that is not installed here; never a stdlib module (code probes
+            # `msvcrt` and the like with try/except), never a missing part of an installed package.
             kind = "environment"
         else:
             return None  # a missing upstream or plugin module is exactly what the smoke must report
@@ -106,10 +133,12 @@ class LastResortFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         module = StandInModule(spec.name)
         module.__path__ = []
         module.__file__ = None
+        module.__version__ = "0.0.0"  # version checks on a stood-in library take the oldest path
         return module
 
     def exec_module(self, module):
         kind = getattr(module.__spec__, "porter_kind", "environment")
+        STOOD_KIND.setdefault(module.__name__.split(".")[0], kind)
         top = module.__name__ if kind == "device" else module.__name__.split(".")[0]
         if top not in STOOD[kind]:
             STOOD[kind].append(top)

@@ -144,14 +144,15 @@ def run_pytest(root: Path, targets: Sequence[str], *, name: str, pythonpath: Seq
 # Modules that exist only with an NPU, its drivers, or a compiled build: stood in on a CPU machine.
 DEVICE_PACKAGES = ("torch_npu", "torchair", "acl", "tbe", "te", "npu_bridge", "mindie_turbo", "mindspore", "aclnn",
                    "triton_ascend", "mooncake", "torch_atb", "atb_llm", "cpu_binding", "ascend_transport")
-_COMPILED = re.compile(r"(^|\.)(_C|_\w+_C|\w+_C|_custom_ops_C)$")
+# Compiled extensions (`vllm._C`, `vllm_ascend.vllm_ascend_C`) and files a build generates (`_build_info`).
+_COMPILED = re.compile(r"(^|\.)(_C|_\w+_C|\w+_C|_build_info)$")
 SMOKE_CHILD = Path(__file__).resolve().parent / "smoke_child.py"
 
 
 def device_modules(upstream: str, plugin: str, roots: Sequence[Path]) -> list[str]:
     """Stand-in candidates: the device packages, plus the compiled extensions (`*_C`) that the
     upstream and the plugin import, which a source tree never contains."""
-    names = set(DEVICE_PACKAGES)
+    names = set(DEVICE_PACKAGES) | {f"{plugin}._build_info", f"{upstream}._C"}
     pattern = re.compile(rf"\b((?:{re.escape(upstream)}|{re.escape(plugin)})(?:\.\w+)*)")
     for root in roots:
         for path in _py_files(root):
@@ -159,9 +160,42 @@ def device_modules(upstream: str, plugin: str, roots: Sequence[Path]) -> list[st
                 text = path.read_text(encoding="utf-8", errors="replace")
             except OSError:
                 continue
-            if "_C" not in text:
+            if "_C" not in text and "_build_info" not in text:
                 continue
             names.update(m.group(1) for m in pattern.finditer(text) if _COMPILED.search(m.group(1)))
+    return sorted(names)
+
+
+# Distribution name -> import name where they differ (the rest: lowercase, `-` -> `_`).
+_IMPORT_NAMES = {"pyzmq": "zmq", "pillow": "PIL", "protobuf": "google", "pyyaml": "yaml", "py-cpuinfo": "cpuinfo",
+                 "opencv-python-headless": "cv2", "opencv-python": "cv2", "python-json-logger": "pythonjsonlogger",
+                 "lm-format-enforcer": "lmformatenforcer", "scikit-learn": "sklearn", "msgpack-python": "msgpack",
+                 "opentelemetry-sdk": "opentelemetry", "opentelemetry-api": "opentelemetry",
+                 "opentelemetry-exporter-otlp": "opentelemetry", "beautifulsoup4": "bs4", "attrs": "attr"}
+_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9_.\-]*)")
+
+
+def declared_dependencies(roots: Sequence[Path]) -> list[str]:
+    """Import names of what the upstream and the plugin declare they need (requirements*.txt,
+    requirements/*.txt, pyproject dependencies): the only third-party modules the smoke may stand in."""
+    names: set[str] = set()
+    for root in roots:
+        files = [*root.glob("requirements*.txt"), *(root / "requirements").glob("*.txt")] if root.is_dir() else []
+        lines: list[str] = []
+        for path in files:
+            lines += path.read_text(encoding="utf-8", errors="replace").splitlines()
+        pyproject = root / "pyproject.toml"
+        if pyproject.is_file():
+            text = pyproject.read_text(encoding="utf-8", errors="replace")
+            block = re.search(r"(?ms)^dependencies\s*=\s*\[(.*?)\]", text)
+            if block:
+                lines += [item.strip().strip("'\",") for item in block.group(1).splitlines()]
+        for line in lines:
+            match = _REQUIREMENT.match(line)
+            if not match or line.lstrip().startswith(("#", "-")):
+                continue
+            dist = match.group(1).split("[")[0].lower()
+            names.add(_IMPORT_NAMES.get(dist, dist.replace("-", "_").replace(".", "_")))
     return sorted(names)
 
 
@@ -208,15 +242,15 @@ def entry_points_of(root: Path) -> list[str]:
 
 
 def run_smoke(root: Path, *, tree: Path | None, upstream: str, plugin: str, version: str, modules: Sequence[str],
-              entry_points: Sequence[str], device: Sequence[str], plugin_root: str = "", timeout: float = 600,
-              python: str | None = None) -> dict[str, Any]:
+              entry_points: Sequence[str], device: Sequence[str], environment: Sequence[str] = (), plugin_root: str = "",
+              timeout: float = 600, python: str | None = None) -> dict[str, Any]:
     """One smoke subprocess against `tree` (None: the installed upstream). Returns its JSON document,
     or {"error": ...} when the child did not report (crash, timeout)."""
     import json
 
     config = {"tree": str(tree) if tree else "", "plugin_root": str((root / plugin_root) if plugin_root else root),
               "upstream": upstream, "plugin": plugin, "version": version, "modules": list(modules),
-              "entry_points": list(entry_points), "device": list(device), "environment": True}
+              "entry_points": list(entry_points), "device": list(device), "environment": list(environment)}
     env = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1", f"{upstream.upper()}_VERSION": version,
            "PYTHONPATH": ""}
     result = proc.run([python or sys.executable, str(SMOKE_CHILD), json.dumps(config)], cwd=root, extra_env=env,
@@ -251,9 +285,11 @@ def import_smoke(root: Path, *, modules: Sequence[str], entry_points: Sequence[s
     if tree is None and not use_installed:
         verdict = {"verdict": "not run", "line": f"imports at the target: no {target_label} tree to import against"}
         return Check("imports at the target", "skip", verdict["line"]), verdict
-    device = device_modules(upstream, plugin, [p for p in (root / plugin_root if plugin_root else root, tree) if p])
+    roots = [p for p in (root / plugin_root if plugin_root else root, tree) if p]
+    device = device_modules(upstream, plugin, roots)
+    environment = declared_dependencies(roots + ([baseline_tree] if baseline_tree else []))
     at_target = run_smoke(root, tree=tree, upstream=upstream, plugin=plugin, version=target_version, modules=modules,
-                          entry_points=entry_points, device=device, plugin_root=plugin_root)
+                          entry_points=entry_points, device=device, environment=environment, plugin_root=plugin_root)
     if "error" in at_target:
         verdict = {"verdict": "no", "line": f"imports at the target: no, the import smoke itself failed ({at_target['error']})",
                    "failed": [], "standins": {}}
@@ -264,26 +300,32 @@ def import_smoke(root: Path, *, modules: Sequence[str], entry_points: Sequence[s
         at_baseline = run_smoke(root, tree=baseline_tree, upstream=upstream, plugin=plugin, version=baseline_version,
                                 modules=[r["name"] for r in failing if not r.get("entry_point")],
                                 entry_points=[r["name"] for r in failing if r.get("entry_point")], device=device,
-                                plugin_root=plugin_root)
+                                environment=environment, plugin_root=plugin_root)
     base_ok = {r["name"] for r in at_baseline.get("results", []) if r["ok"]}
     symbols = [s for s in human_symbols if s]
     port_fail, expected, machine = [], [], []
     for r in failing:
         if at_baseline and r["name"] not in base_ok:
             machine.append(r)  # fails with the baseline upstream as well: not the port's doing
+        elif _third_party_missing(r.get("error", ""), upstream, plugin):
+            machine.append(r)  # a library this machine lacks: the port changes no third-party import
         elif any(_mentions(r.get("error", ""), s) for s in symbols):
             expected.append(r)
         else:
             port_fail.append(r)
     mode = f"installed {upstream} {target_version}" if use_installed else f"{target_label} source tree"
     standins = at_target.get("standins", {})
-    answer = "no" if port_fail or expected else "yes"
+    total = len(modules) + len(entry_points)
+    answer = "no" if port_fail or expected else ("partly" if machine else "yes")
     why = "; ".join(f"{r['name']}: {r['error']}" + (f" ({r['where']})" if r.get("where") else "")
-                    for r in (port_fail + expected)[:4])
-    line = (f"imports at {target_label}: {answer}" + (f" - {len(port_fail) + len(expected)} of "
-            f"{len(modules) + len(entry_points)} fail: {why}" if answer == "no" else
-            f" ({len(modules)} touched module(s), {len(entry_points)} entry point(s))")
-            + (f"; {len(machine)} not provable here (fail at the baseline too)" if machine else ""))
+                    for r in (port_fail + expected)[:3])
+    if answer == "no":
+        line = f"imports at {target_label}: no - {len(port_fail) + len(expected)} of {total} fail: {why}"
+    elif answer == "partly":
+        line = (f"imports at {target_label}: yes for {total - len(machine)} of {total} touched modules and entry points; "
+                f"{len(machine)} not provable on this machine (a library missing here, or failing at the baseline too)")
+    else:
+        line = f"imports at {target_label}: yes ({len(modules)} touched module(s), {len(entry_points)} entry point(s))"
     verdict = {"verdict": answer, "line": line, "mode": mode, "modules": list(modules), "entry_points": list(entry_points),
                "failed": port_fail, "expected": expected, "not_provable": machine, "standins": standins,
                "upstream_file": at_target.get("upstream_file", "")}
@@ -294,6 +336,11 @@ def import_smoke(root: Path, *, modules: Sequence[str], entry_points: Sequence[s
     detail = line + f" [{mode}; stand-ins: device {', '.join(standins.get('device', [])) or 'none'}; " \
         f"missing here {', '.join(standins.get('environment', [])) or 'none'}]"
     return Check("imports at the target", verdict_text, detail, items=items, required=True), verdict
+
+
+def _third_party_missing(error: str, upstream: str, plugin: str) -> bool:
+    match = re.match(r"ModuleNotFoundError: No module named '([\w.]+)'", error)
+    return bool(match) and match.group(1).split(".")[0] not in (upstream, plugin)
 
 
 def _mentions(error: str, symbol: str) -> bool:
