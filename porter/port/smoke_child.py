@@ -11,6 +11,7 @@ Stand-ins are modules whose every attribute is a permissive class; they are only
 no real finder could import, and each one is reported, so the verdict says what it relied on.
 """
 
+import abc
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -24,7 +25,7 @@ STOOD = {"device": [], "environment": []}
 STOOD_KIND = {}
 
 
-class _Meta(type):
+class _Meta(abc.ABCMeta):  # ABCMeta: a stood-in base mixes with ABC bases without a metaclass conflict
     def __getattr__(cls, name):
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
@@ -144,6 +145,18 @@ class LastResortFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             STOOD[kind].append(top)
 
 
+def _standin_involved(exc):
+    """A stand-in took part in the failure (a frame held one): the failure says nothing about the port."""
+    tb = exc.__traceback__
+    while tb is not None:
+        for value in list(tb.tb_frame.f_locals.values()):
+            if isinstance(value, (StandIn, StandInModule)) or isinstance(value, _Meta) or (
+                    isinstance(value, tuple) and any(isinstance(v, _Meta) for v in value)):
+                return True
+        tb = tb.tb_next
+    return False
+
+
 def _where(exc):
     frames = traceback.extract_tb(exc.__traceback__)
     for frame in reversed(frames):
@@ -169,7 +182,7 @@ def main():
             results.append({"name": module, "ok": True})
         except BaseException as exc:  # noqa: BLE001 - any failure at import time is the finding
             results.append({"name": module, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:400],
-                            "type": type(exc).__name__, "where": _where(exc)})
+                            "type": type(exc).__name__, "where": _where(exc), "standin": _standin_involved(exc)})
     for spec in CFG["entry_points"]:
         module, _, attr = spec.partition(":")
         try:
@@ -179,7 +192,7 @@ def main():
             results.append({"name": spec, "ok": True, "entry_point": True})
         except BaseException as exc:  # noqa: BLE001
             results.append({"name": spec, "ok": False, "entry_point": True, "error": f"{type(exc).__name__}: {exc}"[:400],
-                            "type": type(exc).__name__, "where": _where(exc)})
+                            "type": type(exc).__name__, "where": _where(exc), "standin": _standin_involved(exc)})
     upstream = sys.modules.get(CFG["upstream"])
     origin = getattr(upstream, "__file__", None) or ""
     print("PORTER-SMOKE " + json.dumps({"results": results, "standins": STOOD, "upstream_file": _rel(origin),

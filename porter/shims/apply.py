@@ -178,7 +178,18 @@ class _ParamAdder(cst.CSTTransformer):
                                          kwonly_params=_commas(keyword, len(params.kwonly_params)))
         comment = cst.EmptyLine(comment=cst.Comment(f"# {add.comment}")) if add.comment else None
         leading = [*updated.leading_lines, comment] if comment else list(updated.leading_lines)
-        return updated.with_changes(params=new_params, leading_lines=leading)
+        body = updated.body
+        if add.body_prefix and isinstance(body, cst.IndentedBlock):
+            prefix = list(cst.parse_module(add.body_prefix).body)
+            statements = list(body.body)
+            at = 1 if statements and _is_docstring(statements[0]) else 0
+            body = body.with_changes(body=[*statements[:at], *prefix, *statements[at:]])
+        return updated.with_changes(params=new_params, leading_lines=leading, body=body)
+
+
+def _is_docstring(statement: cst.BaseStatement) -> bool:
+    return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.SimpleString))
 
 
 def _commas(params: list[cst.Param], originals: int) -> list[cst.Param]:
