@@ -58,6 +58,15 @@ def tree(example, tmp_path):
     return work
 
 
+def own_upstreams(example, tmp_path):
+    """A private copy of the example's upstream trees (the example is shared by the module's tests)."""
+    copy = dict(example)
+    for key in ("upstream_v1", "upstream_v2"):
+        copy[key] = tmp_path / key
+        shutil.copytree(example[key], copy[key])
+    return copy
+
+
 def context(example, work, **hint):
     return ShimContext(work, detect(work, hint=hint or None), "hostlib", "v1", "v2",
                        UpstreamTree(example["upstream_v1"]), UpstreamTree(example["upstream_v2"]))
@@ -370,7 +379,8 @@ def test_an_override_never_drops_a_new_argument_silently(example, tree):
     assert out[:1] == ["npu:npu"] and out[1].startswith("raised: NPUPlatform.name: hostlib v2 passed short=True"), run.stderr
 
 
-def test_an_override_whose_new_argument_upstream_really_passes_goes_to_a_human(example, tree):
+def test_an_override_whose_new_argument_upstream_really_passes_goes_to_a_human(example, tree, tmp_path):
+    example = own_upstreams(example, tmp_path)
     describe = example["upstream_v2"] / "hostlib" / "platform.py"
     describe.write_text(describe.read_text().replace("self.name(short=False)", "self.name(short=True)"))
     ctx = context(example, tree)
@@ -378,3 +388,40 @@ def test_an_override_whose_new_argument_upstream_really_passes_goes_to_a_human(e
     assert not [g for g in plan.groups if g.strategy == "override_params"]
     (reason,) = [u.reason for u in plan.unhandled if u.record.symbol.endswith("Platform.name")]
     assert "passes short=True" in reason and "hostlib/platform.py@v2:13" in reason
+
+
+def test_member_defaults_follow_how_upstream_uses_them(example, tree, tmp_path):
+    """A mutable upstream default becomes one object per instance; a required method the target really
+    calls is not bridged with a stub that raises there."""
+    example = own_upstreams(example, tmp_path)
+    platform = example["upstream_v2"] / "hostlib" / "platform.py"
+    text = platform.read_text().replace("self.seed_offset = 0", "self.seed_offset = []")
+    platform.write_text(text.replace("    def describe(self):\n", "    def describe(self):\n        self.manual_seed_all(0)\n"))
+    records = [r for r in RECORDS if r.family in (DriftFamily.NEW_ATTRIBUTE, DriftFamily.NEW_METHOD)]
+    records = [r if r.family is not DriftFamily.NEW_ATTRIBUTE else
+               DriftRecord(r.family, r.symbol, r.old_location, r.sites, detail={**r.detail, "default": "[]"})
+               for r in records]
+    plan = plan_shims(records, context(example, tree))
+    (group,) = plan.groups
+    assert [m.member for m in group.member_adds] == ["seed_offset"]
+    (reason,) = [u.reason for u in plan.unhandled]
+    assert "calls `manual_seed_all()` (hostlib/platform.py@v2:" in reason
+    apply_group(tree, group)
+    probe = "from tiny_npu.platform import NPUPlatform\na, b = NPUPlatform(), NPUPlatform()\na.seed_offset.append(1)\n" \
+            "print(a.seed_offset, b.seed_offset)\n"
+    run = subprocess.run([sys.executable, "-c", probe], cwd=tree, capture_output=True, text=True, timeout=60,
+                         env={"PYTHONPATH": f"{example['upstream_v1']}:{tree}", "PYTHONDONTWRITEBYTECODE": "1"})
+    assert run.stdout.strip() == "[1] []", run.stderr  # not shared between instances
+
+
+def test_a_none_default_where_upstream_slices_the_attribute_goes_to_a_human(example, tree, tmp_path):
+    example = own_upstreams(example, tmp_path)
+    platform = example["upstream_v2"] / "hostlib" / "platform.py"
+    platform.write_text(platform.read_text().replace("self.seed_offset = 0", "self.seed_offset = make_offsets()")
+                        .replace("+{self.seed_offset}", "+{self.seed_offset[:1]}"))
+    records = [DriftRecord(r.family, r.symbol, r.old_location, r.sites, detail={k: v for k, v in r.detail.items() if k != "default"})
+               for r in RECORDS if r.family is DriftFamily.NEW_ATTRIBUTE]
+    plan = plan_shims(records, context(example, tree))
+    assert plan.groups == ()
+    (reason,) = [u.reason for u in plan.unhandled]
+    assert "uses `seed_offset` as a value" in reason and "None would fail there" in reason
