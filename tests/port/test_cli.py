@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -174,3 +175,25 @@ def test_porting_an_archive_says_to_use_a_checkout_or_dry_run(tmp_path, monkeypa
     assert result.exit_code == 2, result.output
     error = json.loads(result.stdout)["error"]
     assert "not a directory" in error["message"] and "--dry-run" in error["hint"]
+
+
+def test_the_baseline_analysis_runs_once_per_port(tmp_path, monkeypatch):
+    """A clean checkout at the baseline: the report's analysis is the port's; only the result tree is
+    analysed again (residual drift)."""
+    import porter.upgrade.analyze as analyze
+
+    paths = make_example(tmp_path / "ex")
+    monkeypatch.chdir(paths["root"])
+    monkeypatch.setenv("PORTER_CACHE_DIR", str(tmp_path / "cache"))
+    seen = []
+    real = analyze.run_analysis
+
+    def counting(request, *args, **kwargs):
+        seen.append(Path(request.plugin_path).resolve() if request.plugin_path else None)
+        return real(request, *args, **kwargs)
+
+    monkeypatch.setattr(analyze, "run_analysis", counting)
+    result = CliRunner().invoke(app, ["upgrade", "example-plugin", "--to", "v2", "--json"])
+    assert result.exit_code == 0, result.output
+    assert len(seen) == 2  # the checkout (= the committed baseline), then the ported tree
+    assert (tmp_path / "cache" / "worktrees") in seen[1].parents
