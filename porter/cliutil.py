@@ -26,11 +26,14 @@ class AppState:
     json_mode: bool = False
     quiet: bool = False
     config_path: Path | None = None
+    trust_project: bool = False
     _config: PorterConfig | None = field(default=None, repr=False)
 
     def config(self) -> PorterConfig:
         if self._config is None:
-            self._config = load_config(explicit=self.config_path)
+            import dataclasses
+
+            self._config = dataclasses.replace(load_config(explicit=self.config_path), trust_project=self.trust_project)
         return self._config
 
 

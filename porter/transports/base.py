@@ -41,13 +41,13 @@ class Transport(ABC):
         puts the shipped code first on PYTHONPATH after the setup lines ran.)"""
         env = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
         env.update(self.visible_devices_env())
-        env.update({k: v for k, v in self.profile.env if not is_secret_env(k)})
+        env.update({k: v for k, v in self.profile.env if not is_secret_env(k, v)})
         return env
 
     def secret_env(self) -> dict[str, str]:
         """The profile's secret-looking variables: anyone on a host can read process arguments,
         so these travel in the shipped bundle (see `script.run_script(env_file=...)`), never in argv."""
-        return {k: v for k, v in self.profile.env if is_secret_env(k)}
+        return {k: v for k, v in self.profile.env if is_secret_env(k, v)}
 
     def visible_devices_env(self) -> dict[str, str]:
         ids = self.profile.visible_devices
