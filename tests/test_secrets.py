@@ -252,3 +252,33 @@ def test_control_characters_in_profiles_are_input_errors(project, tmp_path, fiel
     write_config(project, {"box": fields})
     code, doc, _ = invoke("--json", "hosts", "show", "box")
     assert code == 2 and "control character" in doc["error"]["message"]
+
+
+# --- storage failures are the machine's state: exit 3 naming the path, nothing half-written -----
+def test_full_disk_while_storing_a_run_is_exit_3_and_leaves_no_record(project, tmp_path, monkeypatch):
+    import errno
+
+    import porter.smoke.store as store_mod
+
+    def full(path, text):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(store_mod, "atomic_write_text", full)
+    python = fake_python(tmp_path / "py", "exit 1\n")
+    write_config(project, {"box": _host(tmp_path, python=str(python))})
+    code, doc, out = invoke("--json", "smoke", "--host", "box", "--level", "L0")
+    assert code == 3, out
+    assert "No space left" in doc["error"]["message"] and "result.json" in doc["error"]["message"]
+    assert doc["error"]["details"]["failure"] == "storage"
+    runs = project / "runs" / "box"
+    assert not runs.exists() or not any(runs.iterdir())
+
+
+def test_read_only_cache_is_exit_3_naming_the_path(project, monkeypatch):
+    import errno
+
+    from porter.cliutil import storage_problem
+
+    problem = storage_problem(OSError(errno.EROFS, "Read-only file system", "/ro/cache/porter/x"))
+    assert problem is not None and problem.exit_code == 3 and "/ro/cache/porter/x" in problem.message
+    assert storage_problem(OSError(errno.ENOENT, "missing", "/x")) is None  # not a storage state: stays a bug

@@ -99,6 +99,10 @@ def smoke_argv(level: str, gates: list[str], expect_device: str | None) -> list[
     return argv
 
 
+# after its time limit and the kill grace, a run that still holds the host lock is overdue
+LOCK_GRACE_S = 60.0
+
+
 def lock_path(profile: HostProfile) -> str:
     """One smoke run per host workdir at a time (profiles that split a host's chips between
     them and may run together give each its own `workdir`)."""
@@ -257,7 +261,7 @@ class SmokeRunner:
                                    argv=smoke_argv(request.level, request.gates, expect), timeout_s=timeout_s,
                                    remove_after=not request.keep_remote, env_file=ENV_FILE if bundled else None)
             argv = transport.runtime_argv(script, transport.runtime_env(remote_dir), remote_dir,
-                                          lock=lock_path(profile))
+                                          lock=lock_path(profile), lock_hold_s=timeout_s + LOCK_GRACE_S)
             note(f"running vime.smoke {request.level} on {profile.name} (time limit {timeout_s:g} s)")
             t1 = time.perf_counter()
             try:
@@ -316,7 +320,15 @@ class SmokeRunner:
                 pass  # a leftover directory is harmless; a leftover process would not be
         log.close()
         assert result.path is not None
-        self.store.save(result.path, result.to_dict())
+        try:
+            self.store.save(result.path, result.to_dict())
+        except OSError:
+            # no record without its result.json (a full disk, a read-only runs dir): --compare and
+            # --report would trip over the half; the error names the path
+            import shutil
+
+            shutil.rmtree(result.path, ignore_errors=True)
+            raise
 
     def _diagnoser(self, environment: dict[str, Any]):
         return self.diagnoser_factory(environment) if self.diagnoser_factory else None
