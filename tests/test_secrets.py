@@ -282,3 +282,23 @@ def test_read_only_cache_is_exit_3_naming_the_path(project, monkeypatch):
     problem = storage_problem(OSError(errno.EROFS, "Read-only file system", "/ro/cache/porter/x"))
     assert problem is not None and problem.exit_code == 3 and "/ro/cache/porter/x" in problem.message
     assert storage_problem(OSError(errno.ENOENT, "missing", "/x")) is None  # not a storage state: stays a bug
+
+
+def test_hosts_check_keeps_secret_setup_lines_off_the_command_line(project, tmp_path, monkeypatch):
+    import porter.proc as proc_mod
+
+    seen: list[list[str]] = []
+    real = proc_mod.run
+
+    def recording(argv, *args, **kwargs):
+        seen.append(list(argv))
+        return real(argv, *args, **kwargs)
+
+    monkeypatch.setattr(proc_mod, "run", recording)
+    marker = tmp_path / "setup-ran"
+    write_config(project, {"box": _host(tmp_path, setup=[f"GH=ghp_abcdefghijklmnopqrstuvwxyz123456 touch {marker}"])})
+    code, doc, out = invoke("--json", "hosts", "check", "box")
+    assert code == 0, out
+    assert marker.exists()  # the setup line ran
+    assert seen and not any("ghp_abcdefghijklmnop" in " ".join(a) for a in seen)
+    assert doc["schema"] == "porter.hosts.check/1"
