@@ -63,7 +63,7 @@ class EditRequest:
 
 def publish_edits(request: EditRequest, status: Callable[[str], None] = lambda _m: None) -> PortResult:
     from porter.port.pr_material import render_edits
-    from porter.port.shims import plugin_formatters, run_formatters
+    from porter.port.shims import _committed, plugin_formatters, run_formatters
     from porter.port.validate import validate
 
     if not request.commits or not any(c.edits for c in request.commits):
@@ -99,7 +99,8 @@ def publish_edits(request: EditRequest, status: Callable[[str], None] = lambda _
                     continue
                 atomic_write_text(target, edit.content)
                 paths.append(edit.path)
-            run_formatters(wt.path, formatters, [p for p in paths if p.endswith(".py")])
+            run_formatters(wt.path, formatters, [p for p in paths if p.endswith(".py")],
+                           baseline=lambda path: _committed(wt, path))
             message = f"{commit.subject}\n\n" + "".join(f"- {line}\n" for line in commit.rationale) + "\n" + \
                 git_work.trailer_block(commit.families, commit.symbols, upstream_ref, run_id) + "\n"
             staged = [e.path for e in commit.edits]

@@ -35,7 +35,8 @@ def commit_groups(wt: Worktree, groups: Sequence, *, identity: tuple[str, str] |
         status(f"[{index}/{len(groups)}] {group.subject}")
         applied = apply_group(wt.path, group)
         missed.extend((group, move) for move in applied.missed_moves)
-        run_formatters(wt.path, formatters, [p for p in applied.changed if p.endswith(".py")])
+        run_formatters(wt.path, formatters, [p for p in applied.changed if p.endswith(".py")],
+                       baseline=lambda path: _committed(wt, path))
         families = tuple(dict.fromkeys(r.family.value for r in group.records))
         message = f"{group.subject}\n\n" + "\n".join(f"- {line}" for line in group.rationale) + "\n\n" + \
             trailer_block(families, group.symbols, upstream_ref, run_id) + "\n"
@@ -51,13 +52,18 @@ def commit_groups(wt: Worktree, groups: Sequence, *, identity: tuple[str, str] |
     return Committed(tuple(commits), frozenset(changed_all), tuple(missed), tuple(f[0] for f in formatters))
 
 
+def _committed(wt: Worktree, path: str) -> str | None:
+    shown = wt.git("show", f"HEAD:{path}", check=False)
+    return shown.stdout if shown.ok else None
+
+
 # ---------------------------------------------------------------- the plugin's formatter
 
 
 def plugin_formatters(root: Path) -> list[tuple[str, list[str]]]:
-    """(name, argv prefix) of the formatters the plugin configures (ruff, isort, yapf in its
-    pyproject.toml / setup.cfg / own config files) that are installed; porter runs only those, with
-    the plugin's settings (the tools find them from the worktree)."""
+    """(name, argv reading stdin, writing stdout; `{path}` stands for the file's path) of the formatters
+    the plugin configures (ruff, isort, yapf in its pyproject.toml / setup.cfg / own config files) that
+    are installed; they find the plugin's settings from the path."""
     import shutil
 
     texts = {name: (root / name).read_text(encoding="utf-8", errors="replace") for name in
@@ -66,17 +72,16 @@ def plugin_formatters(root: Path) -> list[tuple[str, list[str]]]:
     found: list[tuple[str, list[str]]] = []
     ruff = shutil.which("ruff") or _beside_python("ruff")
     if ruff and ("[tool.ruff" in joined or "ruff.toml" in texts or ".ruff.toml" in texts):
-        lint = "[tool.ruff.lint" in joined or "select" in joined
-        if lint:  # only the import-order rules are fixed automatically: anything else is the maintainer's call
-            found.append(("ruff-isort", [ruff, "check", "--fix", "--select", "I", "--quiet"]))
+        # Only the import-order rules are fixed automatically: anything else is the maintainer's call.
+        found.append(("ruff-isort", [ruff, "check", "--fix-only", "--select", "I", "--quiet", "--stdin-filename", "{path}", "-"]))
         if "[tool.ruff.format" in joined:
-            found.append(("ruff-format", [ruff, "format", "--quiet"]))
+            found.append(("ruff-format", [ruff, "format", "--quiet", "--stdin-filename", "{path}", "-"]))
     isort = shutil.which("isort") or _beside_python("isort")
     if isort and ("[tool.isort" in joined or "[isort" in joined or ".isort.cfg" in texts):
-        found.append(("isort", [isort, "--quiet"]))
+        found.append(("isort", [isort, "--quiet", "--filename", "{path}", "-"]))
     yapf = shutil.which("yapf") or _beside_python("yapf")
     if yapf and ("[tool.yapf" in joined or "[yapf" in joined or ".style.yapf" in texts):
-        found.append(("yapf", [yapf, "--in-place"]))
+        found.append(("yapf", [yapf, "--style", str(root / ".style.yapf") if ".style.yapf" in texts else "pep8"]))
     return found
 
 
@@ -87,10 +92,32 @@ def _beside_python(tool: str) -> str | None:
     return str(candidate) if candidate.is_file() else None
 
 
-def run_formatters(root: Path, formatters: Sequence[tuple[str, list[str]]], paths: Sequence[str]) -> None:
-    """Format `paths` in place; a formatter that fails leaves the file as porter wrote it (the
-    byte-compile check still guards the result)."""
-    if not paths:
-        return
-    for _name, argv in formatters:
-        proc.run([*argv, *paths], cwd=root, timeout=120)
+def _format_text(root: Path, argv: list[str], path: str, text: str) -> str | None:
+    result = proc.run([a.replace("{path}", str(root / path)) for a in argv], cwd=root, input_text=text, timeout=120)
+    return result.stdout if result.returncode in (0, 1) and result.stdout else None
+
+
+def run_formatters(root: Path, formatters: Sequence[tuple[str, list[str]]], paths: Sequence[str],
+                   baseline: Callable[[str], str | None] = lambda _p: None) -> list[str]:
+    """Format `paths` in place with each formatter, but only files the formatter leaves unchanged at
+    the baseline (`baseline(path)`: the committed text, None for a new file): where the plugin itself
+    does not follow a tool, applying it would bury porter's edit under unrelated changes. Returns the
+    paths formatted; a formatter that fails leaves the file as porter wrote it."""
+    formatted = []
+    for path in paths:
+        target = root / path
+        if not target.is_file():
+            continue
+        before = baseline(path)
+        text = target.read_text(encoding="utf-8")
+        changed = False
+        for _name, argv in formatters:
+            if before is not None and _format_text(root, argv, path, before) != before:
+                continue  # the plugin's own file is not clean under this tool
+            out = _format_text(root, argv, path, text)
+            if out is not None and out != text:
+                text, changed = out, True
+        if changed:
+            target.write_text(text, encoding="utf-8")
+            formatted.append(path)
+    return formatted
