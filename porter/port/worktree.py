@@ -352,7 +352,10 @@ def _worktree(repo: Path, base_sha: str, parent: Path, run_id: str) -> Iterator[
 
 
 def diff_stat(repo: Path, base: str, tip: str) -> str:
-    return git(repo, "diff", "--stat=100", f"{base}..{tip}").stdout.rstrip()
+    """Files the series edited that existed before (new shim files are listed per commit), then the totals."""
+    edited = git(repo, "diff", "--stat=100", "--diff-filter=M", f"{base}..{tip}").stdout.rstrip().splitlines()[:-1]
+    total = git(repo, "diff", "--shortstat", f"{base}..{tip}").stdout.strip()
+    return "\n".join([*edited, f"all files: {total}" if total else ""]).strip()
 
 
 def trailer_block(families: Sequence[str], symbols: Sequence[str], upstream_ref: str, run_id: str) -> str:
