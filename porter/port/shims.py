@@ -109,7 +109,8 @@ def run_formatters(root: Path, formatters: Sequence[tuple[str, list[str]]], path
         if not target.is_file():
             continue
         before = baseline(path)
-        text = target.read_text(encoding="utf-8")
+        with open(target, encoding="utf-8", newline="") as handle:
+            text = handle.read()
         changed = False
         for _name, argv in formatters:
             if before is not None and _format_text(root, argv, path, before) != before:
@@ -118,6 +119,7 @@ def run_formatters(root: Path, formatters: Sequence[tuple[str, list[str]]], path
             if out is not None and out != text:
                 text, changed = out, True
         if changed:
-            target.write_text(text, encoding="utf-8")
+            with open(target, "w", encoding="utf-8", newline="") as handle:
+                handle.write(text)
             formatted.append(path)
     return formatted

@@ -78,7 +78,7 @@ class _ImportRewriter(cst.CSTTransformer):
         if not moved:
             return updated
         self.count += 1
-        new = [cst.parse_statement(f"from {shim} import {', '.join(names)}\n") for shim, names in moved.items()]
+        new = [cst.parse_statement(_import_line(shim, names)) for shim, names in moved.items()]
         if kept:
             kept[-1] = kept[-1].with_changes(comma=node.names[-1].comma)
             first = updated.with_changes(body=[node.with_changes(names=kept)])
@@ -86,6 +86,14 @@ class _ImportRewriter(cst.CSTTransformer):
         # Every name moved: the shim import takes the original line's comments.
         new[0] = new[0].with_changes(leading_lines=updated.leading_lines, trailing_whitespace=updated.trailing_whitespace)
         return cst.FlattenSentinel(new)
+
+
+def _import_line(module: str, names: list[str], limit: int = 79) -> str:
+    """`from module import a, b`, wrapped in parentheses one name a line when longer than `limit`."""
+    line = f"from {module} import {', '.join(names)}\n"
+    if len(line) <= limit + 1 or len(names) < 2:
+        return line
+    return f"from {module} import (\n" + "".join(f"    {n},\n" for n in names) + ")\n"
 
 
 def rewrite_imports(source: str, moves: dict[tuple[str, str], str]) -> tuple[str, int, set[tuple[str, str]]]:
@@ -295,8 +303,9 @@ def _edit_each_file(root: Path, edits, apply_edits, key_of, changed: set[str], n
 
 
 def _read(root: Path, path: str) -> str:
-    try:
-        return (root / path).read_text(encoding="utf-8")
+    try:  # newline="": a CRLF file stays CRLF (universal newlines would rewrite every line of it)
+        with open(root / path, encoding="utf-8", newline="") as handle:
+            return handle.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read plugin file: {exc}") from exc
 

@@ -101,3 +101,24 @@ def test_parameters_added_after_positional_only_ones():
     # `a` is already there (positional-only): not added twice, which would be a SyntaxError.
     assert [p.name for p in sig.parameters.values()] == ["self", "a", "b", "c"]
     assert sig.parameters["a"].kind.name == "POSITIONAL_ONLY"
+
+
+def test_crlf_file_keeps_its_line_endings(tmp_path):
+    """Only the rewritten import line changes in a CRLF file (it used to come back LF: every line changed)."""
+    from porter.shims.apply import apply_group
+    from porter.shims.model import ImportMove, ShimGroup
+    from porter.upgrade.models import DriftFamily
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "m.py").write_bytes(b"import os\r\nfrom up.a import X\r\n\r\nprint(os, X)\r\n")
+    group = ShimGroup("g", DriftFamily.MOVED, "lazy_import_fallback", (), "s", (),
+                      import_moves=(ImportMove("pkg/m.py", "up.a", "X", "pkg.compat.a"),))
+    apply_group(tmp_path, group)
+    assert (tmp_path / "pkg" / "m.py").read_bytes() == b"import os\r\nfrom pkg.compat.a import X\r\n\r\nprint(os, X)\r\n"
+
+
+def test_long_redirected_import_is_wrapped():
+    moves = {("up.a", n): "pkg.compat.a_long_module_name" for n in ("first_name", "second_name", "third_name_here")}
+    out, _, _ = rewrite_imports("from up.a import first_name, second_name, third_name_here\n", moves)
+    assert out == "from pkg.compat.a_long_module_name import (\n    first_name,\n    second_name,\n    third_name_here,\n)\n"
+    compile(out, "t", "exec")
