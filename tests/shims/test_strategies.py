@@ -425,3 +425,25 @@ def test_a_none_default_where_upstream_slices_the_attribute_goes_to_a_human(exam
     assert plan.groups == ()
     (reason,) = [u.reason for u in plan.unhandled]
     assert "uses `seed_offset` as a value" in reason and "None would fail there" in reason
+
+
+def test_a_moved_function_whose_parameters_were_reordered_flags_positional_calls(tmp_path):
+    """vllm 0.18 moved register_backend and swapped is_mamba/class_path: `@register_backend(X, "ASCEND")`
+    binds "ASCEND" to another parameter at the target, so the move alone is not a fix."""
+    from porter.shims.strategies.moved import plan_moved
+
+    for root, text in ((tmp_path / "v1" / "up", "def register(backend, is_mamba=False, class_path=None):\n    pass\n"),
+                       (tmp_path / "v2" / "up", "def register(backend, class_path=None, is_mamba=False):\n    pass\n")):
+        root.mkdir(parents=True)
+        (root / "__init__.py").write_text("")
+        (root / ("old.py" if "v1" in str(root) else "new.py")).write_text(text)
+    plugin = tmp_path / "plug"
+    (plugin / "pk").mkdir(parents=True)
+    (plugin / "pk" / "__init__.py").write_text("")
+    (plugin / "pk" / "a.py").write_text("from up.old import register\n\nregister(1, 'ASCEND')\nregister(2)\n")
+    ctx = ShimContext(plugin, detect(plugin, "pk"), "up", "1", "2", UpstreamTree(tmp_path / "v1"), UpstreamTree(tmp_path / "v2"))
+    record = DriftRecord(DriftFamily.MOVED, "up.old.register", Location("up.old", "register"), (Site("pk/a.py", 1),),
+                         new_location=Location("up.new", "register"))
+    group = plan_moved("up.old", [record], ctx, set())
+    assert group.needs_human == ("F2:up.old.register",)
+    assert any("pk/a.py:3" in line and "by keyword" in line for line in group.rationale)

@@ -34,6 +34,33 @@ def _lost_members(record: DriftRecord, old_module: str, name: str, new_module: s
                   and class_member(ctx.new_tree, new_def.module, new_def.name, m) is None)
 
 
+def _positional_calls_shifted(record: DriftRecord, old_module: str, name: str, new_module: str, new_name: str,
+                              ctx: ShimContext) -> list[str]:
+    """Plugin calls `name(a, b, ...)` whose positional arguments land on other parameters at the target
+    (the moved function reordered them: `register_backend(backend, is_mamba, class_path)` became
+    `(backend, class_path, is_mamba)`)."""
+    old_def, new_def = ctx.old_tree.find(old_module, name), ctx.new_tree.find(new_module, new_name)
+    if old_def is None or new_def is None or old_def.kind != "function" or new_def.kind != "function":
+        return []
+    positional = ("positional_only", "positional_or_keyword")
+    old_names = [p.name for p in old_def.params if p.kind in positional]
+    new_names = [p.name for p in new_def.params if p.kind in positional]
+    first = next((i for i, (a, b) in enumerate(zip(old_names, new_names)) if a != b), None)
+    if first is None:
+        return []
+    found = []
+    for path in sorted({s.path for s in record.sites}):
+        try:
+            tree = ast.parse((ctx.plugin_root / path).read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name \
+                    and len(node.args) > first:
+                found.append(f"{path}:{node.lineno}")
+    return found
+
+
 def plan_moved(module: str, records: list[DriftRecord], ctx: ShimContext, taken: set[str]) -> ShimGroup:
     shim_path = module_file_name(module, "", ctx, taken)
     shim_module = ctx.convention.module_of(shim_path)
@@ -76,6 +103,14 @@ def plan_moved(module: str, records: list[DriftRecord], ctx: ShimContext, taken:
             f"lazy fallback in `{shim_path}` tries the baseline path, then the target path; "
             f"{len(record.sites)} site(s) now import it from the shim."
         )
+        shifted = _positional_calls_shifted(record, imp_module, imp_name, new.module, new_attr, ctx) if new_attr else []
+        if shifted:
+            needs_human.append(record.key)
+            rationale.append(
+                f"TODO for a human: `{new_dotted}` takes its parameters in another order than `{old_dotted}` "
+                f"did, and the plugin passes them by position at {', '.join(shifted[:3])}: the shim resolves the "
+                "name, but those calls would bind the wrong parameters; pass them by keyword."
+            )
         lost = _lost_members(record, imp_module, imp_name, new.module, new_attr, ctx)
         if lost:
             needs_human.append(record.key)
