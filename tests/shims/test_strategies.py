@@ -447,3 +447,16 @@ def test_a_moved_function_whose_parameters_were_reordered_flags_positional_calls
     group = plan_moved("up.old", [record], ctx, set())
     assert group.needs_human == ("F2:up.old.register",)
     assert any("pk/a.py:3" in line and "by keyword" in line for line in group.rationale)
+
+
+def test_a_removed_helper_using_a_module_import_gets_it_and_a_global_reader_does_not_qualify():
+    from porter.shims.strategies.removed import _with_imports, free_imports
+
+    source = ('def compress(expert_map: torch.Tensor) -> str:\n    """Doc."""\n'
+              '    idx = torch.where(expert_map != -1)[0]\n    return str(idx)\n')
+    assert free_imports(source, "compress", {}) is None  # `torch` in the body, not only in annotations
+    assert free_imports(source, "compress", {"torch": "import torch"}) == ["import torch"]
+    rebuilt = _with_imports(source, ["import torch"])
+    assert rebuilt.splitlines()[2] == "    import torch"
+    compile(rebuilt, "t", "exec")
+    assert free_imports("def f(x):\n    return x * K\n", "f", {"torch": "import torch"}) is None

@@ -67,16 +67,17 @@ def plan_removed(module: str, records: list[DriftRecord], ctx: ShimContext, take
                 f"`{original}` (a constant) was removed in {ctx.upstream} {ctx.target}; `{shim_path}` "
                 f"keeps the {ctx.baseline} value."
             )
-        elif old_def and old_def.kind == "function" and self_contained(old_def.source, attr):
+        elif old_def and old_def.kind == "function" and (needed := free_imports(
+                old_def.source, attr, module_imports_of(ctx.old_tree, imp_module, imp_module.split(".")[0]))) is not None:
             entry["mode"] = "function"
-            entry["old_source"] = _renamed(old_def.source, attr, f"_rebuilt_{attr}")
+            entry["old_source"] = _with_imports(_renamed(old_def.source, attr, f"_rebuilt_{attr}"), needed)
             entry["link"] = source_link(ctx.old_tree, imp_module, attr, ctx.baseline)
-            entry["summary"] = f"rebuilt from its {ctx.baseline} body ({entry['link']}): it uses nothing but its arguments and builtins"
+            entry["summary"] = f"rebuilt from its {ctx.baseline} body ({entry['link']}): it uses nothing but its arguments, builtins and whole-module imports"
             checks[name] = ("rebuilt_function", original, [p.name for p in old_def.params])
             add_source(layouts["baseline"], imp_module, f"def {attr}(*args, **kwargs):\n    return 'baseline'\n")
             rationale.append(
-                f"`{original}` was removed in {ctx.upstream} {ctx.target}; it is self-contained (arguments and "
-                f"builtins only), so `{shim_path}` carries its {ctx.baseline} body ({entry['link']}) for the target."
+                f"`{original}` was removed in {ctx.upstream} {ctx.target}; it is self-contained (arguments, "
+                f"builtins and whole-module imports only), so `{shim_path}` carries its {ctx.baseline} body ({entry['link']}) for the target."
             )
         else:
             kind = "class" if old_def and old_def.kind == "class" else "function"
@@ -127,35 +128,75 @@ def _literal_class_attributes(source: str) -> list[tuple[str, str]]:
     return out
 
 
-def self_contained(source: str, name: str) -> bool:
-    """A module-level function that reads no global name but builtins (so its body can be copied)."""
+def self_contained(source: str, name: str, module_imports: dict[str, str] | None = None) -> bool:
+    """A module-level function whose body reads no global name but builtins and modules its module
+    imported whole (`import torch`; see free_imports), so its body can be copied."""
+    return free_imports(source, name, module_imports or {}) is not None
+
+
+def free_imports(source: str, name: str, module_imports: dict[str, str]) -> list[str] | None:
+    """The `import X` lines the copied body needs, or None when it reads any other global name."""
     import builtins
 
     try:
         node = ast.parse(source).body[0]
     except (SyntaxError, IndexError):
-        return False
+        return None
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.decorator_list or node.name != name:
-        return False
+        return None
     bound = {a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)}
     bound |= {a.arg for a in (node.args.vararg, node.args.kwarg) if a is not None}
     loads: set[str] = set()
-    for sub in ast.walk(node):
-        if isinstance(sub, (ast.Global, ast.Nonlocal, ast.Import, ast.ImportFrom)):
-            return False
-        if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and sub is not node:
-            return False
-        if isinstance(sub, ast.Name):
-            (bound.add if isinstance(sub.ctx, (ast.Store, ast.Del)) else loads.add)(sub.id)
-        elif isinstance(sub, ast.arg):
-            bound.add(sub.arg)
-    # Annotations are strings under `from __future__ import annotations` in the shim: not read at runtime.
-    annotation_names = {n.id for a in (*node.args.args, *node.args.kwonlyargs, *node.args.posonlyargs)
-                        if a.annotation is not None for n in ast.walk(a.annotation) if isinstance(n, ast.Name)}
-    if node.returns is not None:
-        annotation_names |= {n.id for n in ast.walk(node.returns) if isinstance(n, ast.Name)}
+    # The body and the defaults run; annotations stay strings (`from __future__ import annotations`).
+    for part in [*node.body, *node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]:
+        for sub in ast.walk(part):
+            if isinstance(sub, (ast.Global, ast.Nonlocal, ast.Import, ast.ImportFrom)):
+                return None
+            if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                return None
+            if isinstance(sub, ast.Name):
+                (bound.add if isinstance(sub.ctx, (ast.Store, ast.Del)) else loads.add)(sub.id)
+            elif isinstance(sub, ast.arg):
+                bound.add(sub.arg)
     free = loads - bound - set(dir(builtins))
-    return not (free - annotation_names)
+    if not free <= set(module_imports):
+        return None
+    return [module_imports[n] for n in sorted(free)]
+
+
+def module_imports_of(tree, module: str, upstream_top: str) -> dict[str, str]:
+    """Names bound by whole-module imports at the top of `module` (`import torch`, `import numpy as np`),
+    outside the upstream itself: name -> the import line."""
+    path = tree.module_file(module)
+    if path is None:
+        return {}
+    try:
+        parsed = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+    except SyntaxError:
+        return {}
+    out = {}
+    for stmt in parsed.body:
+        if isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                if alias.name.split(".")[0] == upstream_top:
+                    continue
+                bound = alias.asname or alias.name.split(".")[0]
+                out[bound] = f"import {alias.name}" + (f" as {alias.asname}" if alias.asname else "")
+    return out
+
+
+def _with_imports(source: str, imports: list[str]) -> str:
+    """Put `imports` first in the function body (after its docstring): the copy stays lazy."""
+    if not imports:
+        return source
+    node = ast.parse(source).body[0]
+    first = node.body[0]
+    docstring = isinstance(first, ast.Expr) and isinstance(getattr(first, "value", None), ast.Constant) \
+        and isinstance(first.value.value, str)
+    lines = source.splitlines(keepends=True)
+    at = (first.end_lineno if docstring else first.lineno - 1)
+    indent = " " * (node.body[0].col_offset)
+    return "".join(lines[:at]) + "".join(f"{indent}{line}\n" for line in imports) + "".join(lines[at:])
 
 
 def _renamed(source: str, old: str, new: str) -> str:
