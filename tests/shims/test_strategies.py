@@ -382,7 +382,7 @@ def test_an_override_never_drops_a_new_argument_silently(example, tree):
 def test_an_override_whose_new_argument_upstream_really_passes_goes_to_a_human(example, tree, tmp_path):
     example = own_upstreams(example, tmp_path)
     describe = example["upstream_v2"] / "hostlib" / "platform.py"
-    describe.write_text(describe.read_text().replace("self.name(short=False)", "self.name(short=True)"))
+    describe.write_text(describe.read_text().replace("self.name(short=False)", "self.name(\n            short=True,\n        )"))
     ctx = context(example, tree)
     plan = plan_shims(RECORDS, ctx)
     assert not [g for g in plan.groups if g.strategy == "override_params"]

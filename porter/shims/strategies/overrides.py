@@ -74,7 +74,7 @@ def _passed_non_default(ctx: ShimContext, method: str, params) -> list[tuple[str
     root = ctx.new_tree.root
     if root is None or not params:
         return []
-    call = re.compile(rf"\.{re.escape(method)}\((.*)")
+    call = re.compile(rf"\.{re.escape(method)}\(")
     found = []
     for path in sorted(root.rglob("*.py")):
         try:
@@ -83,16 +83,24 @@ def _passed_non_default(ctx: ShimContext, method: str, params) -> list[tuple[str
             continue
         if f".{method}(" not in text:
             continue
-        for number, line in enumerate(text.splitlines(), 1):
-            match = call.search(line)
-            if not match:
-                continue
+        for match in call.finditer(text):
+            arguments = _balanced(text, match.end())  # calls span lines: read up to the closing parenthesis
             for name, default in params:
-                value = re.search(rf"\b{re.escape(name)}\s*=\s*([^,)]+)", match.group(1))
+                value = re.search(rf"\b{re.escape(name)}\s*=\s*([^,)\n]+)", arguments)
                 if value and value.group(1).strip() != (default or "None"):
+                    number = text.count("\n", 0, match.start()) + 1
                     found.append((f"{name}={value.group(1).strip()}",
                                   f"{path.relative_to(root).as_posix()}@{ctx.target}:{number}"))
     return found
+
+
+def _balanced(text: str, start: int, limit: int = 4000) -> str:
+    depth = 1
+    for index in range(start, min(len(text), start + limit)):
+        depth += {"(": 1, ")": -1}.get(text[index], 0)
+        if depth == 0:
+            return text[start:index]
+    return text[start:start + limit]
 
 
 def _guards(cls_name: str, method: str, added, ctx: ShimContext) -> str:
