@@ -382,12 +382,14 @@ def test_an_override_never_drops_a_new_argument_silently(example, tree):
 def test_an_override_whose_new_argument_upstream_really_passes_goes_to_a_human(example, tree, tmp_path):
     example = own_upstreams(example, tmp_path)
     describe = example["upstream_v2"] / "hostlib" / "platform.py"
-    describe.write_text(describe.read_text().replace("self.name(short=False)", "self.name(\n            short=True,\n        )"))
+    describe.write_text(describe.read_text().replace(
+        'return f"{self.name(short=False)}+{self.seed_offset}"',
+        'label = self.name(\n            short=True,\n        )\n        return f"{label}+{self.seed_offset}"'))
     ctx = context(example, tree)
     plan = plan_shims(RECORDS, ctx)
     assert not [g for g in plan.groups if g.strategy == "override_params"]
     (reason,) = [u.reason for u in plan.unhandled if u.record.symbol.endswith("Platform.name")]
-    assert "passes short=True" in reason and "hostlib/platform.py@v2:13" in reason
+    assert "passes short=True" in reason and "hostlib/platform.py@v2:13" in reason  # the call's first line
 
 
 def test_member_defaults_follow_how_upstream_uses_them(example, tree, tmp_path):
