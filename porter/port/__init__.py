@@ -1,9 +1,10 @@
 """Porting a plugin's fork to a new upstream version: one package, modules in pipeline order.
 
-    plan        records shared by every stage (PortRequest, PortAnalysis, PortResult) and the
-                checks made before anything is written (versions, fork checkout, slug)
-    worktree    the detached git worktree porter works in; commits with a fallback identity;
-                stale worktrees of killed runs pruned
+    plan        records shared by every stage (PortRequest, PortAnalysis, PortResult), the version
+                check and the outcome rules (pure)
+    worktree    the fork in git: checks before anything is written (checkout, baseline, slug), the
+                detached worktree porter works in, commits with a fallback identity, stale worktrees
+                of killed runs pruned
     shims       apply the planned shim groups (porter.shims) and commit them, plugin formatter on
     validate    byte-compile, residual drift, import smoke at the target tree, generated tests
     pr_material PR_MATERIAL.md: one-screen summary first, then per-commit sections

@@ -12,8 +12,9 @@ from typing import Any, Callable
 
 from porter.errors import InputError, UsageError
 from porter.fsutil import atomic_write_text
-from porter.port.plan import PortAnalysis, PortRequest, PortResult, check_fork, check_versions, new_run_id
+from porter.port.plan import PortAnalysis, PortRequest, PortResult, check_versions, new_run_id
 from porter.port.shim_port import run_port
+from porter.port.worktree import check_fork
 from porter.upgrade.models import DriftRecord
 
 

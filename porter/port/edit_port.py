@@ -13,8 +13,8 @@ from porter.errors import InputError
 from porter.fsutil import atomic_write_text
 from porter.port import publish as pub
 from porter.port import worktree as git_work
-from porter.port.plan import (CommitInfo, PortFailed, PortResult, branch_for, check_fork, checkpoint, failed_branch_name,
-                              new_run_id)
+from porter.port.plan import CommitInfo, PortFailed, PortResult, checkpoint, new_run_id
+from porter.port.worktree import branch_for, check_fork, failed_branch_name
 from porter.upgrade.models import Outcome, OutcomeDecision
 
 
@@ -119,7 +119,8 @@ def publish_edits(request: EditRequest, status: Callable[[str], None] = lambda _
             wt.path, changed=changed, generated_tests=None, reanalyze=None, needs_human=(),
             target_tree=request.target_tree, target_label=upstream_ref,
             upstream_package=request.upstream_package or request.upstream.replace("-", "_"),
-            entry_points=request.entry_points, plugin_root=request.plugin_root, baseline_tree=request.baseline_tree,
+            # No baseline control run: the edits are meant for the target only (a dropped lane).
+            entry_points=request.entry_points, plugin_root=request.plugin_root, baseline_tree=None,
             upstream_trees={f"{request.upstream} {request.baseline}": request.baseline_tree} if request.baseline_tree else None,
         )
         text = render_edits(request, commits, validation, branch, run_id, base_sha, fork_ref,

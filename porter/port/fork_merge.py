@@ -270,7 +270,7 @@ def _resolve(wt: forks.Worktree, path: str, kind: str, rules: list[Resolution], 
 
 
 def run_merge(request: MergeRequest, status: Callable[[str], None] = lambda _m: None) -> MergeResult:
-    from porter.port.plan import branch_for, checkpoint, new_run_id
+    from porter.port.plan import checkpoint, new_run_id
     from porter.port.validate import Validation, byte_compile
 
     fork = forks.inspect_fork(request.fork_path)
@@ -296,7 +296,7 @@ def run_merge(request: MergeRequest, status: Callable[[str], None] = lambda _m: 
     if forks.is_ancestor(root, target_sha, base_sha):
         raise UsageError(f"{request.upstream} {request.target} is already merged into {fork_ref} (target equals baseline)",
                          hint="pick a newer target with --to")
-    slug, branch = branch_for(root, request.slug, request.upstream, request.target)
+    slug, branch = forks.branch_for(root, request.slug, request.upstream, request.target)
     existing = forks.check_branch(root, branch, base_sha, force=request.force)
     forks.prune_stale(root, request.work_dir)
     run_id = new_run_id()

@@ -1,7 +1,5 @@
-"""Stage 1 of a port: the records every stage shares (request, analysis, result) and the checks
-made before anything is written (versions, the fork checkout, the slug), plus the outcome rules.
-
-Pure apart from reading the fork's git state; nothing here writes.
+"""Stage 1 of a port: the records every stage shares (request, analysis, result), the version
+check and the outcome rules. Pure: nothing here touches git or the disk (the checkpoint test hook aside).
 """
 
 from __future__ import annotations
@@ -14,9 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from porter.errors import EnvironmentProblem, ExitCode, InputError, PorterError, UsageError
-from porter.port import worktree as git_work
-from porter.slug import port_branch, slugify
+from porter.errors import EnvironmentProblem, ExitCode, PorterError, UsageError
 from porter.upgrade.models import DriftRecord, Outcome, OutcomeDecision
 
 
@@ -169,43 +165,6 @@ def check_versions(baseline: str, target: str) -> None:
             f"target {target} equals the baseline: nothing to port",
             hint="pick a newer target with --to, or another baseline with --from",
         )
-
-
-def check_fork(fork_path: Path, *, allow_dirty: bool = False, fork_ref: str | None = None) -> tuple[Path, str, str]:
-    """The fork checkout is one porter may start from: (repository root, baseline sha, ref name).
-    Read only; also run before the analysis so a bad fork fails before any download."""
-    fork = git_work.inspect_fork(fork_path)
-    root = fork.root
-    if fork.dirty and not allow_dirty:
-        shown = "; ".join(fork.dirty[:3]) + (" ..." if len(fork.dirty) > 3 else "")
-        raise InputError(
-            f"the fork checkout {root} has uncommitted changes ({shown})",
-            hint="commit or stash them first (porter works from committed history and never touches the checkout), "
-                 "or pass --allow-dirty to port the committed baseline anyway",
-        )
-    if fork_ref:
-        return root, git_work.resolve_commit(root, fork_ref), fork_ref
-    if fork.head_branch is None:
-        raise InputError(
-            f"HEAD is detached in {root} ({fork.head_sha[:12]}): porter cannot tell which branch is the baseline",
-            hint="check out the plugin's branch, or name the baseline commit with --fork-ref",
-        )
-    return root, fork.head_sha, fork.head_branch
-
-
-def branch_for(root: Path, slug: str | None, upstream: str, target: str) -> tuple[str, str]:
-    """(slug, branch) after checking that git accepts the branch name (an invalid slug is a usage
-    error before anything is written, not a failed branch move at the end)."""
-    slug = slug or slugify(upstream, target)
-    branch = port_branch(slug)
-    if not git_work.valid_branch_name(root, branch) or not git_work.valid_branch_name(root, failed_branch_name(branch)):
-        raise UsageError(f"invalid slug {slug!r}: git refuses the branch name {branch!r}",
-                         hint="use lowercase letters, digits, dots and hyphens (for example vllm-0.13.0)")
-    return slug, branch
-
-
-def failed_branch_name(branch: str) -> str:
-    return f"{branch}-failed"
 
 
 # ---------------------------------------------------------------- outcome rules

@@ -16,9 +16,9 @@ from typing import Any, Callable, Sequence
 from porter.fsutil import atomic_write_text
 from porter.port import publish as pub
 from porter.port import worktree as git_work
-from porter.port.plan import (AnalyzeFn, CommitInfo, PortAnalysis, PortFailed, PortRequest, PortResult, branch_for,
-                              check_fork, check_versions, checkpoint, failed_branch_name, new_run_id, no_port_message,
-                              plan_with_missed, port_outcome)
+from porter.port.plan import (AnalyzeFn, CommitInfo, PortAnalysis, PortFailed, PortRequest, PortResult, check_versions,
+                              checkpoint, new_run_id, no_port_message, plan_with_missed, port_outcome)
+from porter.port.worktree import branch_for, check_fork, failed_branch_name
 from porter.upgrade.models import Outcome, Severity
 
 

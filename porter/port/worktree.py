@@ -25,6 +25,7 @@ from typing import Iterator, Sequence
 
 from porter import proc
 from porter.errors import EnvironmentProblem, InputError, UsageError
+from porter.slug import port_branch, slugify
 
 # Settings that keep porter's git commands from touching anything outside the worktree.
 _SAFE = (
@@ -349,6 +350,46 @@ def _worktree(repo: Path, base_sha: str, parent: Path, run_id: str) -> Iterator[
                 git(repo, "worktree", "remove", "--force", "--force", str(path), check=False)
             shutil.rmtree(path, ignore_errors=True)
             git(repo, "worktree", "prune", check=False)
+
+
+# ---------------------------------------------------------------- checks before a run writes anything
+
+
+def check_fork(fork_path: Path, *, allow_dirty: bool = False, fork_ref: str | None = None) -> tuple[Path, str, str]:
+    """The fork checkout is one porter may start from: (repository root, baseline sha, ref name).
+    Read only; also run before the analysis so a bad fork fails before any download."""
+    fork = inspect_fork(fork_path)
+    root = fork.root
+    if fork.dirty and not allow_dirty:
+        shown = "; ".join(fork.dirty[:3]) + (" ..." if len(fork.dirty) > 3 else "")
+        raise InputError(
+            f"the fork checkout {root} has uncommitted changes ({shown})",
+            hint="commit or stash them first (porter works from committed history and never touches the checkout), "
+                 "or pass --allow-dirty to port the committed baseline anyway",
+        )
+    if fork_ref:
+        return root, resolve_commit(root, fork_ref), fork_ref
+    if fork.head_branch is None:
+        raise InputError(
+            f"HEAD is detached in {root} ({fork.head_sha[:12]}): porter cannot tell which branch is the baseline",
+            hint="check out the plugin's branch, or name the baseline commit with --fork-ref",
+        )
+    return root, fork.head_sha, fork.head_branch
+
+
+def branch_for(root: Path, slug: str | None, upstream: str, target: str) -> tuple[str, str]:
+    """(slug, branch) after checking that git accepts the branch name (an invalid slug is a usage
+    error before anything is written, not a failed branch move at the end)."""
+    slug = slug or slugify(upstream, target)
+    branch = port_branch(slug)
+    if not valid_branch_name(root, branch) or not valid_branch_name(root, failed_branch_name(branch)):
+        raise UsageError(f"invalid slug {slug!r}: git refuses the branch name {branch!r}",
+                         hint="use lowercase letters, digits, dots and hyphens (for example vllm-0.13.0)")
+    return slug, branch
+
+
+def failed_branch_name(branch: str) -> str:
+    return f"{branch}-failed"
 
 
 def diff_stat(repo: Path, base: str, tip: str) -> str:
