@@ -462,3 +462,25 @@ def test_a_removed_helper_using_a_module_import_gets_it_and_a_global_reader_does
     assert rebuilt.splitlines()[2] == "    import torch"
     compile(rebuilt, "t", "exec")
     assert free_imports("def f(x):\n    return x * K\n", "f", {"torch": "import torch"}) is None
+
+
+def test_a_same_named_class_with_other_fields_is_not_taken_for_the_moved_one(tmp_path):
+    from porter.shims.strategies.moved import plan_moved
+
+    (tmp_path / "v1" / "up").mkdir(parents=True)
+    (tmp_path / "v2" / "up").mkdir(parents=True)
+    for root in (tmp_path / "v1" / "up", tmp_path / "v2" / "up"):
+        (root / "__init__.py").write_text("")
+    (tmp_path / "v1" / "up" / "gpu.py").write_text("class Meta:\n    seeds: int\n    pos: int\n    penalty: float\n    temperature: float\n")
+    (tmp_path / "v2" / "up" / "cpu.py").write_text("class Meta:\n    temperature: float\n    all_greedy: bool\n    generators: dict\n"
+                                                 "    max_num_logprobs: int\n")
+    plugin = tmp_path / "plug"
+    (plugin / "pk").mkdir(parents=True)
+    (plugin / "pk" / "__init__.py").write_text("")
+    (plugin / "pk" / "a.py").write_text("from up.gpu import Meta\n")
+    ctx = ShimContext(plugin, detect(plugin, "pk"), "up", "1", "2", UpstreamTree(tmp_path / "v1"), UpstreamTree(tmp_path / "v2"))
+    record = DriftRecord(DriftFamily.MOVED, "up.gpu.Meta", Location("up.gpu", "Meta"), (Site("pk/a.py", 1),),
+                         new_location=Location("up.cpu", "Meta"))
+    group = plan_moved("up.gpu", [record], ctx, set())
+    assert group.needs_human == ("F2:up.gpu.Meta",)
+    assert any("1 of 4 fields in common" in line for line in group.rationale)

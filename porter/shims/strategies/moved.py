@@ -34,6 +34,31 @@ def _lost_members(record: DriftRecord, old_module: str, name: str, new_module: s
                   and class_member(ctx.new_tree, new_def.module, new_def.name, m) is None)
 
 
+def _fields(source: str) -> set[str]:
+    try:
+        node = ast.parse(source).body[0]
+    except (SyntaxError, IndexError):
+        return set()
+    return {stmt.target.id for stmt in getattr(node, "body", [])
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)}
+
+
+def _different_class(old_module: str, name: str, new_module: str, new_name: str, ctx: ShimContext) -> str:
+    """Why the class found at the target is not the moved one: its declared fields share less than
+    half with the old class's (vllm 0.18's v1.sample.metadata.SamplingMetadata is not the model
+    runner v2 SamplingMetadata that 0.13 had in v1.worker.gpu.sample.metadata)."""
+    old_def, new_def = ctx.old_tree.find(old_module, name), ctx.new_tree.find(new_module, new_name)
+    if old_def is None or new_def is None or old_def.kind != "class" or new_def.kind != "class":
+        return ""
+    old_fields, new_fields = _fields(old_def.source), _fields(new_def.source)
+    if len(old_fields) < 3 or not new_fields:
+        return ""
+    shared = old_fields & new_fields
+    if len(shared) * 2 >= len(old_fields | new_fields):
+        return ""
+    return f"{len(shared)} of {len(old_fields)} fields in common: missing {', '.join(sorted(old_fields - new_fields)[:4])}"
+
+
 def _positional_calls_shifted(record: DriftRecord, old_module: str, name: str, new_module: str, new_name: str,
                               ctx: ShimContext) -> list[str]:
     """Plugin calls `name(a, b, ...)` whose positional arguments land on other parameters at the target
@@ -111,6 +136,11 @@ def plan_moved(module: str, records: list[DriftRecord], ctx: ShimContext, taken:
                 f"did, and the plugin passes them by position at {', '.join(shifted[:3])}: the shim resolves the "
                 "name, but those calls would bind the wrong parameters; pass them by keyword."
             )
+        unlike = _different_class(imp_module, imp_name, new.module, new_attr, ctx) if new_attr else ""
+        if unlike:
+            needs_human.append(record.key)
+            rationale.append(f"TODO for a human: `{new_dotted}` has the name but not the shape of `{old_dotted}` "
+                             f"({unlike}): probably another class; find the real successor.")
         lost = _lost_members(record, imp_module, imp_name, new.module, new_attr, ctx)
         if lost:
             needs_human.append(record.key)
