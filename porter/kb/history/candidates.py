@@ -1,0 +1,179 @@
+"""Rank the commits after the installed version that may have fixed the trace's bug.
+
+Evidence, strongest first: the commit's message quotes the trace's exception (type and message
+template, or the distinctive names in the message); it rewrote the exact failing line; it changed
+the failing function; it is a bug fix. Pure: commits and frames in, candidates out.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+from rapidfuzz import fuzz
+
+from porter.kb.history.mine import line_key
+from porter.kb.history.models import Candidate, CommitRecord, Frame, TraceFacts
+
+FRAME_WEIGHTS = (1.0, 0.7, 0.5, 0.35)  # by depth from the innermost plugin frame; deeper: the last
+LINE_POINTS = 3.0  # rewrote the failing line
+FUNC_POINTS = 1.5  # changed the failing function (scaled down for functions many commits change)
+FILE_POINTS = 0.3
+CODE_CAP = 5.0
+TYPE_POINTS = 1.0  # the message names the exception type
+QUOTE_POINTS = 4.0  # the message quotes the exception's message (values included)
+TEMPLATE_POINTS = 1.0  # the message quotes the same kind of message (values blanked)
+NAME_POINTS = 1.5  # per distinctive name of the exception message found in the commit's message
+NAME_CAP = 3.0
+FIX_POINTS = 1.0
+THRESHOLD = 3.5  # a candidate is proposed at this score
+STRICT_THRESHOLD = 5.0  # when the knowledge base already explains the trace as an environment fault
+QUOTE_MIN = 90.0
+TEMPLATE_MIN = 90.0
+MIN_TEMPLATE_WORDS = 4  # a template of fewer real words ("Q object has no attribute Q") is too common
+GENERIC_TYPES = frozenset({"RuntimeError", "Exception", "ValueError", "Error"})
+_QUOTED = re.compile(r"'[^']{0,200}'|\"[^\"]{0,200}\"")
+_NUM = re.compile(r"\b0x[0-9a-fA-F]+\b|\b\d+(?:\.\d+)?\b")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
+_COMMON_WORDS = frozenset(
+    "self none nonetype object attribute argument arguments expected unexpected keyword positional given "
+    "takes missing required module named import cannot from found support supported tensor tensors shape "
+    "error failed value type must with should into than this that have when which size dtype device index "
+    "list dict tuple call called function method class".split()
+)
+
+
+def template(message: str) -> str:
+    """The message with its variable parts (quoted values, numbers) blanked: the error's template."""
+    return " ".join(_NUM.sub("N", _QUOTED.sub("Q", message)).lower().split())
+
+
+def distinctive_names(message: str) -> list[str]:
+    """Identifiers in an exception message that point at code (snake_case, CamelCase, dotted)."""
+    out: dict[str, None] = {}
+    for name in _NAME.findall(message):
+        low = name.lower()
+        if low in _COMMON_WORDS:
+            continue
+        if "_" in name or (any(c.isupper() for c in name[1:]) and any(c.islower() for c in name)):
+            out.setdefault(name, None)
+    return list(out)[:8]
+
+
+@dataclass(frozen=True)
+class _Query:
+    frames: tuple[Frame, ...]
+    keys: tuple[str | None, ...]
+    exc_type: str
+    message: str
+    template: str
+    names: tuple[str, ...]
+
+
+def _query(facts: TraceFacts) -> _Query:
+    frames = facts.frames
+    tpl = template(facts.exception_message)
+    words = [w for w in tpl.split() if w not in ("q", "n") and len(w) > 2]
+    return _Query(frames, tuple(line_key(f.source) if f.source else None for f in frames),
+                  facts.exception_type.rsplit(".", 1)[-1], " ".join(facts.exception_message.lower().split()),
+                  tpl if len(words) >= MIN_TEMPLATE_WORDS else "", tuple(distinctive_names(facts.exception_message)))
+
+
+def _weight(depth: int) -> float:
+    return FRAME_WEIGHTS[min(depth, len(FRAME_WEIGHTS) - 1)]
+
+
+def function_popularity(commits: Iterable[CommitRecord], frames: Sequence[Frame]) -> dict[tuple[str, str], int]:
+    """How many of the commits changed each frame's function: a function every commit touches
+    (execute_model, forward) is weak evidence, a rarely touched one is strong."""
+    wanted = {(f.repo_path, f.function) for f in frames}
+    counts: dict[tuple[str, str], int] = {k: 0 for k in wanted}
+    for c in commits:
+        for ch in c.changes:
+            for key in ((ch.path, fn) for fn in ch.functions):
+                if key in counts:
+                    counts[key] += 1
+    return counts
+
+
+def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], int], paths: Mapping[str, set[str]]) -> tuple[float, list[str]]:
+    evidence: list[str] = []
+    code = 0.0
+    for frame, key in zip(q.frames, q.keys):
+        names = paths.get(frame.repo_path, {frame.repo_path})
+        best, why = 0.0, ""
+        for ch in commit.changes:
+            if ch.path not in names and ch.old_path not in names:
+                continue
+            w = _weight(frame.depth)
+            if key and ch.removes(key):
+                pts, text = LINE_POINTS * w, f"rewrites the failing line {frame.repo_path}:{frame.line} `{frame.source[:120]}`"
+            elif frame.function in ch.functions:
+                n = popularity.get((frame.repo_path, frame.function), 1)
+                pts = FUNC_POINTS * w / (1.0 + math.log(max(n, 1)))
+                text = f"changes {frame.function}() in {frame.repo_path} ({n} commit(s) since your version do)"
+            else:
+                pts, text = FILE_POINTS * w, f"changes {ch.path}"
+            if pts > best:
+                best, why = pts, text
+        if best:
+            code += best
+            if why not in evidence:
+                evidence.append(why)
+    code = min(code, CODE_CAP)
+    text = f"{commit.subject}\n{commit.body}\n" + "\n".join(commit.error_strings)
+    msg = 0.0
+    if q.exc_type and q.exc_type not in GENERIC_TYPES and q.exc_type in text:
+        msg += TYPE_POINTS
+        evidence.append(f"message names {q.exc_type}")
+    quoted = [t for t in (*commit.error_strings, commit.subject) if len(t) >= 10]
+    if q.message and len(q.message) >= 12 and quoted:
+        best = max(fuzz.partial_ratio(q.message, " ".join(t.lower().split())) for t in quoted)
+        if best >= QUOTE_MIN:
+            msg += QUOTE_POINTS * (best - 70.0) / 30.0
+            evidence.append(f"message quotes the error ({best:.0f}% match)")
+        elif q.template:
+            best_t = max(fuzz.partial_ratio(q.template, template(t)) for t in quoted)
+            if best_t >= TEMPLATE_MIN:
+                msg += TEMPLATE_POINTS
+                evidence.append(f"message quotes an error of the same form ({best_t:.0f}% template match)")
+    hits = [n for n in q.names if n in text]
+    if hits:
+        msg += min(NAME_POINTS * len(hits), NAME_CAP)
+        evidence.append("message names " + ", ".join(f"`{n}`" for n in hits[:4]))
+    if not code and msg < QUOTE_POINTS * 0.5:
+        return 0.0, []  # neither the code of the trace nor its error: unrelated
+    total = code + msg
+    if commit.is_fix:
+        total += FIX_POINTS
+        evidence.append("bug-fix title")
+    return total, evidence
+
+
+def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[str, str], contained: set[str] | None,
+         paths: Mapping[str, set[str]], top: int = 3, strict: bool = False) -> tuple[list[Candidate], list[Candidate]]:
+    """(candidates after the installed version, best fixes already contained in it), each best first.
+
+    `commits` newest first; `contained` the shas the installed version has (None: unknown, so every
+    commit counts as after it); `paths` maps a repository path to all names it had."""
+    q = _query(facts)
+    if not q.frames and not q.template:
+        return [], []
+    after = [c for c in commits if contained is None or c.sha not in contained]
+    popularity = function_popularity(after, q.frames)
+    threshold = STRICT_THRESHOLD if strict else THRESHOLD
+    scored: list[tuple[float, int, Candidate]] = []
+    inside: list[tuple[float, int, Candidate]] = []
+    for age, c in enumerate(commits):
+        s, ev = score(c, q, popularity, paths)
+        if s < threshold:
+            continue
+        is_in = contained is not None and c.sha in contained
+        cand = Candidate(c.sha, c.subject, c.pr, first_tag.get(c.sha), s, tuple(ev), is_in)
+        # ties: the oldest commit after the version first (the first fix is the one that fixed it)
+        (inside if is_in else scored).append((s, age, cand))
+    scored.sort(key=lambda t: (-t[0], -t[1]))
+    inside.sort(key=lambda t: (-t[0], t[1]))
+    return [c for _, _, c in scored[:top]], [c for _, _, c in inside[:1]]
