@@ -86,13 +86,11 @@ def _buffered(stream: BinaryIO) -> tuple[bytes, BinaryIO]:
 
 def _history_reports(state, values: List[str], diag, raw: bytes, facts: dict, top: int) -> list[dict]:
     """`--history`: candidate fix commits per repository, next to the knowledge-base matches."""
-    from porter.kb.history.lookup import analyse, is_strict, resolve_sources
+    from porter.kb.history.lookup import analyse_diagnosis, resolve_sources
 
     cfg = state.config()
     text = raw.decode("utf-8", "replace")
-    blocks = [b.lines for b in diag.signals.blocks if b.kind == "traceback"]
-    strict = is_strict(diag.matches)
-    return [analyse(src, blocks, text, facts, cfg.cache_dir, top=top, strict=strict).to_dict()
+    return [analyse_diagnosis(src, diag, text, facts, cfg.cache_dir, top=top).to_dict()
             for src in resolve_sources(values, cfg.forks_file)]
 
 

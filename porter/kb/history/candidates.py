@@ -27,6 +27,7 @@ QUOTE_POINTS = 4.0  # the message quotes the exception's message (values include
 TEMPLATE_POINTS = 1.0  # the message quotes the same kind of message (values blanked)
 NAME_POINTS = 1.5  # per distinctive name of the exception message found in the commit's message
 NAME_CAP = 3.0
+WHERE_POINTS = 1.0  # the message names the failing module or function (`fix X in qwen2_5_vl`)
 FIX_POINTS = 1.0
 THRESHOLD = 3.5  # a candidate is proposed at this score
 STRICT_THRESHOLD = 5.0  # when the knowledge base already explains the trace as an environment fault
@@ -70,15 +71,26 @@ class _Query:
     message: str
     template: str
     names: tuple[str, ...]
+    places: tuple[str, ...]  # the innermost frame's module stem and function (when distinctive)
 
 
-def _query(facts: TraceFacts) -> _Query:
+def _query(facts: TraceFacts, extra_text: str = "") -> _Query:
     frames = facts.frames
     tpl = template(facts.exception_message)
     words = [w for w in tpl.split() if w not in ("q", "n") and len(w) > 2]
     return _Query(frames, tuple(line_key(f.source) if f.source else None for f in frames),
                   facts.exception_type.rsplit(".", 1)[-1], " ".join(facts.exception_message.lower().split()),
-                  tpl if len(words) >= MIN_TEMPLATE_WORDS else "", tuple(distinctive_names(facts.exception_message)))
+                  tpl if len(words) >= MIN_TEMPLATE_WORDS else "",
+                  tuple(distinctive_names(facts.exception_message or extra_text)), _places(frames))
+
+
+def _places(frames: Sequence[Frame]) -> tuple[str, ...]:
+    if not frames:
+        return ()
+    f = frames[0]
+    stem = f.repo_path.rsplit("/", 1)[-1].removesuffix(".py")
+    out = [p for p in (stem, f.function) if len(p) >= 8 and p not in ("__init__", "forward", "__call__", "utils")]
+    return tuple(dict.fromkeys(out))
 
 
 def _weight(depth: int) -> float:
@@ -98,7 +110,8 @@ def function_popularity(commits: Iterable[CommitRecord], frames: Sequence[Frame]
     return counts
 
 
-def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], int], paths: Mapping[str, set[str]]) -> tuple[float, list[str]]:
+def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], int], paths: Mapping[str, set[str]],
+          use_message: bool = True) -> tuple[float, list[str]]:
     evidence: list[str] = []
     code = 0.0
     for frame, key in zip(q.frames, q.keys):
@@ -123,12 +136,12 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
             if why not in evidence:
                 evidence.append(why)
     code = min(code, CODE_CAP)
-    text = f"{commit.subject}\n{commit.body}\n" + "\n".join(commit.error_strings)
+    text = f"{commit.subject}\n{commit.body}\n" + "\n".join(commit.error_strings) if use_message else ""
     msg = 0.0
     if q.exc_type and q.exc_type not in GENERIC_TYPES and q.exc_type in text:
         msg += TYPE_POINTS
         evidence.append(f"message names {q.exc_type}")
-    quoted = [t for t in (*commit.error_strings, commit.subject) if len(t) >= 10]
+    quoted = [t for t in (*commit.error_strings, commit.subject) if len(t) >= 10] if use_message else []
     if q.message and len(q.message) >= 12 and quoted:
         best = max(fuzz.partial_ratio(q.message, " ".join(t.lower().split())) for t in quoted)
         if best >= QUOTE_MIN:
@@ -143,6 +156,11 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
     if hits:
         msg += min(NAME_POINTS * len(hits), NAME_CAP)
         evidence.append("message names " + ", ".join(f"`{n}`" for n in hits[:4]))
+    if code and use_message:
+        where = next((w for w in q.places if w in text), None)
+        if where:
+            msg += WHERE_POINTS
+            evidence.append(f"message names `{where}`, where the trace failed")
     if not code and msg < QUOTE_POINTS * 0.5:
         return 0.0, []  # neither the code of the trace nor its error: unrelated
     total = code + msg
@@ -153,13 +171,16 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
 
 
 def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[str, str], contained: set[str] | None,
-         paths: Mapping[str, set[str]], top: int = 3, strict: bool = False) -> tuple[list[Candidate], list[Candidate]]:
+         paths: Mapping[str, set[str]], top: int = 3, strict: bool = False,
+         use_message: bool = True, error_text: str = "") -> tuple[list[Candidate], list[Candidate]]:
     """(candidates after the installed version, best fixes already contained in it), each best first.
+    `use_message=False` ranks on code evidence alone (an ablation for the benchmark). `error_text`:
+    the trace's error lines, whose code names count when the exception carries no message.
 
     `commits` newest first; `contained` the shas the installed version has (None: unknown, so every
     commit counts as after it); `paths` maps a repository path to all names it had."""
-    q = _query(facts)
-    if not q.frames and not q.template:
+    q = _query(facts, error_text)
+    if not q.frames and not q.message:
         return [], []
     after = [c for c in commits if contained is None or c.sha not in contained]
     popularity = function_popularity(after, q.frames)
@@ -167,7 +188,7 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
     scored: list[tuple[float, int, Candidate]] = []
     inside: list[tuple[float, int, Candidate]] = []
     for age, c in enumerate(commits):
-        s, ev = score(c, q, popularity, paths)
+        s, ev = score(c, q, popularity, paths, use_message)
         if s < threshold:
             continue
         is_in = contained is not None and c.sha in contained

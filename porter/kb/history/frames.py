@@ -16,6 +16,22 @@ _FRAME = re.compile(r'^\s*File "(?P<path>[^"]{1,1000})", line (?P<line>\d{1,7})(
 _EXCEPTION = re.compile(r"^(?P<type>(?:[A-Za-z_]\w{0,80}\.){0,8}[A-Za-z_]\w{0,80}(?:Error|Exception|Exit|Interrupt|Failed|Fault))(?::\s?(?P<msg>.*))?$")
 _CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
 _NOT_SOURCE = ("^", "~", "...", "[Previous line", 'File "', "Traceback (most recent call last)")
+# Log prefixes the knowledge base's normaliser may leave (process tags with spaces, logger stamps):
+# "(VllmWorker rank=1 pid=72013) ERROR 07-31 11:41:04 [multiproc_executor.py:522] "
+_LOG_PREFIX = re.compile(
+    r"^(?:\x1b\[[0-9;]*m|\^\[\[[0-9;]*m)*(?:\([^()]{1,80}\)\s*(?:\x1b\[[0-9;]*m|\^\[\[[0-9;]*m)*\s*)+"
+    r"(?:(?:ERROR|WARNING|INFO|DEBUG|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+(?:\[[^\]]{1,80}\]\s?)?)?"
+)
+_RANK_PREFIX = re.compile(r"^\[rank\d+\]:\s?")
+
+
+def strip_log_prefix(line: str) -> str:
+    """The line without a process tag / logger stamp / `[rankN]:` prefix (the code after it is kept)."""
+    m = _LOG_PREFIX.match(line)
+    if m and m.end():
+        line = line[m.end():]
+    m = _RANK_PREFIX.match(line)
+    return line[m.end():] if m else line
 MAX_FRAMES = 8
 
 
@@ -34,7 +50,7 @@ def segments(lines: Iterable[str]) -> list[Segment]:
     current: Segment | None = None
     pending_source = False
     for raw in lines:
-        text = raw.rstrip()
+        text = strip_log_prefix(raw.rstrip())
         stripped = text.strip()
         if stripped.startswith("Traceback (most recent call last)") or stripped.startswith(_CHAIN):
             if current is not None and (current.frames or current.exception_type):
@@ -130,11 +146,24 @@ def versions_in_text(text: str, names: Sequence[str]) -> str | None:
     return seen.most_common(1)[0][0] if seen else None
 
 
-def trace_facts(traceback_blocks: Iterable[Sequence[str]], mapper: PathMapper) -> TraceFacts:
+def trace_facts(traceback_blocks: Iterable[Sequence[str]], mapper: PathMapper,
+                fallback: tuple[str, str] | None = None) -> TraceFacts:
+    """`fallback`: the (type, message) to use when no traceback printed its exception (a pasted
+    error line without frames): the extractor's first exception."""
     segs: list[Segment] = []
     for block in traceback_blocks:
         segs.extend(segments(block))
     frames, seg = plugin_frames(segs, mapper)
-    # the exception that ended the causal segment; without one, the last exception printed
+    # the exception that ended the causal segment; else the first one a traceback printed
     source = seg if seg is not None and seg.exception_type else next((s for s in segs if s.exception_type), None)
-    return TraceFacts(tuple(frames), source.exception_type if source else "", source.exception_message if source else "")
+    if source is not None:
+        return TraceFacts(tuple(frames), source.exception_type, source.exception_message)
+    exc_type, message = fallback or ("", "")
+    return TraceFacts(tuple(frames), exc_type, message)
+
+
+def first_exception(exceptions: Sequence[object]) -> tuple[str, str] | None:
+    """The first exception (with a message, if any has one) of the extractor's list."""
+    with_msg = [e for e in exceptions if getattr(e, "message", "")]
+    pick = with_msg[0] if with_msg else (exceptions[0] if exceptions else None)
+    return (pick.type, pick.message) if pick is not None else None

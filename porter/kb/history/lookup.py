@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 from porter.errors import InputError
 from porter.kb.history import mine
 from porter.kb.history.candidates import rank
-from porter.kb.history.frames import PathMapper, trace_facts, versions_in_text
+from porter.kb.history.frames import PathMapper, first_exception, trace_facts, versions_in_text
 from porter.kb.history.models import CommitRecord, HistoryIndex, HistoryReport, Installed, TraceFacts
 from porter.kb.history.version import installed_version
 
@@ -91,6 +91,9 @@ def analyse(
     top: int = 3,
     strict: bool = False,
     index: HistoryIndex | None = None,
+    fallback_exception: tuple[str, str] | None = None,
+    use_message: bool = True,
+    error_text: str = "",
 ) -> HistoryReport:
     """Candidate fix commits in `source` for the trace. `index`: a loaded index (else the cached
     one for the repository's tip is used when present, and git log on the frames' files if not)."""
@@ -102,23 +105,25 @@ def analyse(
     if index is None or index.head != head:
         index = mine.cached_index(cache_dir, source.repo, head)
     files = set(index.files) | mine.known_paths(index.commits) if index else set(mine.repo_files(source.repo, head))
-    facts = trace_facts(traceback_blocks, PathMapper(files))
+    facts = trace_facts(traceback_blocks, PathMapper(files), fallback_exception)
     packages = (*source.packages, *dict.fromkeys(f.repo_path.split("/", 1)[0] for f in facts.frames))
     tags = index.tags if index else mine.sorted_tags(source.repo)
     scan = text if len(text) <= TEXT_SCAN_CHARS else text[: TEXT_SCAN_CHARS // 2] + "\n" + text[-TEXT_SCAN_CHARS // 2:]
     installed = installed_version(env, packages, versions_in_text(scan, packages), tags, source.repo, facts.frames)
     report = HistoryReport(source.label, "none", installed, frames=list(facts.frames), note=problem or "", index_used=index is not None)
-    if not facts.frames:
-        report.status = "no-frames"
+    if not facts.frames and not facts.exception_message:
+        report.status = "no-frames"  # nothing of the trace points into this repository
         report.elapsed_s = time.perf_counter() - started
         return report
     contained: set[str] | None = None
     if installed.ref:
         contained = set(mine.git_ok(source.repo, ["rev-list", f"{installed.ref}^{{commit}}"], "rev-list").split())
+    # without an index only the frames' files are read: a message-only search needs the index
     commits = index.commits if index else _live_commits(source, head, facts, cache_dir)
     report.commits_considered = sum(1 for c in commits if contained is None or c.sha not in contained)
     first_tag = index.first_tag if index else {}
-    candidates, inside = rank(commits, facts, first_tag, contained, _rename_closure(commits), top=top, strict=strict)
+    candidates, inside = rank(commits, facts, first_tag, contained, _rename_closure(commits), top=top, strict=strict,
+                                 use_message=use_message, error_text=error_text)
     if not index:
         from dataclasses import replace
 
@@ -153,6 +158,32 @@ def resolve_sources(values: Sequence[str], forks_file: Path, registry_file: Path
         out.append(HistorySource(spec.name, spec.history, packages=(spec.plugin, spec.name),
                                  remote=spec.upstream_remote or spec.remote))
     return out
+
+
+def analyse_diagnosis(source: HistorySource, diag, text: str, env: Mapping[str, str], cache_dir: Path, *,
+                      top: int = 3, index: HistoryIndex | None = None, use_message: bool = True) -> HistoryReport:
+    """`analyse` for a knowledge-base Diagnosis: its traceback blocks, first exception and matches."""
+    # error blocks too: a traceback behind a log prefix the extractor did not strip lands there
+    blocks = [b.lines for b in diag.signals.blocks if b.kind in ("traceback", "error")]
+    return analyse(source, blocks, text, env, cache_dir, top=top, strict=is_strict(diag.matches), index=index,
+                   fallback_exception=first_exception(diag.signals.exceptions), use_message=use_message,
+                   error_text=error_lines(diag.signals.error_texts(12)))
+
+
+def error_lines(texts: Sequence[str]) -> str:
+    """The trace's error lines without frames, log prefixes and paths: where code names in an
+    error that has no `Type: message` line come from."""
+    import re
+
+    from porter.kb.history.frames import strip_log_prefix
+
+    out = []
+    for t in texts:
+        t = strip_log_prefix(t).strip()
+        if t.startswith(("File ", "Traceback")):
+            continue
+        out.append(re.sub(r"\S*/\S*", " ", t))  # paths name files, not the failing code
+    return "\n".join(out)
 
 
 def is_strict(matches: Sequence[object]) -> bool:

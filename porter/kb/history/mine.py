@@ -172,6 +172,14 @@ def log_commits(repo: Path, cache_dir: Path, revs: Sequence[str], paths: Sequenc
     return list(parse_log(git_ok(repo, args, "log")))
 
 
+def _with_message_only(py_commits: list[CommitRecord], repo: Path, revs: Sequence[str]) -> list[CommitRecord]:
+    """All commits of `revs`, newest first: those that changed no .py file (a Dockerfile, C++,
+    a requirement pin) carry their message only, so a quoted error still finds them."""
+    have = {c.sha: c for c in py_commits}
+    out = git_ok(repo, ["log", "--no-merges", f"--format={_LOG_FORMAT}", *revs], "log")
+    return [have.get(c.sha, c) for c in parse_log(out)]
+
+
 # -- tags and the index -----------------------------------------------------------------------------
 def _version_of(tag: str) -> Version | None:
     try:
@@ -252,7 +260,7 @@ def build_index(repo: Path, cache_dir: Path, ref: str = "HEAD") -> tuple[History
                 base = prev
                 break
     revs = [head, f"^{base.head}"] if base else [head]
-    commits = log_commits(repo, cache_dir, revs)
+    commits = _with_message_only(log_commits(repo, cache_dir, revs), repo, revs)
     if base:
         commits += base.commits
     tags = sorted_tags(repo)

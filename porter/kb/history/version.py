@@ -52,23 +52,32 @@ def _blobs(repo: Path, specs: Sequence[str]) -> dict[str, list[str] | None]:
 
 
 def tag_matching_frames(repo: Path, tags: Sequence[str], frames: Sequence[Frame]) -> str | None:
-    """The newest tag where the most frames (at least half of those with a source line, and one)
-    show their printed source line at their line number."""
+    """The oldest tag of the newest run of tags whose code shows the frames' printed source lines
+    at the frames' line numbers (the most frames, at least half of those with a source line).
+
+    Unchanged lines match many releases in a row; the oldest of the run is the earliest version
+    the trace can come from, so a fix made within the run stays a candidate."""
     with_source = [f for f in frames if f.source]
     if not with_source or not tags:
         return None
     specs = [f"{t}:{f.repo_path}" for t in tags for f in {f.repo_path: f for f in with_source}.values()]
     blobs = _blobs(repo, specs)
-    best: tuple[int, int, str] | None = None
-    for order, tag in enumerate(tags):
+    hits_by_tag: list[int] = []
+    for tag in tags:
         hits = 0
         for f in with_source:
             lines = blobs.get(f"{tag}:{f.repo_path}")
             if lines and 0 < f.line <= len(lines) and " ".join(lines[f.line - 1].split()) == " ".join(f.source.split()):
                 hits += 1
-        if hits and hits * 2 >= len(with_source) and (best is None or (hits, order) >= best[:2]):
-            best = (hits, order, tag)
-    return best[2] if best else None
+        hits_by_tag.append(hits)
+    best = max(hits_by_tag)
+    if not best or best * 2 < len(with_source):
+        return None
+    newest = max(i for i, h in enumerate(hits_by_tag) if h == best)
+    oldest = newest
+    while oldest > 0 and hits_by_tag[oldest - 1] == best:
+        oldest -= 1
+    return tags[oldest]
 
 
 def installed_version(env: Mapping[str, str], packages: Sequence[str], text_version: str | None,
