@@ -27,6 +27,8 @@ QUOTE_POINTS = 4.0  # the message quotes the exception's message (values include
 TEMPLATE_POINTS = 1.0  # the message quotes the same kind of message (values blanked)
 NAME_POINTS = 1.5  # per distinctive name of the exception message found in the commit's message
 NAME_CAP = 3.0
+RARE_NAME_COMMITS = 3  # a name at most this many commit messages mention is rare
+COMMON_NAME_COMMITS = 20
 WHERE_POINTS = 1.0  # the message names the failing module or function (`fix X in qwen2_5_vl`)
 FIX_POINTS = 1.0
 THRESHOLD = 3.5  # a candidate is proposed at this score
@@ -93,6 +95,14 @@ def _places(frames: Sequence[Frame]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
+def _quote_ratio(message: str, quoted: str) -> float:
+    """How well a string the commit quotes reproduces the trace's message. A short quote inside a
+    long message (`RuntimeError`, an error code) is no quote of it: it must cover half of it."""
+    if len(quoted) < len(message) and len(quoted) < max(24, len(message) // 2):
+        return 0.0
+    return fuzz.partial_ratio(message, quoted)
+
+
 def _weight(depth: int) -> float:
     return FRAME_WEIGHTS[min(depth, len(FRAME_WEIGHTS) - 1)]
 
@@ -110,8 +120,26 @@ def function_popularity(commits: Iterable[CommitRecord], frames: Sequence[Frame]
     return counts
 
 
+def _name_points(df: int) -> float:
+    return NAME_CAP if df <= RARE_NAME_COMMITS else NAME_POINTS if df <= COMMON_NAME_COMMITS else NAME_POINTS / 3
+
+
+def name_frequency(commits: Iterable[CommitRecord], names: Sequence[str]) -> dict[str, int]:
+    """How many commit messages mention each name."""
+    counts = {n: 0 for n in names}
+    if not names:
+        return counts
+    for c in commits:
+        text = f"{c.subject}\n{c.body}\n" + "\n".join(c.error_strings)
+        for n in names:
+            if n in text:
+                counts[n] += 1
+    return counts
+
+
 def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], int], paths: Mapping[str, set[str]],
-          use_message: bool = True) -> tuple[float, list[str]]:
+          use_message: bool = True, name_df: Mapping[str, int] | None = None) -> tuple[float, list[str]]:
+    name_df = name_df or {}
     evidence: list[str] = []
     code = 0.0
     for frame, key in zip(q.frames, q.keys):
@@ -143,7 +171,7 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
         evidence.append(f"message names {q.exc_type}")
     quoted = [t for t in (*commit.error_strings, commit.subject) if len(t) >= 10] if use_message else []
     if q.message and len(q.message) >= 12 and quoted:
-        best = max(fuzz.partial_ratio(q.message, " ".join(t.lower().split())) for t in quoted)
+        best = max(_quote_ratio(q.message, " ".join(t.lower().split())) for t in quoted)
         if best >= QUOTE_MIN:
             msg += QUOTE_POINTS * (best - 70.0) / 30.0
             evidence.append(f"message quotes the error ({best:.0f}% match)")
@@ -154,7 +182,8 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
                 evidence.append(f"message quotes an error of the same form ({best_t:.0f}% template match)")
     hits = [n for n in q.names if n in text]
     if hits:
-        msg += min(NAME_POINTS * len(hits), NAME_CAP)
+        # a name few commits mention (`decode_hs_or_q_c`) says more than one many do (`torch_npu`)
+        msg += min(sum(_name_points(name_df.get(n, 1)) for n in hits), NAME_CAP)
         evidence.append("message names " + ", ".join(f"`{n}`" for n in hits[:4]))
     if code and use_message:
         where = next((w for w in q.places if w in text), None)
@@ -184,13 +213,16 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
         return [], []
     after = [c for c in commits if contained is None or c.sha not in contained]
     popularity = function_popularity(after, q.frames)
+    name_df = name_frequency(commits, q.names) if use_message else {}
     threshold = STRICT_THRESHOLD if strict else THRESHOLD
     scored: list[tuple[float, int, Candidate]] = []
     inside: list[tuple[float, int, Candidate]] = []
     for age, c in enumerate(commits):
-        s, ev = score(c, q, popularity, paths, use_message)
+        s, ev = score(c, q, popularity, paths, use_message, name_df)
         if s < threshold:
             continue
+        if strict and not any(e.startswith(("rewrites", "changes")) for e in ev):
+            continue  # the KB explains the trace as an environment fault: a quote alone is not enough
         is_in = contained is not None and c.sha in contained
         cand = Candidate(c.sha, c.subject, c.pr, first_tag.get(c.sha), s, tuple(ev), is_in)
         # ties: the oldest commit after the version first (the first fix is the one that fixed it)

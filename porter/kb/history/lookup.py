@@ -165,9 +165,10 @@ def analyse_diagnosis(source: HistorySource, diag, text: str, env: Mapping[str, 
     """`analyse` for a knowledge-base Diagnosis: its traceback blocks, first exception and matches."""
     # error blocks too: a traceback behind a log prefix the extractor did not strip lands there
     blocks = [b.lines for b in diag.signals.blocks if b.kind in ("traceback", "error")]
+    errors = error_lines(diag.signals.error_texts(12))
     return analyse(source, blocks, text, env, cache_dir, top=top, strict=is_strict(diag.matches), index=index,
-                   fallback_exception=first_exception(diag.signals.exceptions), use_message=use_message,
-                   error_text=error_lines(diag.signals.error_texts(12)))
+                   fallback_exception=first_exception(diag.signals.exceptions) or embedded_exception(errors),
+                   use_message=use_message, error_text=errors)
 
 
 def error_lines(texts: Sequence[str]) -> str:
@@ -184,6 +185,15 @@ def error_lines(texts: Sequence[str]) -> str:
             continue
         out.append(re.sub(r"\S*/\S*", " ", t))  # paths name files, not the failing code
     return "\n".join(out)
+
+
+def embedded_exception(text: str) -> tuple[str, str] | None:
+    """`Type: message` inside an error line (`... failed with KeyError: 'x'`), when no line
+    starts with one."""
+    import re
+
+    m = re.search(r"\b([A-Z]\w{0,60}(?:Error|Exception))\b:\s*([^\n`]{4,300})", text)
+    return (m.group(1), m.group(2).strip()) if m else None
 
 
 def is_strict(matches: Sequence[object]) -> bool:
