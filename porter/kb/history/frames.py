@@ -129,7 +129,7 @@ def plugin_frames(segs: Sequence[Segment], mapper: PathMapper) -> tuple[list[Fra
 
 
 def _version_pattern(names: Sequence[str]) -> re.Pattern[str]:
-    alts = sorted({re.escape(n).replace(r"\-", "[-_]").replace("_", "[-_]") for n in names}, key=len, reverse=True)
+    alts = sorted({"[-_.]".join(re.escape(p) for p in re.split(r"[-_.]+", n) if p) for n in names}, key=len, reverse=True)
     return re.compile(
         r"(?<![\w-])(?:" + "|".join(alts) + r")(?:==|\s*version\s*[:=]?\s*|:v|-v?|\s+v?)"
         r"(?P<v>\d+\.\d+(?:\.\d+)?(?:\.?(?:rc|post|dev)\d+)?)(?![\w.])",
