@@ -32,7 +32,8 @@ COMMON_NAME_COMMITS = 20
 WHERE_POINTS = 1.0  # the message names the failing module or function (`fix X in qwen2_5_vl`)
 FIX_POINTS = 1.0
 THRESHOLD = 3.5  # a candidate is proposed at this score
-STRICT_THRESHOLD = 5.0  # when the knowledge base already explains the trace as an environment fault
+STRICT_THRESHOLD = 5.0
+GUESSED_VERSION_PENALTY = 1.5  # a commit the version guessed from the frames already has: likely, not surely, in  # when the knowledge base already explains the trace as an environment fault
 QUOTE_MIN = 90.0
 TEMPLATE_MIN = 90.0
 MIN_TEMPLATE_WORDS = 4  # a template of fewer real words ("Q object has no attribute Q") is too common
@@ -201,10 +202,12 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
 
 def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[str, str], contained: set[str] | None,
          paths: Mapping[str, set[str]], top: int = 3, strict: bool = False,
-         use_message: bool = True, error_text: str = "") -> tuple[list[Candidate], list[Candidate]]:
+         use_message: bool = True, error_text: str = "", guessed: bool = False) -> tuple[list[Candidate], list[Candidate]]:
     """(candidates after the installed version, best fixes already contained in it), each best first.
     `use_message=False` ranks on code evidence alone (an ablation for the benchmark). `error_text`:
     the trace's error lines, whose code names count when the exception carries no message.
+    `guessed`: the installed version was guessed from the frames' code (the same lines live in many
+    releases): commits it contains stay candidates, ranked lower, instead of being ruled out.
 
     `commits` newest first; `contained` the shas the installed version has (None: unknown, so every
     commit counts as after it); `paths` maps a repository path to all names it had."""
@@ -224,6 +227,12 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
         if strict and not any(e.startswith(("rewrites", "changes")) for e in ev):
             continue  # the KB explains the trace as an environment fault: a quote alone is not enough
         is_in = contained is not None and c.sha in contained
+        if is_in and guessed:
+            s -= GUESSED_VERSION_PENALTY
+            if s < threshold:
+                continue
+            ev = [*ev, "may already be in your version (guessed from the frames' code)"]
+            is_in = False
         cand = Candidate(c.sha, c.subject, c.pr, first_tag.get(c.sha), s, tuple(ev), is_in)
         # ties: the oldest commit after the version first (the first fix is the one that fixed it)
         (inside if is_in else scored).append((s, age, cand))

@@ -21,7 +21,8 @@ from porter.kb.history.version import installed_version
 # for calling the same trace a plugin bug.
 ENVIRONMENT_KINDS = frozenset({"env", "config", "packaging", "build", "hardware", "network", "process"})
 STRICT_CONFIDENCE = 0.7
-TEXT_SCAN_CHARS = 2_000_000  # versions are looked for in the first and last MB of the text
+TEXT_SCAN_CHARS = 2_000_000
+EMBEDDED_SCAN_CHARS = 200_000  # a pasted snippet's `Type: message` inside prose is looked for this far  # versions are looked for in the first and last MB of the text
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,7 @@ def analyse(
     report.commits_considered = sum(1 for c in commits if contained is None or c.sha not in contained)
     first_tag = index.first_tag if index else {}
     candidates, inside = rank(commits, facts, first_tag, contained, _rename_closure(commits), top=top, strict=strict,
-                                 use_message=use_message, error_text=error_text)
+                                 use_message=use_message, error_text=error_text, guessed=installed.source == "frames")
     if not index:
         from dataclasses import replace
 
@@ -167,7 +168,8 @@ def analyse_diagnosis(source: HistorySource, diag, text: str, env: Mapping[str, 
     blocks = [b.lines for b in diag.signals.blocks if b.kind in ("traceback", "error")]
     errors = error_lines(diag.signals.error_texts(12))
     return analyse(source, blocks, text, env, cache_dir, top=top, strict=is_strict(diag.matches), index=index,
-                   fallback_exception=first_exception(diag.signals.exceptions) or embedded_exception(errors),
+                   fallback_exception=(first_exception(diag.signals.exceptions) or embedded_exception(errors)
+                                       or embedded_exception(text[:EMBEDDED_SCAN_CHARS])),
                    use_message=use_message, error_text=errors)
 
 
