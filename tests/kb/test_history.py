@@ -163,7 +163,7 @@ def test_live_history_finds_the_fix_after_the_version_the_frames_match(history, 
 def test_index_gives_the_same_answer_and_is_cached_by_commit_id(history, tmp_path):
     cache = tmp_path / "cache"
     index, path, built = mine.build_index(history["repo"], cache)
-    assert built and path.name == f"{history['shas']['later']}.json.gz"
+    assert built and path.name == f"{history['shas']['later']}.json"
     by_sha = {c.sha: c for c in index.commits}
     fix = by_sha[history["shas"]["fix"]]
     assert fix.is_fix and not by_sha[history["shas"]["feat"]].is_fix

@@ -69,12 +69,13 @@ def distinctive_names(message: str) -> list[str]:
 @dataclass(frozen=True)
 class _Query:
     frames: tuple[Frame, ...]
-    keys: tuple[str | None, ...]
+    keys: tuple[str | None, ...]  # line_key() of each frame's source line
     exc_type: str
     message: str
     template: str
     names: tuple[str, ...]
     places: tuple[str, ...]  # the innermost frame's module stem and function (when distinctive)
+    words: tuple[str, ...]  # the message's longest words (lowercase): a cheap test before fuzzy matching
 
 
 def _query(facts: TraceFacts, extra_text: str = "") -> _Query:
@@ -84,7 +85,15 @@ def _query(facts: TraceFacts, extra_text: str = "") -> _Query:
     return _Query(frames, tuple(line_key(f.source) if f.source else None for f in frames),
                   facts.exception_type.rsplit(".", 1)[-1], " ".join(facts.exception_message.lower().split()),
                   tpl if len(words) >= MIN_TEMPLATE_WORDS else "",
-                  tuple(distinctive_names(facts.exception_message or extra_text)), _places(frames))
+                  tuple(distinctive_names(facts.exception_message or extra_text)), _places(frames),
+                  _keys(facts.exception_message))
+
+
+def _keys(message: str) -> tuple[str, ...]:
+    words = sorted({w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]{3,}", _QUOTED.sub(" ", message))}, key=len, reverse=True)
+    if not words:  # a message of quoted values only: its values are the words
+        words = sorted({w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]{3,}", message)}, key=len, reverse=True)
+    return tuple(words[:3])
 
 
 def _places(frames: Sequence[Frame]) -> tuple[str, ...]:
@@ -170,7 +179,10 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
     if q.exc_type and q.exc_type not in GENERIC_TYPES and q.exc_type in text:
         msg += TYPE_POINTS
         evidence.append(f"message names {q.exc_type}")
-    quoted = [t for t in (*commit.error_strings, commit.subject) if len(t) >= 10] if use_message else []
+    low = text.lower()
+    # the longest words of the message must be in the commit's text before a fuzzy quote can match
+    quotable = use_message and any(w in low for w in q.words)
+    quoted = [t for t in (*commit.error_strings, commit.subject) if len(t) >= 10] if quotable else []
     if q.message and len(q.message) >= 12 and quoted:
         best = max(_quote_ratio(q.message, " ".join(t.lower().split())) for t in quoted)
         if best >= QUOTE_MIN:

@@ -7,7 +7,6 @@ frames' files (following renames) when no index is there yet.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import os
@@ -226,8 +225,7 @@ def index_dir(cache_dir: Path, repo: Path) -> Path:
 
 def _read(path: Path) -> HistoryIndex | None:
     try:
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            raw = json.load(fh)
+        raw = json.loads(path.read_bytes())
     except (OSError, ValueError, EOFError):
         return None
     if raw.get("schema") != INDEX_SCHEMA:
@@ -236,7 +234,7 @@ def _read(path: Path) -> HistoryIndex | None:
 
 
 def cached_index(cache_dir: Path, repo: Path, head: str) -> HistoryIndex | None:
-    path = index_dir(cache_dir, repo) / f"{head}.json.gz"
+    path = index_dir(cache_dir, repo) / f"{head}.json"
     return _read(path) if path.is_file() else None
 
 
@@ -249,12 +247,12 @@ def build_index(repo: Path, cache_dir: Path, ref: str = "HEAD") -> tuple[History
     of an ancestor is extended with the new commits only."""
     head = resolve(repo, ref)
     folder = index_dir(cache_dir, repo)
-    target = folder / f"{head}.json.gz"
+    target = folder / f"{head}.json"  # plain JSON: gunzip cost more per diagnose than the disk it saves
     if target.is_file() and (done := _read(target)) is not None:
         return done, target, False
     base: HistoryIndex | None = None
     if folder.is_dir():
-        for old in sorted(folder.glob("*.json.gz"), key=lambda p: p.stat().st_mtime, reverse=True):
+        for old in sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True):
             prev = _read(old)
             if prev is not None and prev.head != head and is_ancestor(repo, prev.head, head):
                 base = prev
@@ -269,7 +267,7 @@ def build_index(repo: Path, cache_dir: Path, ref: str = "HEAD") -> tuple[History
     folder.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as fh:
+        with os.fdopen(fd, "wb") as fh:
             fh.write(json.dumps(index.to_dict(), separators=(",", ":")).encode("utf-8"))
         os.replace(tmp, target)
     except BaseException:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-INDEX_SCHEMA = 2
+INDEX_SCHEMA = 3
 REPORT_SCHEMA = 1
 
 
@@ -32,7 +32,7 @@ class TraceFacts:
     versions: dict[str, str] = field(default_factory=dict)  # package -> version seen in the text
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: an index holds ~20k of them and frozen __init__ is slow to load
 class FileChange:
     path: str  # after the commit
     old_path: str  # before it (differs on renames; "" for new files)
@@ -50,7 +50,7 @@ class FileChange:
         return cls(raw[0], raw[1], tuple(raw[2]), raw[3])
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class CommitRecord:
     sha: str
     time: int  # committer time, epoch seconds
