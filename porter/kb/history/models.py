@@ -29,7 +29,6 @@ class TraceFacts:
     frames: tuple[Frame, ...]  # innermost first
     exception_type: str
     exception_message: str
-    versions: dict[str, str] = field(default_factory=dict)  # package -> version seen in the text
 
 
 @dataclass(slots=True)  # not frozen: an index holds ~20k of them and frozen __init__ is slow to load
