@@ -29,6 +29,7 @@ NAME_POINTS = 1.5  # per distinctive name of the exception message found in the 
 NAME_CAP = 3.0
 RARE_NAME_COMMITS = 3  # a name at most this many commit messages mention is rare
 COMMON_NAME_COMMITS = 20
+SUBJECT_POINTS = 0.5  # the title itself names the error's type or code names (more decisive than the body)
 WHERE_POINTS = 1.0  # the message names the failing module or function (`fix X in qwen2_5_vl`)
 FIX_POINTS = 1.0
 THRESHOLD = 3.5  # a candidate is proposed at this score
@@ -205,6 +206,9 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
             evidence.append(f"message names `{where}`, where the trace failed")
     if not code and msg < QUOTE_POINTS * 0.5:
         return 0.0, []  # neither the code of the trace nor its error: unrelated
+    if msg and use_message and any(n in commit.subject for n in (*q.names, *q.places, q.exc_type) if n):
+        msg += SUBJECT_POINTS
+        evidence.append("its title names it")
     total = code + msg
     if commit.is_fix:
         total += FIX_POINTS

@@ -190,12 +190,19 @@ def error_lines(texts: Sequence[str]) -> str:
 
 
 def embedded_exception(text: str) -> tuple[str, str] | None:
-    """`Type: message` inside an error line (`... failed with KeyError: 'x'`), when no line
-    starts with one."""
+    """`Type: message` inside an error line or a sentence (`... failed with KeyError: 'x'`), when
+    no line starts with one. A message wrapped onto the next line (pasted prose) is joined when
+    that line goes on with a quoted value."""
     import re
 
-    m = re.search(r"\b([A-Z]\w{0,60}(?:Error|Exception))\b:\s*([^\n`]{4,300})", text)
-    return (m.group(1), m.group(2).strip()) if m else None
+    m = re.search(r"\b([A-Z]\w{0,60}(?:Error|Exception))\b:\s*([^\n`]{4,300})(?:\n([^\n`]{1,200}))?", text)
+    if not m:
+        return None
+    message = m.group(2).strip()
+    more = (m.group(3) or "").strip()
+    if more[:1] in ("'", '"') and not message.endswith("."):
+        message = f"{message} {more}"
+    return m.group(1), message
 
 
 def is_strict(matches: Sequence[object]) -> bool:

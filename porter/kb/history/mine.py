@@ -29,6 +29,7 @@ _DEF = re.compile(r"^\s*(?:async\s+)?def\s+(\w+)|^\s*class\s+(\w+)")
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@ ?(?P<ctx>.*)$")
 _ERR_LINE = re.compile(r"\b[A-Z]\w{0,60}(?:Error|Exception)\b(?::[^\n`]{3,240})?")
 _BACKTICK = re.compile(r"`([^`\n]{6,240})`")
+_WRAPPED = re.compile(r"\n\s*(['\"][^\n`]{1,120})")
 _BODY_END = re.compile(r"^(?:### Does this PR introduce|- vLLM version:|Signed-off-by:|Co-authored-by:)", re.M)
 MAX_BODY = 1200
 MIN_LINE_KEY = 8  # shorter removed lines (`)`, `else:`, `return x`) say little about which code it was
@@ -51,7 +52,9 @@ def error_strings(message: str) -> tuple[str, ...]:
     """Error texts the message quotes: `Type: message` lines and backticked spans."""
     found: dict[str, None] = {}
     for m in _ERR_LINE.finditer(message):
-        found.setdefault(m.group().strip(), None)
+        text = m.group().strip()
+        wrapped = _WRAPPED.match(message, m.end())  # `...has no attribute` + newline + `'name'`
+        found.setdefault(f"{text} {wrapped.group(1)}" if wrapped and ":" in text else text, None)
     for m in _BACKTICK.finditer(message):
         found.setdefault(m.group(1).strip(), None)
     return tuple(list(found)[:24])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-INDEX_SCHEMA = 3
+INDEX_SCHEMA = 4
 REPORT_SCHEMA = 1
 
 
