@@ -252,3 +252,12 @@ def test_cli_mine_history(history, cli):
     assert json.loads(out)["built"] is False
     code, out = cli(["kb", "mine-history", str(history["repo"] / "nope"), "--json"])
     assert code == 3
+
+
+def test_version_without_its_own_tag_uses_the_newest_tag_before_it():
+    from porter.kb.history.version import tag_for_version
+
+    tags = ["v0.1.0", "v0.2.0rc1", "v0.2.0", "v0.3.0"]
+    assert tag_for_version(tags, "0.2.0") == "v0.2.0"
+    assert tag_for_version(tags, "0.2.1.dev3") == "v0.2.0"
+    assert tag_for_version(tags, "0.0.9") is None and tag_for_version(tags, "not-a-version") is None

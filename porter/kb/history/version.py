@@ -14,17 +14,23 @@ from porter.kb.history.models import Frame, Installed
 
 
 def tag_for_version(tags: Sequence[str], version: str) -> str | None:
+    """The release tag of `version`, else the newest tag before it (a build between releases has
+    at least that release's commits); None when the version is not a version or precedes all tags."""
     try:
         wanted = Version(version)
     except InvalidVersion:
         return None
-    for tag in reversed(tags):
+    before = None
+    for tag in tags:  # oldest first
         try:
-            if Version(tag.lstrip("vV")) == wanted:
-                return tag
+            v = Version(tag.lstrip("vV"))
         except InvalidVersion:
             continue
-    return None
+        if v == wanted:
+            return tag
+        if v < wanted:
+            before = tag
+    return before
 
 
 def _blobs(repo: Path, specs: Sequence[str]) -> dict[str, list[str] | None]:
