@@ -261,3 +261,12 @@ def test_version_without_its_own_tag_uses_the_newest_tag_before_it():
     assert tag_for_version(tags, "0.2.0") == "v0.2.0"
     assert tag_for_version(tags, "0.2.1.dev3") == "v0.2.0"
     assert tag_for_version(tags, "0.0.9") is None and tag_for_version(tags, "not-a-version") is None
+
+
+def test_live_history_maps_a_file_the_tip_no_longer_has(history, tmp_path):
+    h = history["h"]
+    h.git("mv", "plug/worker.py", "plug/loader.py")
+    h.git("commit", "-q", "-m", "[Refactor] rename worker to loader (#13)")
+    rep = analyse(HistorySource("plug", history["repo"]), _blocks(TRACE), TRACE, {}, tmp_path / "c")
+    assert [f.repo_path for f in rep.frames] == ["plug/worker.py"]
+    assert rep.candidates and rep.candidates[0].sha == history["shas"]["fix"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from porter.kb.history.models import Frame, TraceFacts
 
@@ -94,8 +94,12 @@ class PathMapper:
     """Maps a printed path (site-packages, a source checkout, a container path) to a repository
     path: the longest suffix of its components that is a file the repository has or had."""
 
-    def __init__(self, repo_files: Iterable[str]) -> None:
+    def __init__(self, repo_files: Iterable[str], existed: Callable[[str], bool] | None = None) -> None:
+        """`existed(path)`: whether the history ever had that path (asked only for a suffix that
+        starts at one of the repository's top-level folders, when no known file matched)."""
         self.files = frozenset(repo_files)
+        self.roots = frozenset(f.split("/", 1)[0] for f in self.files if "/" in f)
+        self.existed = existed
 
     def __call__(self, path: str) -> str | None:
         parts = [p for p in re.split(r"[\\/]+", path) if p and p != "."]
@@ -104,6 +108,12 @@ class PathMapper:
             if candidate in self.files:
                 # a bare "setup.py" or "__init__.py" suffix says nothing about which project it is
                 return candidate if "/" in candidate else None
+        if self.existed is not None and parts and parts[-1].endswith(".py"):
+            starts = [i for i, p in enumerate(parts[:-1]) if p in self.roots]
+            if starts:
+                candidate = "/".join(parts[starts[-1]:])
+                if self.existed(candidate):  # a file since removed or renamed
+                    return candidate
         return None
 
 

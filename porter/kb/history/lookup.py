@@ -105,8 +105,11 @@ def analyse(
     head = mine.resolve(source.repo, source.ref)
     if index is None or index.head != head:
         index = mine.cached_index(cache_dir, source.repo, head)
-    files = set(index.files) | mine.known_paths(index.commits) if index else set(mine.repo_files(source.repo, head))
-    facts = trace_facts(traceback_blocks, PathMapper(files), fallback_exception)
+    if index:
+        mapper = PathMapper(set(index.files) | mine.known_paths(index.commits))
+    else:
+        mapper = PathMapper(mine.repo_files(source.repo, head), existed=lambda p: mine.path_existed(source.repo, head, p))
+    facts = trace_facts(traceback_blocks, mapper, fallback_exception)
     packages = (*source.packages, *dict.fromkeys(f.repo_path.split("/", 1)[0] for f in facts.frames))
     tags = index.tags if index else mine.sorted_tags(source.repo)
     scan = text if len(text) <= TEXT_SCAN_CHARS else text[: TEXT_SCAN_CHARS // 2] + "\n" + text[-TEXT_SCAN_CHARS // 2:]

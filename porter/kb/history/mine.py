@@ -221,6 +221,12 @@ def repo_files(repo: Path, rev: str) -> list[str]:
     return [p for p in out.splitlines() if p.endswith(".py")]
 
 
+def path_existed(repo: Path, rev: str, path: str) -> bool:
+    """Whether any commit of `rev` touched `path` (a file since removed or renamed)."""
+    result = _git(repo, ["log", "-1", "--format=%H", rev, "--", path], 60)
+    return result.ok and bool(result.stdout.strip())
+
+
 def index_dir(cache_dir: Path, repo: Path) -> Path:
     key = hashlib.sha256(str(repo.resolve()).encode()).hexdigest()[:16]
     return cache_dir / "history" / f"{repo.resolve().name}-{key}"
