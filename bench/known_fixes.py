@@ -1,12 +1,12 @@
 """Benchmark for `porter diagnose --history`: is the commit that fixed a real trace's bug found?
 
     python bench/known_fixes.py build --repo vllm-ascend=/path/to/clone [--repo triton-ascend=...]
-    python bench/known_fixes.py score --repo vllm-ascend=/path/to/clone [--split dev|test|all] [--no-message]
+    python bench/known_fixes.py score --repo vllm-ascend=/path/to/clone [--split dev|test|all] [--no-message] [--all-branches]
 
 `build` writes bench/known_fixes/index.yaml from
   * the plugin-bug cases of tests/data/corpus (their `fixed_by` PR or commit) and the traces under
     bench/known_fixes/traces/ (OWN_CASES below), each fix resolved to a commit of the repository's
-    main branch (cases whose fix is not on it are listed with the reason and not scored);
+    branches (main first; `on_main` tells; fixes found nowhere are listed with the reason, unscored);
   * environment-fault cases (the KB's territory, no plugin fix): tests/data/heldout and the corpus
     cases of environment layers that no plugin commit fixed.
 The split is by thread, fixed before any tuning: test when sha256(thread) % 3 == 0.
@@ -71,11 +71,13 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def _pr_map(repo: Path) -> dict[int, str]:
-    """PR number -> commit on main whose subject ends with (#N) (the squash merge)."""
+    """PR number -> commit whose subject ends with (#N) (the squash merge), main first, then the
+    other local branches (release lines)."""
     import re
 
     out: dict[int, str] = {}
-    for line in _git(repo, "log", "HEAD", "--format=%H\t%s").splitlines():
+    log = _git(repo, "log", "HEAD", "--format=%H\t%s") + _git(repo, "log", "--branches", "--not", "HEAD", "--format=%H\t%s")
+    for line in log.splitlines():
         sha, _, subject = line.partition("\t")
         m = re.search(r"\(#(\d+)\)\s*$", subject)
         if m:
@@ -141,13 +143,14 @@ def build(repos: dict[str, Path]) -> None:
         sha = fb if len(fb) == 40 else pr_maps[repo].get(int(fb.rstrip("/").rsplit("/", 1)[-1]))
         from porter import proc
 
-        if not sha or not proc.run(["git", "merge-base", "--is-ancestor", sha, "HEAD"], cwd=repos[repo], timeout=60).ok:
-            skipped.append({"id": src["id"], "reason": f"fix {fb} is not a commit on {repo}'s main branch"})
+        if not sha or proc.run(["git", "cat-file", "-t", sha], cwd=repos[repo], timeout=60).stdout.strip() != "commit":
+            skipped.append({"id": src["id"], "reason": f"fix {fb} is not a commit of {repo}'s branches"})
             continue
+        on_main = proc.run(["git", "merge-base", "--is-ancestor", sha, "HEAD"], cwd=repos[repo], timeout=60).ok
         message = _git(repos[repo], "log", "-1", "--format=%B", sha)
         trace_text = (ROOT / src["trace"]).read_text(errors="replace")
         cases.append({"id": src["id"], "kind": "bug", "trace": src["trace"], "thread": src["thread"], "repo": repo,
-                      "fixed_by": fb, "fix_sha": sha, "fix_subject": message.splitlines()[0],
+                      "fixed_by": fb, "fix_sha": sha, "fix_subject": message.splitlines()[0], "on_main": on_main,
                       "leaky": _leaky(trace_text, message), "split": split_of(src["thread"]),
                       **({"note": src["note"]} if src.get("note") else {})})
     doc = {"version": 1, "repos": {n: "main" for n in repos}, "cases": cases, "skipped": skipped}
@@ -158,7 +161,7 @@ def build(repos: dict[str, Path]) -> None:
           f"{len(cases) - len(bugs)} environment cases, {len(skipped)} skipped -> {INDEX}")
 
 
-def score(repos: dict[str, Path], split: str, use_message: bool, verbose: bool, cache: Path) -> dict:
+def score(repos: dict[str, Path], split: str, use_message: bool, verbose: bool, cache: Path, all_branches: bool = False) -> dict:
     from porter.kb.history import mine
     from porter.kb.history.lookup import HistorySource, analyse_diagnosis
     from porter.kb.loader import load_kb
@@ -167,10 +170,11 @@ def score(repos: dict[str, Path], split: str, use_message: bool, verbose: bool, 
     doc = yaml.safe_load(INDEX.read_text())
     kb = load_kb(ROOT / "knowledge" / "patterns", None).compiled()
     indexes, load_s = {}, {}
+    ref = mine.ALL_BRANCHES if all_branches else "HEAD"
     for name, path in repos.items():
-        mine.build_index(path, cache, "HEAD")
+        mine.build_index(path, cache, ref)
         t = time.perf_counter()
-        indexes[name] = mine.cached_index(cache, path, mine.resolve(path, "HEAD"))
+        indexes[name] = mine.cached_index(cache, path, mine.index_key(path, ref)[0])
         load_s[name] = time.perf_counter() - t
     rows, times = [], []
     for case in doc["cases"]:
@@ -203,7 +207,7 @@ def score(repos: dict[str, Path], split: str, use_message: bool, verbose: bool, 
         n = len(sel)
         return {"n": n, "top1": sum(1 for r in sel if r["rank"] == 1), "top3": sum(1 for r in sel if r["rank"] and r["rank"] <= 3)}
 
-    out: dict = {"use_message": use_message, "index_load_s": {k: round(v, 3) for k, v in load_s.items()}, "splits": {}}
+    out: dict = {"use_message": use_message, "all_branches": all_branches, "index_load_s": {k: round(v, 3) for k, v in load_s.items()}, "splits": {}}
     for sp in (["dev", "test"] if split == "all" else [split]):
         bugs = [r for r in rows if r["kind"] == "bug" and r["split"] == sp]
         env = [r for r in rows if r["kind"] == "env" and r["split"] == sp]
@@ -227,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repo", action="append", default=[], help="NAME=PATH of a git clone with full history")
     ap.add_argument("--split", default="dev", choices=["dev", "test", "all"])
     ap.add_argument("--no-message", action="store_true", help="rank on code evidence only (ablation)")
+    ap.add_argument("--all-branches", action="store_true", help="index every branch (release lines), not only HEAD")
     ap.add_argument("--cache", default=str(Path.home() / ".cache" / "porter"), help="porter cache dir for the index")
     ap.add_argument("-v", "--verbose", action="store_true")
     ap.add_argument("--json", action="store_true")
@@ -237,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "build":
         build(repos)
         return 0
-    res = score(repos, args.split, not args.no_message, args.verbose, Path(args.cache))
+    res = score(repos, args.split, not args.no_message, args.verbose, Path(args.cache), args.all_branches)
     if args.json:
         print(json.dumps(res, indent=1))
     else:

@@ -211,6 +211,7 @@ def kb_mine_history(
     ctx: typer.Context,
     repo: str = typer.Argument(..., metavar="REPO", help="A git clone with full history (path), or a fork name from forks.yaml."),
     ref: str = typer.Option("HEAD", "--ref", help="The branch whose history to index (its tip's commit id keys the cache)."),
+    all_branches: bool = typer.Option(False, "--all-branches", help="Index every local branch (release lines and their cherry-picks) instead of --ref."),
     json_: bool = json_option(),
 ) -> None:
     """Build the offline index `porter diagnose --history` uses: per commit, the functions it
@@ -224,7 +225,7 @@ def kb_mine_history(
 
         from porter.errors import EnvironmentProblem
         from porter.kb.history.lookup import availability_problem, resolve_sources
-        from porter.kb.history.mine import build_index
+        from porter.kb.history.mine import ALL_BRANCHES, build_index
 
         cfg = state.config()
         source = resolve_sources([repo], cfg.forks_file)[0]
@@ -232,6 +233,8 @@ def kb_mine_history(
         if problem and "shallow" not in problem:
             raise EnvironmentProblem(problem, hint="clone the repository with its full history, then run this again")
         started = time.perf_counter()
+        if all_branches:
+            ref = ALL_BRANCHES
         index, path, built = build_index(source.repo, cfg.cache_dir, ref)
         payload = {
             "repo": str(source.repo), "ref": ref, "head": index.head, "commits": len(index.commits),
@@ -244,7 +247,8 @@ def kb_mine_history(
             from rich.markup import escape
 
             verb = "built" if built else "already cached"
-            console.print(f"history index for {escape(payload['repo'])} at {index.head[:12]} {verb}: {payload['commits']} commits "
+            at = "all branches" if all_branches else index.head[:12]
+            console.print(f"history index for {escape(payload['repo'])} at {at} {verb}: {payload['commits']} commits "
                           f"({payload['fixes']} bug fixes), {payload['tags']} tags, {payload['bytes'] / 1e6:.1f} MB in "
                           f"{payload['seconds']:.1f} s -> {escape(str(path))}", soft_wrap=True)
             if problem:

@@ -270,3 +270,21 @@ def test_live_history_maps_a_file_the_tip_no_longer_has(history, tmp_path):
     rep = analyse(HistorySource("plug", history["repo"]), _blocks(TRACE), TRACE, {}, tmp_path / "c")
     assert [f.repo_path for f in rep.frames] == ["plug/worker.py"]
     assert rep.candidates and rep.candidates[0].sha == history["shas"]["fix"]
+
+
+def test_index_of_all_branches_finds_a_fix_only_on_a_release_branch(history, tmp_path, cli):
+    h = history["h"]
+    h.git("checkout", "-q", "-b", "releases/v0.1", "v0.1.0")
+    backport = h.commit("[v0.1][BugFix] Fix KeyError when block_size is not configured (#8)\n\n"
+                        "Backport: `KeyError: 'block_size'` in load().\n", {"plug/worker.py": FIXED})
+    h.tag("v0.1.1")
+    h.git("checkout", "-q", "main")
+    cache = tmp_path / "cache"
+    only_main, _, _ = mine.build_index(history["repo"], cache)
+    assert backport not in {c.sha for c in only_main.commits}
+    every, path, built = mine.build_index(history["repo"], cache, mine.ALL_BRANCHES)
+    assert built and path.name.startswith("branches-") and every.first_tag[backport] == "v0.1.1"
+    rep = analyse(HistorySource("plug", history["repo"], packages=("plug",)), _blocks(TRACE), TRACE, {"plug": "0.1.0"}, cache)
+    assert rep.index_used and {history["shas"]["fix"], backport} <= {c.sha for c in rep.candidates}
+    code, out = cli(["kb", "mine-history", str(history["repo"]), "--all-branches", "--json"])
+    assert code == 0 and json.loads(out)["commits"] == len(every.commits)

@@ -103,8 +103,10 @@ def analyse(
     if problem and "shallow" not in problem:
         return HistoryReport(source.label, "unavailable", Installed(None, None, "unknown"), note=problem)
     head = mine.resolve(source.repo, source.ref)
-    if index is None or index.head != head:
-        index = mine.cached_index(cache_dir, source.repo, head)
+    if index is None or index.head != head and not index.head.startswith("branches-"):
+        # an index of every branch (release lines too) when there is one for the current tips
+        index = mine.cached_index(cache_dir, source.repo, mine.index_key(source.repo, mine.ALL_BRANCHES)[0]) \
+            or mine.cached_index(cache_dir, source.repo, head)
     if index:
         mapper = PathMapper(set(index.files) | mine.known_paths(index.commits))
     else:

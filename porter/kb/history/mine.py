@@ -242,6 +242,21 @@ def _read(path: Path) -> HistoryIndex | None:
     return HistoryIndex.from_dict(raw)
 
 
+ALL_BRANCHES = "--branches"  # `ref` that indexes every local branch (release lines included)
+
+
+def index_key(repo: Path, ref: str) -> tuple[str, list[str]]:
+    """(cache key, tips) of `ref`: its commit id, or for ALL_BRANCHES a digest of every branch tip."""
+    if ref != ALL_BRANCHES:
+        head = resolve(repo, ref)
+        return head, [head]
+    out = git_ok(repo, ["for-each-ref", "--format=%(objectname)", "refs/heads"], "for-each-ref")
+    tips = sorted(set(out.split()))
+    if not tips:
+        raise InputError(f"{repo}: no branches", hint="index a repository that has commits")
+    return "branches-" + hashlib.sha256("\n".join(tips).encode()).hexdigest()[:24], tips
+
+
 def cached_index(cache_dir: Path, repo: Path, head: str) -> HistoryIndex | None:
     path = index_dir(cache_dir, repo) / f"{head}.json"
     return _read(path) if path.is_file() else None
@@ -253,26 +268,27 @@ def is_ancestor(repo: Path, a: str, b: str) -> bool:
 
 def build_index(repo: Path, cache_dir: Path, ref: str = "HEAD") -> tuple[HistoryIndex, Path, bool]:
     """The index of `ref` (cached by its commit id): (index, file, built_now). An older cached index
-    of an ancestor is extended with the new commits only."""
-    head = resolve(repo, ref)
+    of an ancestor is extended with the new commits only. `ref=ALL_BRANCHES` indexes every local
+    branch (keyed by all their tips, rebuilt whole when any moves)."""
+    head, tips = index_key(repo, ref)
     folder = index_dir(cache_dir, repo)
     target = folder / f"{head}.json"  # plain JSON: gunzip cost more per diagnose than the disk it saves
     if target.is_file() and (done := _read(target)) is not None:
         return done, target, False
     base: HistoryIndex | None = None
-    if folder.is_dir():
+    if folder.is_dir() and ref != ALL_BRANCHES:
         for old in sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True):
             prev = _read(old)
-            if prev is not None and prev.head != head and is_ancestor(repo, prev.head, head):
+            if prev is not None and len(prev.head) == 40 and prev.head != head and is_ancestor(repo, prev.head, head):
                 base = prev
                 break
-    revs = [head, f"^{base.head}"] if base else [head]
+    revs = [head, f"^{base.head}"] if base else list(tips)
     commits = _with_message_only(log_commits(repo, cache_dir, revs), repo, revs)
     if base:
         commits += base.commits
     tags = sorted_tags(repo)
     index = HistoryIndex(head=head, ref=ref, commits=commits, first_tag=first_tags(repo, tags), tags=tags,
-                         files=repo_files(repo, head))
+                         files=repo_files(repo, "HEAD" if ref == ALL_BRANCHES else head))
     folder.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
     try:
