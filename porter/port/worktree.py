@@ -1,17 +1,21 @@
-"""Fork work in git without touching the user's checkout.
+"""Stage 2 of a port: fork work in git without touching the user's checkout.
 
 Everything happens in a detached `git worktree` under porter's cache, from the fork's baseline
-commit. Commits land in the shared object store but no ref moves until `move_branch`, which is a
-compare-and-swap on `ascend-port/<slug>` done only after the whole run succeeded. The user's
+commit. Commits land in the shared object store but no ref moves until porter.port.publish, which
+is a compare-and-swap on `ascend-port/<slug>` done only after the whole run succeeded. The user's
 HEAD, index, stash and working files are never written; the worktree is removed on success,
-failure and Ctrl-C alike. Git hooks, auto-gc and signing are switched off for porter's commands
-so nothing outside the worktree changes behind our back.
+failure and Ctrl-C alike, and one left behind by a killed run (SIGKILL, power loss) is pruned by
+the next run: each porter worktree is locked with its owner's pid. Git hooks, auto-gc and signing
+are switched off for porter's commands so nothing outside the worktree changes behind our back;
+every commit and merge carries porter's fallback identity when the fork has none (CI machines).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
+import socket
 import tempfile
 import threading
 from contextlib import contextmanager
@@ -83,6 +87,10 @@ def inspect_fork(path: Path | str) -> ForkState:
         head_sha=head.stdout.strip(),
         dirty=tuple(line for line in status.stdout.splitlines() if line.strip()),
     )
+
+
+def valid_branch_name(repo: Path, branch: str) -> bool:
+    return git(repo, "check-ref-format", f"refs/heads/{branch}", check=False).ok
 
 
 def resolve_commit(repo: Path, ref: str) -> str:
@@ -187,18 +195,21 @@ def check_branch(repo: Path, branch: str, baseline_sha: str, *, force: bool = Fa
 
 
 @contextmanager
-def _sigint_deferred() -> Iterator[None]:
-    """Let cleanup finish even if Ctrl-C is pressed again; re-raise it afterwards."""
+def interrupts_deferred(pending: list[int] | None = None, *, reraise: bool = True) -> Iterator[list[int]]:
+    """Run a block that must not be cut in two (cleanup; the branch move with its record): Ctrl-C
+    and SIGTERM arriving inside are held and, with `reraise`, raised as KeyboardInterrupt after it.
+    Yields the list of held signals, so a caller can say what happened instead."""
+    pending = [] if pending is None else pending
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield pending
         return
-    pending: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+    previous = {sig: signal.signal(sig, lambda signum, frame: pending.append(signum)) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield
+        yield pending
     finally:
-        signal.signal(signal.SIGINT, previous)
-    if pending:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if pending and reraise:
         raise KeyboardInterrupt
 
 
@@ -226,17 +237,22 @@ class Worktree:
 
     def commit_index(self, message: str, identity: tuple[str, str] | None = None) -> str:
         """Commit what is staged (also concludes a merge in progress); returns the new sha."""
-        env = {}
-        if identity is not None:
-            name, email = identity
-            env = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
         result = proc.run(
             ["git", *_SAFE, "commit", "-q", "--no-verify", "-F", "-"], cwd=self.path, input_text=message,
-            extra_env={"GIT_TERMINAL_PROMPT": "0", **env}, timeout=120,
+            extra_env={"GIT_TERMINAL_PROMPT": "0", **identity_env(identity)}, timeout=120,
         )
         if not result.ok:
             raise EnvironmentProblem(f"git commit failed in the porter worktree: {(result.stderr or result.stdout).strip()[-300:]}")
         return self.head()
+
+
+def identity_env(identity: tuple[str, str] | None) -> dict[str, str]:
+    """Environment that makes git use `identity` for author and committer ({} = git's own config).
+    Every git command that writes a commit or a merge runs with it: CI machines have no identity."""
+    if identity is None:
+        return {}
+    name, email = identity
+    return {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
 
 
 def commit_identity(repo: Path) -> tuple[str, str] | None:
@@ -246,6 +262,47 @@ def commit_identity(repo: Path) -> tuple[str, str] | None:
     if name.ok and email.ok and name.stdout.strip() and email.stdout.strip():
         return None
     return PORTER_IDENTITY
+
+
+_LOCK_PREFIX = "porter run pid "
+
+
+def _lock_reason() -> str:
+    return f"{_LOCK_PREFIX}{os.getpid()} on {socket.gethostname()}"
+
+
+def _owner_alive(reason: str) -> bool:
+    """False when the lock names a process on this host that no longer exists."""
+    pid_text, _, host = reason[len(_LOCK_PREFIX):].partition(" on ")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return True  # another machine's run (a shared filesystem): not ours to judge
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def prune_stale(repo: Path, parent: Path) -> list[str]:
+    """Remove porter worktrees under `parent` whose run was killed (owner pid gone), and git's
+    records of worktree directories that no longer exist. Returns the paths removed."""
+    removed: list[str] = []
+    listing = git(repo, "worktree", "list", "--porcelain", check=False).stdout
+    parent = parent.resolve() if parent.exists() else parent
+    for block in listing.split("\n\n"):
+        fields = dict(line.partition(" ")[::2] for line in block.splitlines() if line)
+        path, reason = fields.get("worktree", ""), fields.get("locked", "")
+        if not path or not reason.startswith(_LOCK_PREFIX) or _owner_alive(reason):
+            continue
+        if Path(path).parent.resolve() != parent:
+            continue  # another cache's worktree: leave it
+        git(repo, "worktree", "remove", "--force", "--force", path, check=False)
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    git(repo, "worktree", "prune", check=False)
+    return removed
 
 
 def _raise_interrupt(signum, frame):
@@ -282,42 +339,23 @@ def _worktree(repo: Path, base_sha: str, parent: Path, run_id: str) -> Iterator[
     try:
         git(repo, "worktree", "add", "--detach", "-q", str(path), base_sha)
         created = True
+        # The lock keeps `git worktree prune` (ours or the user's) off a live run and names the
+        # owner, so the next run can tell a killed run's worktree from a concurrent one.
+        git(repo, "worktree", "lock", "--reason", _lock_reason(), str(path), check=False)
         yield Worktree(repo, path, base_sha)
     finally:
-        with _sigint_deferred():
+        with interrupts_deferred():
             if created:
                 git(repo, "worktree", "remove", "--force", "--force", str(path), check=False)
             shutil.rmtree(path, ignore_errors=True)
             git(repo, "worktree", "prune", check=False)
 
 
-def move_branch(repo: Path, branch: str, new_sha: str, old_sha: str | None, run_id: str) -> None:
-    """Compare-and-swap the branch ref: fails if someone moved it since porter looked."""
-    result = git(
-        repo, "update-ref", "-m", f"porter: run {run_id}", f"refs/heads/{branch}", new_sha, old_sha or ZERO, check=False
-    )
-    if not result.ok:
-        raise EnvironmentProblem(
-            f"could not move {branch}: it changed while porter was running ({result.stderr.strip()})",
-            hint="run porter again",
-        )
-
-
-def push_branch(repo: Path, remote: str, branch: str, force: bool) -> str:
-    args = ["push", "--porcelain", remote, f"refs/heads/{branch}:refs/heads/{branch}"]
-    if force:
-        args.insert(1, "--force-with-lease")
-    result = git(repo, *args, check=False)
-    if not result.ok:
-        raise EnvironmentProblem(
-            f"push of {branch} to {remote} failed: {(result.stderr or result.stdout).strip()[-300:]}",
-            hint="the branch was updated locally; push it by hand once the remote is reachable",
-        )
-    return result.stdout.strip()
-
-
 def diff_stat(repo: Path, base: str, tip: str) -> str:
-    return git(repo, "diff", "--stat=100", f"{base}..{tip}").stdout.rstrip()
+    """Files the series edited that existed before (new shim files are listed per commit), then the totals."""
+    edited = git(repo, "diff", "--stat=100", "--diff-filter=M", f"{base}..{tip}").stdout.rstrip().splitlines()[:-1]
+    total = git(repo, "diff", "--shortstat", f"{base}..{tip}").stdout.strip()
+    return "\n".join([*edited, f"all files: {total}" if total else ""]).strip()
 
 
 def trailer_block(families: Sequence[str], symbols: Sequence[str], upstream_ref: str, run_id: str) -> str:

@@ -1,4 +1,4 @@
-"""Forks that merge their parent (triton-ascend merges triton): merge the upstream tag in a porter
+"""A fork that merges its parent (triton-ascend merges triton): merge the upstream tag in a porter
 worktree (`--no-ff`, never a rebase), apply the recorded conflict resolutions from
 knowledge/merge-resolutions/ where they fit, classify what is left, and either commit the merge
 on `ascend-port/<slug>` with PR material or hand a human the list of conflicts to resolve.
@@ -28,10 +28,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from porter import forks
+from porter.port import publish as pub
+from porter.port import worktree as forks
 from porter.errors import ExitCode, InputError, PorterError, UsageError
 from porter.fsutil import atomic_write_text
-from porter.slug import port_branch, slugify
 from porter.yamlio import load_yaml_file
 
 STRATEGIES = ("ours", "theirs", "recorded", "manual")
@@ -72,7 +72,7 @@ def load_resolutions(directory: Path, fork: str) -> list[Resolution]:
         for index, raw in enumerate(data.get("resolutions") or []):
             where = f"{path}: resolutions[{index}]"
             if not isinstance(raw, dict) or not raw.get("id") or not raw.get("paths"):
-                raise InputError(f"{where}: needs `id` and `paths`", hint="see porter/triton_merge.py for the format")
+                raise InputError(f"{where}: needs `id` and `paths`", hint="see porter/port/fork_merge.py for the format")
             strategy = str(raw.get("strategy", "manual"))
             if strategy not in STRATEGIES:
                 raise InputError(f"{where}: unknown strategy {strategy!r}", hint=f"use one of {', '.join(STRATEGIES)}")
@@ -270,8 +270,8 @@ def _resolve(wt: forks.Worktree, path: str, kind: str, rules: list[Resolution], 
 
 
 def run_merge(request: MergeRequest, status: Callable[[str], None] = lambda _m: None) -> MergeResult:
-    from porter.port import checkpoint, new_run_id
-    from porter.port_validation import Validation, byte_compile
+    from porter.port.plan import branch_for, checkpoint, new_run_id
+    from porter.port.validate import Validation, byte_compile
 
     fork = forks.inspect_fork(request.fork_path)
     root = fork.root
@@ -296,9 +296,9 @@ def run_merge(request: MergeRequest, status: Callable[[str], None] = lambda _m: 
     if forks.is_ancestor(root, target_sha, base_sha):
         raise UsageError(f"{request.upstream} {request.target} is already merged into {fork_ref} (target equals baseline)",
                          hint="pick a newer target with --to")
-    slug = request.slug or slugify(request.upstream, request.target)
-    branch = port_branch(slug)
+    slug, branch = branch_for(root, request.slug, request.upstream, request.target)
     existing = forks.check_branch(root, branch, base_sha, force=request.force)
+    forks.prune_stale(root, request.work_dir)
     run_id = new_run_id()
     identity = forks.commit_identity(root)
     rules = load_resolutions(request.resolutions_dir, request.fork) if request.resolutions_dir else []
@@ -306,7 +306,7 @@ def run_merge(request: MergeRequest, status: Callable[[str], None] = lambda _m: 
 
     with forks.worktree(root, base_sha, request.work_dir, run_id) as wt:
         merge = wt.git("-c", "merge.conflictStyle=merge", "-c", "rerere.enabled=false", "merge", "--no-ff", "--no-commit",
-                       "--no-edit", target_sha, check=False)
+                       "--no-edit", target_sha, check=False, env=forks.identity_env(identity))
         checkpoint("merged")
         stages = _unmerged(wt)
         if not merge.ok and not stages:
@@ -347,21 +347,20 @@ def run_merge(request: MergeRequest, status: Callable[[str], None] = lambda _m: 
             _record(request, replace(result, message="validation failed: branch not moved"))
             raise MergeConflicts(f"the merged tree does not byte-compile: {branch} was not moved",
                                  details={"validation": validation.to_dict()})
-        forks.move_branch(root, branch, tip, existing.sha if existing else None, run_id)
-        result = replace(result, branch_moved=True)
-    if request.forks_file is not None:
-        from porter.registry import LedgerEntry, append_ledger, load_forks
+        final = replace(result, branch_moved=True,
+                        message=f"{branch} -> {tip[:12]}: merge of {request.target} + PR_MATERIAL.md")
 
-        if request.fork in load_forks(request.forks_file):
-            append_ledger(request.forks_file, request.fork, LedgerEntry(
-                slug=slug, branch=branch, upstream=request.upstream, target=request.target, outcome="C_PATCH",
-                created=datetime.now(timezone.utc).isoformat(timespec="seconds"), commits=(merge_sha, tip),
-                pr_material=f"{branch}:PR_MATERIAL.md", run_id=run_id,
-                notes=f"merge; {len(conflicts)} conflict(s) resolved from knowledge/merge-resolutions",
-            ))
+        def after_move() -> MergeResult:
+            pub.record_ledger(request.forks_file, request.fork, slug=slug, branch=branch, upstream=request.upstream,
+                              target=request.target, outcome="C_PATCH", run_id=run_id, commits=(merge_sha, tip),
+                              notes=f"merge; {len(conflicts)} conflict(s) resolved from knowledge/merge-resolutions")
+            return _record(request, final)
+
+        result = pub.publish(root, branch, tip, existing.sha if existing else None, run_id, identity, after_move)
     if request.push:
-        result = replace(result, pushed=forks.push_branch(root, request.remote, branch, force=existing is not None))
-    return _record(request, replace(result, message=f"{branch} -> {tip[:12]}: merge of {request.target} + PR_MATERIAL.md"))
+        result = _record(request, replace(result, pushed=pub.push_branch(root, request.remote, branch,
+                                                                         force=existing is not None)))
+    return result
 
 
 def render_merge_material(request: MergeRequest, result: MergeResult, fork_ref: str, root: Path, *, validation,
@@ -379,13 +378,4 @@ def render_merge_material(request: MergeRequest, result: MergeResult, fork_ref: 
 
 
 def _record(request: MergeRequest, result: MergeResult) -> MergeResult:
-    import json
-
-    if request.runs_dir is None:
-        return result
-    directory = Path(request.runs_dir) / "upgrade" / result.run_id
-    result = replace(result, record_dir=str(directory))
-    atomic_write_text(directory / "run.json", json.dumps(result.to_dict(), indent=2) + "\n")
-    if result.pr_material:
-        atomic_write_text(directory / "PR_MATERIAL.md", result.pr_material)
-    return result
+    return pub.write_record(request.runs_dir, result)

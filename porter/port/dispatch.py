@@ -1,6 +1,7 @@
 """`porter upgrade NAME --to REF` without --dry-run: turn the analysis report into the right kind of
 run (shims on a port branch, a merge for forks of their parent, the NPU integration check for
-transformers consumers) and render its result."""
+transformers consumers). The analysis is reused when it ran on the fork's committed baseline (a clean
+checkout at that commit), so it runs once per port."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from typing import Any, Callable
 
 from porter.errors import InputError, UsageError
 from porter.fsutil import atomic_write_text
-from porter.port import PortAnalysis, PortRequest, PortResult, new_run_id, run_port
+from porter.port.plan import PortAnalysis, PortRequest, PortResult, check_fork, check_versions, new_run_id
+from porter.port.shim_port import run_port
 from porter.upgrade.models import DriftRecord
 
 
@@ -76,20 +78,45 @@ def port_after_analysis(
         hint = {k: v for k, v in {"package": package, "shim_dir": spec.shim_dir or None,
                                   "shim_style": spec.raw.get("shim_style") or None,
                                   "guard_function": _guard_function(spec)}.items() if v}
+    # Relative to a fresh clone of the fork: no local paths (the trees come from PyPI / git by version).
     reproducer = f"porter upgrade {name} --to {target.label} --from {baseline.label}"
     if analysis_request.plugin_path is not None:
-        reproducer += f" --plugin-path {analysis_request.plugin_path}"
-    for label, root in getattr(analysis_request, "upstream_paths", {}).items():
-        reproducer += f" --upstream-path {label}={root}"
+        reproducer += " --plugin-path ."
     tests = tuple(str(t) for t in ((spec.raw.get("port_tests") if spec is not None else None) or ()))
+    entry_points = tuple(str(e) for e in ((spec.raw.get("entry_points") if spec is not None else None) or ()))
     request = PortRequest(
         fork=fork_name, fork_path=Path(fork_path), upstream=report.upstream, baseline=baseline.label, target=target.label,
         baseline_tree=baseline.root, target_tree=target.root, fork_ref=fork_ref,
         package=hint.pop("package", None), convention_hint=hint, slug=slug, plugin_tests=tests, push=push, remote=remote,
         allow_dirty=allow_dirty, force=force, work_dir=Path(config.cache_dir) / "worktrees", runs_dir=Path(config.runs_dir),
         forks_file=Path(config.forks_file) if registered else None, reproducer=reproducer,
+        entry_points=entry_points, plugin_root=plugin_root.strip("/"),
     )
-    return run_port(request, analyze, status)
+    return run_port(request, analyze, status, analysis=_baseline_analysis(report, Path(fork_path), plugin_root,
+                                                                          allow_dirty, fork_ref))
+
+
+def _baseline_analysis(report: Any, fork_path: Path, plugin_root: str, allow_dirty: bool,
+                       fork_ref: str | None) -> PortAnalysis | None:
+    """The report as a PortAnalysis when it was made on exactly the committed baseline: the
+    checkout is clean (no tracked or untracked change) and no other baseline ref was asked for.
+    Otherwise None: the port analyses the committed tree in its worktree (once)."""
+    from porter.port import worktree as git_work
+
+    if fork_ref or report.plugin_tree is None:
+        return None
+    try:
+        state = git_work.inspect_fork(fork_path)
+    except Exception:  # noqa: BLE001 - run_port reports a bad fork with the right error
+        return None
+    if state.dirty or Path(report.plugin_tree.root).resolve() != (fork_path / plugin_root).resolve():
+        return None
+    records, notes = list(report.records), list(report.notes)
+    if plugin_root:
+        records = [_prefix_sites(r, plugin_root) for r in records]
+        notes = [_prefix_sites(r, plugin_root) for r in notes]
+    return PortAnalysis(tuple(records), tuple(notes), report.outcome,
+                        {"timings": report.timings, "usage": report.usage.to_dict()})
 
 
 def _fork_of(name: str, plugin_path: Path | None, config: Any) -> tuple[str, Path, bool, str]:
@@ -118,7 +145,6 @@ def preflight(name: str, config: Any, *, plugin_path: Path | None = None, upstre
               fork_ref: str | None = None, push: bool = False) -> None:
     """Refuse a port that cannot happen (missing, dirty or detached fork; target equal to the
     baseline) before the analysis downloads and indexes anything. Reads only."""
-    from porter.port import check_fork, check_versions
     from porter.registry import load_registry
 
     spec = load_registry(config.upstreams_file).plugin(name)
@@ -129,9 +155,9 @@ def preflight(name: str, config: Any, *, plugin_path: Path | None = None, upstre
     _name, fork_path, _registered, remote = _fork_of(name, plugin_path, config)
     root, _sha, _ref = check_fork(fork_path, allow_dirty=allow_dirty, fork_ref=fork_ref)
     if push and "://" not in remote and "@" not in remote and not Path(remote).exists():
-        from porter import forks
+        from porter.port import worktree as git_work
 
-        if not forks.git(root, "remote", "get-url", remote, check=False).ok:
+        if not git_work.git(root, "remote", "get-url", remote, check=False).ok:
             raise UsageError(f"--push: the fork {root} has no git remote {remote!r}",
                              hint="set `remote:` for the fork in forks/forks.yaml, or add the remote with git remote add")
 
@@ -144,68 +170,11 @@ def _prefix_sites(record: DriftRecord, prefix: str) -> DriftRecord:
     return replace(record, sites=sites)
 
 
-def render_port(result: Any, console: Any) -> None:
-    """Rich summary of a port run (the analysis table is rendered by porter.upgrade.report)."""
-    from rich.table import Table
-
-    if hasattr(result, "keys_added"):  # porter.transformers_compare.TransformersComparison
-        console.print(f"\n[bold]NPU integration[/] transformers {result.baseline} -> {result.target}: "
-                      f"outcome [bold]{result.outcome.outcome.value}[/]")
-        for reason in result.outcome.reasons:
-            console.print(f"  • {reason}")
-        for line in result.evidence:
-            console.print(f"  [dim]{line}[/]")
-        return
-    if hasattr(result, "conflicts"):  # a merge (porter.triton_merge.MergeResult)
-        console.print(f"\n[bold]merge[/] {result.fork}: {result.message}")
-        table = Table(title="conflicts")
-        for column in ("file", "kind", "resolved by"):
-            table.add_column(column)
-        for c in result.conflicts:
-            table.add_row(c.path, c.kind, c.resolved_by or "[yellow]a human[/]")
-        console.print(table)
-        if result.branch_moved:
-            console.print(f"PR material: git show {result.branch}:PR_MATERIAL.md")
-        return
-
-    console.print(f"\n[bold]port[/] {result.fork}: outcome [bold]{result.outcome.outcome.value}[/] — {result.message}")
-    if result.commits:
-        table = Table(title=f"{result.branch} (run {result.run_id})")
-        table.add_column("commit")
-        table.add_column("families")
-        table.add_column("change")
-        for commit in result.commits:
-            table.add_row(commit.sha[:12], ", ".join(commit.families), commit.subject)
-        console.print(table)
-    checks = result.validation.get("checks", [])
-    if checks:
-        table = Table(title="validation")
-        table.add_column("check")
-        table.add_column("verdict")
-        table.add_column("detail")
-        for check in checks:
-            colour = {"pass": "green", "fail": "red"}.get(check["verdict"], "yellow")
-            table.add_row(check["name"], f"[{colour}]{check['verdict']}[/]", check["detail"])
-        console.print(table)
-    if result.needs_human:
-        console.print(f"[yellow]needs a human[/]: {', '.join(result.needs_human)}")
-    if result.changes:
-        stat = (result.changes.get("tree_stat") or "").strip().splitlines()
-        console.print(f"replaced previous series {result.changes['previous_sha'][:12]}: "
-                      f"new fixes {result.changes['added'] or 'none'}, dropped {result.changes['dropped'] or 'none'}; "
-                      f"files {stat[-1].strip() if stat else 'identical to the previous tip (PR_MATERIAL.md aside)'}")
-    if result.branch_moved:
-        console.print(f"PR material: git show {result.branch}:PR_MATERIAL.md"
-                      + (f"  (copy in {result.record_dir})" if result.record_dir else ""))
-    if result.pushed:
-        console.print(f"pushed: {result.pushed}")
-
-
 def _merge_for_fork(fork_name: str, fork_path: Path, report: Any, config: Any, status: Callable[[str], None], *,
                     push: bool, force: bool, allow_dirty: bool, fork_ref: str | None, slug: str | None,
                     registered: bool = True):
     """A fork that merges its parent (triton-ascend): merge the target ref instead of writing shims."""
-    from porter.triton_merge import MergeRequest, run_merge
+    from porter.port.fork_merge import MergeRequest, run_merge
     from porter.upgrade.sources import Sources
 
     target = report.target
@@ -225,7 +194,7 @@ def _merge_for_fork(fork_name: str, fork_path: Path, report: Any, config: Any, s
 
 def _compare_transformers(report: Any, analysis_request: Any, config: Any):
     """A consumer of transformers with no breaking use: the NPU integration fast path decides A / A_WITH_NOTE."""
-    from porter.transformers_compare import compare, to_markdown
+    from porter.port.transformers_compare import compare, to_markdown
 
     result = compare(report.baseline.root, report.target.root, report.plugin_tree.root,
                      report.baseline.label, report.target.label)
