@@ -199,9 +199,12 @@ def _debug_path(template: str, rollout_id: int) -> str:
 # --------------------------------------------------------------------------------------- main loop
 
 
-def run(args, log: Callable[[str], None] = print, audit: bool = False, stop_after_rollout: int | None = None) -> RunResult:
+def run(args, log: Callable[[str], None] = print, audit: bool = False, stop_after_rollout: int | None = None,
+        after_train: Callable[[int], dict] | None = None) -> RunResult:
     """Run the loop. `stop_after_rollout` ends the run after that rollout id (its save and sync
-    done) without changing --num-rollout, like an interrupted job; the resume gate uses it."""
+    done) without changing --num-rollout, like an interrupted job; the resume gate uses it.
+    `after_train(rollout_id) -> dict` runs after each rollout's training and its values join the
+    rollout metrics (the resume gate draws from every RNG stream there, as dropout or a sampler would)."""
     platform = get_platform(None if args.device == "auto" else args.device)
     device, dtype = platform.device(), getattr(torch, args.dtype)
     random.seed(args.seed)
@@ -274,6 +277,8 @@ def run(args, log: Callable[[str], None] = print, audit: bool = False, stop_afte
             t_train = time.perf_counter() - t1
             rollout_metrics["rollout/weight_version"] = batch.extras["weight_version"]
             rollout_metrics["rollout/step"] = rollout_id
+            if after_train is not None:
+                rollout_metrics.update(after_train(rollout_id))
             for key, value in batch.extras.get("spec_decode", {}).items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     rollout_metrics[f"spec/{key}"] = value
