@@ -53,10 +53,27 @@ class ModelConfig:
     init_std: float = 0.02
     seed: int = 1234
     attention: str = "sdpa"
+    # transformers families: llama (default dense), mixtral (MoE), qwen2 (q/k/v bias), qwen3 (q/k RMSNorm)
+    family: str = ""  # "" -> llama, or mixtral when num_experts > 0
+    attention_head_dim: int | None = None  # None -> hidden_size // num_heads (Qwen3 sets it apart)
+    hidden_act: str = "silu"
+    qkv_bias: bool = False  # bias on q/k/v projections (Qwen2; Llama/Qwen3 attention_bias)
+    o_bias: bool = False  # bias on the output projection (Llama/Qwen3 attention_bias)
+    qk_norm: bool = False  # per-head RMSNorm of q and k before RoPE (Qwen3)
+    rope_scaling: dict | None = None  # {"rope_type": "linear", "factor"} or llama3's parameters
 
     def __post_init__(self) -> None:
-        if self.hidden_size % self.num_heads:
+        if self.attention_head_dim is None and self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}")
+        if self.hidden_act not in ACTIVATIONS:
+            raise ValueError(f"hidden_act {self.hidden_act!r} is not supported; known: {', '.join(sorted(ACTIVATIONS))}")
+        if self.family not in FAMILIES:
+            raise ValueError(f"model family {self.family!r} is not supported; known: {', '.join(f for f in FAMILIES if f)}")
+        if self.family == "mixtral" and not self.num_experts:
+            raise ValueError("family 'mixtral' needs num_experts > 0")
+        if self.family in ("qwen2", "qwen3") and self.num_experts:
+            raise ValueError(f"family {self.family!r} is dense in this runtime (MoE variants are not supported)")
+        validate_rope_scaling(self.rope_scaling)
         if self.num_heads % self.num_kv_heads:
             raise ValueError(f"num_heads {self.num_heads} is not a multiple of num_kv_heads {self.num_kv_heads}")
         if self.num_experts and not 0 < self.num_experts_per_tok <= self.num_experts:
@@ -64,7 +81,15 @@ class ModelConfig:
 
     @property
     def head_dim(self) -> int:
-        return self.hidden_size // self.num_heads
+        return self.attention_head_dim or self.hidden_size // self.num_heads
+
+    @property
+    def q_dim(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def hf_family(self) -> str:
+        return self.family or ("mixtral" if self.is_moe else "llama")
 
     @property
     def is_moe(self) -> bool:
@@ -77,6 +102,38 @@ class ModelConfig:
     def from_dict(cls, data: dict) -> "ModelConfig":
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+FAMILIES = ("", "llama", "mixtral", "qwen2", "qwen3")
+ROPE_TYPES = ("default", "linear", "llama3")
+_LLAMA3_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+
+
+def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    return F.gelu(x, approximate="tanh")
+
+
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "silu": F.silu, "swish": F.silu, "gelu": F.gelu, "gelu_pytorch_tanh": _gelu_tanh, "gelu_new": _gelu_tanh, "relu": F.relu,
+}
+
+
+def activation(config: "ModelConfig", x: torch.Tensor) -> torch.Tensor:
+    return ACTIVATIONS[config.hidden_act](x)
+
+
+def validate_rope_scaling(rope: dict | None) -> None:
+    if rope is None:
+        return
+    kind = rope.get("rope_type")
+    if kind not in ROPE_TYPES:
+        raise ValueError(f"rope type {kind!r} is not supported; known: {', '.join(ROPE_TYPES)}")
+    if kind == "linear" and not float(rope.get("factor", 0)) > 0:
+        raise ValueError("linear rope scaling needs factor > 0")
+    if kind == "llama3":
+        missing = [k for k in _LLAMA3_KEYS if k not in rope]
+        if missing:
+            raise ValueError(f"llama3 rope scaling lacks {missing}")
 
 
 def tiny_config(moe: bool = False, **overrides) -> ModelConfig:
@@ -158,10 +215,32 @@ class RMSNorm(nn.Module):
         return self.weight * h.to(dtype)
 
 
+def _scaled_inv_freq(config: ModelConfig, inv_freq: torch.Tensor) -> torch.Tensor:
+    """rope_scaling as transformers computes it: linear divides every frequency by `factor`; llama3
+    divides the low frequencies, keeps the high ones and interpolates in between."""
+    rope = config.rope_scaling or {"rope_type": "default"}
+    kind = rope["rope_type"]
+    if kind == "default":
+        return inv_freq
+    factor = float(rope["factor"])
+    if kind == "linear":
+        return inv_freq / factor
+    low, high = float(rope["low_freq_factor"]), float(rope["high_freq_factor"])
+    old = float(rope["original_max_position_embeddings"])
+    low_wavelen, high_wavelen = old / low, old / high
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+    smooth = (old / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
+    return torch.where(medium, smoothed, scaled)
+
+
 def rope_cos_sin(config: ModelConfig, positions: torch.Tensor, dtype: torch.dtype):
     """cos/sin of shape (T, D) for absolute positions (T,), computed in float32 like transformers."""
     dim = config.head_dim
     inv_freq = 1.0 / (config.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.int64, device=positions.device).float() / dim))
+    inv_freq = _scaled_inv_freq(config, inv_freq)
     freqs = positions.float()[:, None] * inv_freq[None, :]
     emb = torch.cat((freqs, freqs), dim=-1)
     return emb.cos().to(dtype), emb.sin().to(dtype)
@@ -295,6 +374,8 @@ class _Layer(nn.Module):
         q = q.view(b, t, cfg.num_heads, cfg.head_dim).transpose(1, 2)
         k = k.view(b, t, cfg.num_kv_heads, cfg.head_dim).transpose(1, 2)
         v = v.view(b, t, cfg.num_kv_heads, cfg.head_dim).transpose(1, 2)
+        if cfg.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if cache is not None:
             k, v = cache.append(self.index, k, v)
@@ -303,7 +384,7 @@ class _Layer(nn.Module):
             k = k.repeat_interleave(groups, dim=1)
             v = v.repeat_interleave(groups, dim=1)
         h = get_attention(cfg.attention)(q, k, v, 1.0 / math.sqrt(cfg.head_dim))
-        return self.attn_out(h.transpose(1, 2).reshape(b, t, cfg.hidden_size))
+        return self.attn_out(h.transpose(1, 2).reshape(b, t, cfg.q_dim))
 
     def route(self, logits, routing: RoutingReplay | None):
         k = self.config.num_experts_per_tok
@@ -343,6 +424,8 @@ def _materialize_(module: nn.Module, config: ModelConfig, init: bool) -> None:
         for name, p in module.named_parameters():
             if name.endswith("norm.weight"):
                 p.fill_(1.0)
+            elif name.endswith(".bias") and not init:
+                p.zero_()
             elif init:
                 p.copy_(torch.randn(p.shape, generator=gen) * config.init_std)
             else:
@@ -355,12 +438,13 @@ def _materialize_(module: nn.Module, config: ModelConfig, init: bool) -> None:
 class _TrainExpertMLP(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
+        self.config = config
         self.linear_fc1 = nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=False)
         self.linear_fc2 = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
 
     def forward(self, x):
         gate, up = self.linear_fc1(x).chunk(2, dim=-1)
-        return self.linear_fc2(F.silu(gate) * up)
+        return self.linear_fc2(activation(self.config, gate) * up)
 
 
 class _TrainExperts(nn.Module):
@@ -380,8 +464,11 @@ class _TrainAttention(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         kv = config.num_kv_heads * config.head_dim
-        self.linear_qkv = nn.Linear(config.hidden_size, config.hidden_size + 2 * kv, bias=False)
-        self.linear_proj = nn.Linear(config.hidden_size, config.hidden_size, bias=False)
+        self.linear_qkv = nn.Linear(config.hidden_size, config.q_dim + 2 * kv, bias=config.qkv_bias)
+        self.linear_proj = nn.Linear(config.q_dim, config.hidden_size, bias=config.o_bias)
+        if config.qk_norm:
+            self.q_layernorm = RMSNorm(config.head_dim, config.rms_norm_eps)
+            self.k_layernorm = RMSNorm(config.head_dim, config.rms_norm_eps)
 
 
 class TrainLayer(_Layer):
@@ -395,7 +482,13 @@ class TrainLayer(_Layer):
 
     def qkv(self, x):
         kv = self.config.num_kv_heads * self.config.head_dim
-        return self.self_attention.linear_qkv(x).split([self.config.hidden_size, kv, kv], dim=-1)
+        return self.self_attention.linear_qkv(x).split([self.config.q_dim, kv, kv], dim=-1)
+
+    def q_norm(self, q):
+        return self.self_attention.q_layernorm(q)
+
+    def k_norm(self, k):
+        return self.self_attention.k_layernorm(k)
 
     def attn_out(self, h):
         return self.self_attention.linear_proj(h)
@@ -459,12 +552,13 @@ class TrainLM(_LM):
 class _HFMLP(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
+        self.config = config
         self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
         self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
         self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
 
     def forward(self, x):
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return self.down_proj(activation(self.config, self.gate_proj(x)) * self.up_proj(x))
 
 
 class _HFExpert(nn.Module):
@@ -472,12 +566,13 @@ class _HFExpert(nn.Module):
 
     def __init__(self, config: ModelConfig):
         super().__init__()
+        self.config = config
         self.w1 = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
         self.w2 = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
         self.w3 = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
 
     def forward(self, x):
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+        return self.w2(activation(self.config, self.w1(x)) * self.w3(x))
 
 
 class _HFSparseMoE(nn.Module):
@@ -491,10 +586,13 @@ class _HFAttention(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         kv = config.num_kv_heads * config.head_dim
-        self.q_proj = nn.Linear(config.hidden_size, config.hidden_size, bias=False)
-        self.k_proj = nn.Linear(config.hidden_size, kv, bias=False)
-        self.v_proj = nn.Linear(config.hidden_size, kv, bias=False)
-        self.o_proj = nn.Linear(config.hidden_size, config.hidden_size, bias=False)
+        self.q_proj = nn.Linear(config.hidden_size, config.q_dim, bias=config.qkv_bias)
+        self.k_proj = nn.Linear(config.hidden_size, kv, bias=config.qkv_bias)
+        self.v_proj = nn.Linear(config.hidden_size, kv, bias=config.qkv_bias)
+        self.o_proj = nn.Linear(config.q_dim, config.hidden_size, bias=config.o_bias)
+        if config.qk_norm:
+            self.q_norm = RMSNorm(config.head_dim, config.rms_norm_eps)
+            self.k_norm = RMSNorm(config.head_dim, config.rms_norm_eps)
 
 
 class RolloutLayer(_Layer):
@@ -512,6 +610,12 @@ class RolloutLayer(_Layer):
     def qkv(self, x):
         a = self.self_attn
         return a.q_proj(x), a.k_proj(x), a.v_proj(x)
+
+    def q_norm(self, q):
+        return self.self_attn.q_norm(q)
+
+    def k_norm(self, k):
+        return self.self_attn.k_norm(k)
 
     def attn_out(self, h):
         return self.self_attn.o_proj(h)

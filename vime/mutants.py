@@ -63,7 +63,8 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 # Fast knobs per gate (a mutant may narrow them further).
 G4_FAST = {"transports": ("colocated",)}
 G5_FAST = {"transports": ("colocated",)}
-G6_SAMPLING = {"parts": ("sampling",)}
+G6_SAMPLING = {"parts": ("sampling",), "samplers": ("plain",)}
+G6_TOPP = {"parts": ("sampling",), "samplers": ("topk_topp",)}
 G8_FAST = {"configs": ("dense",)}
 
 M = Mutant
@@ -167,10 +168,6 @@ MUTANTS: tuple[Mutant, ...] = (
       "exp = torch.where(amax.isfinite(), exp, torch.full_like(exp, NAN_EXPONENT))",
       "exp = torch.where(amax.isfinite(), exp, torch.full_like(exp, -SCALE_BIAS))",
       "a block holding NaN/Inf gets the minimum scale instead of the spec's NaN scale 0xFF", knobs=G5_FAST),
-    M("g5.nan_scale_decodes_finite", "G5", "quant/mxfp8.py",
-      'factor = torch.where(biased == NAN_EXPONENT + SCALE_BIAS, float("nan"), factor).unsqueeze(-1)',
-      "factor = factor.unsqueeze(-1)",
-      "the NaN scale 0xFF decodes as 2**128 instead of NaN", knobs=G5_FAST),
     # ---------------------------------------------------------------- G6 speculative decoding
     M("g6.accept_third_draft", "G6", "spec_decode.py",
       "ok = (uniforms[:, :k].double() * q_d < p_d) & (idx < n_draft.unsqueeze(1))",
@@ -179,7 +176,7 @@ MUTANTS: tuple[Mutant, ...] = (
     M("g6.top_p_before_temperature", "G6", "rollout/sampling.py",
       "scaled = logits.float() / (temperature if temperature > 0 else 1.0)\n    if temperature > 0 and 0 < top_k",
       "scaled = logits.float()\n    if temperature > 0 and 0 < top_k",
-      "top-k/top-p applied to the unscaled logits, temperature afterwards", knobs=G6_SAMPLING),
+      "top-k/top-p applied to the unscaled logits, temperature afterwards", knobs=G6_TOPP),
     M("g6.residual_without_clamp", "G6", "spec_decode.py",
       "residual = p_j if fault == \"no_residual\" else (p_j - q_j).clamp(min=0)",
       "residual = p_j if fault == \"no_residual\" else (p_j - 0.5 * q_j).clamp(min=0)",
@@ -192,7 +189,7 @@ MUTANTS: tuple[Mutant, ...] = (
     M("g6.top_p_keeps_boundary", "G6", "rollout/sampling.py",
       "drop_sorted = (probs.cumsum(-1) - probs) >= top_p",
       "drop_sorted = probs.cumsum(-1) > top_p",
-      "top-p drops the token that crosses the threshold (nucleus one token too small)", knobs=G6_SAMPLING),
+      "top-p drops the token that crosses the threshold (nucleus one token too small)", knobs=G6_TOPP),
     M("g6.greedy_accepts_mismatch", "G6", "spec_decode.py",
       "agree = torch.ones_like(draft, dtype=torch.bool) if fault == \"accept_all\" else draft == best[:, :k]",
       "agree = torch.ones_like(draft, dtype=torch.bool) if fault == \"accept_all\" else (draft == best[:, :k]) | (idx == 0)",
@@ -212,23 +209,33 @@ MUTANTS: tuple[Mutant, ...] = (
       "replayed routing weights are detached: the router stops learning"),
     # ---------------------------------------------------------------- G8 HF parity
     M("g8.rope_theta_top_level_only", "G8", "convert.py",
-      "rope_theta=_rope_theta(data),", "rope_theta=float(data.get(\"rope_theta\", 10000.0)),",
-      "transformers 5 writes theta under rope_parameters; reading only the top-level key loads it wrong"),
+      "rope_theta=_rope_theta(data, family),", "rope_theta=float(data.get(\"rope_theta\", 10000.0)),",
+      "transformers 5 writes theta under rope_parameters; reading only the top-level key loads it wrong",
+      knobs={"configs": ("hf_qwen3",)}),
     M("g8.rope_scaling_ignored", "G8", "model.py",
       "inv_freq = _scaled_inv_freq(config, inv_freq)", "pass",
-      "rope_scaling (linear / llama3) is ignored"),
+      "rope_scaling (linear / llama3) is ignored", knobs={"configs": ("hf_llama3_rope", "hf_qwen2_linear_rope")}),
+    M("g8.llama3_interpolation_reversed", "G8", "model.py",
+      "smoothed = (1 - smooth) * scaled / factor + smooth * scaled",
+      "smoothed = (1 - smooth) * scaled + smooth * scaled / factor",
+      "llama3 rope: the medium band interpolates the wrong way", knobs={"configs": ("hf_llama3_rope",)}),
     M("g8.hidden_act_ignored", "G8", "model.py",
-      "return ACTIVATIONS[self.config.hidden_act](x)", "return F.silu(x)",
-      "hidden_act is ignored: every model runs SiLU"),
-    M("g8.qkv_bias_dropped", "G8", "model.py",
-      "bias=config.attention_bias", "bias=False",
-      "Qwen2's q/k/v bias is dropped", knobs={"configs": ("qwen2",)}),
+      "return ACTIVATIONS[config.hidden_act](x)", "return F.silu(x)",
+      "hidden_act is ignored: every model runs SiLU", knobs={"configs": ("hf_qwen3",)}),
+    M("g8.qkv_bias_dropped_in_forward", "G8", "model.py",
+      "return a.q_proj(x), a.k_proj(x), a.v_proj(x)",
+      "return F.linear(x, a.q_proj.weight), F.linear(x, a.k_proj.weight), F.linear(x, a.v_proj.weight)",
+      "Qwen2's q/k/v bias is loaded but not applied by the rollout forward", knobs={"configs": ("hf_qwen2_linear_rope",)}),
     M("g8.qk_norm_skipped", "G8", "model.py",
       "q, k = self.q_norm(q), self.k_norm(k)", "pass",
-      "Qwen3's per-head q/k RMSNorm is skipped", knobs={"configs": ("qwen3",)}),
+      "Qwen3's per-head q/k RMSNorm is skipped", knobs={"configs": ("hf_qwen3",)}),
     M("g8.norm_eps_ignored", "G8", "convert.py",
       "rms_norm_eps=float(data[\"rms_norm_eps\"]),", "rms_norm_eps=1e-6,",
-      "rms_norm_eps from the config is ignored"),
+      "rms_norm_eps from the config is ignored", knobs={"configs": ("hf_qwen3",)}),
+    M("g8.qk_norm_after_rope", "G8", "model.py",
+      "        if cfg.qk_norm:\n            q, k = self.q_norm(q), self.k_norm(k)\n        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)",
+      "        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)\n        if cfg.qk_norm:\n            q, k = self.q_norm(q), self.k_norm(k)",
+      "Qwen3's q/k norm applied after RoPE instead of before", knobs={"configs": ("hf_qwen3",)}),
     # ---------------------------------------------------------------- G9 policy objective
     M("g9.negated_advantages", "G9", "trainer.py",
       "centred = grouped - grouped.mean(-1, keepdim=True)",
