@@ -134,6 +134,7 @@ def run(device: str, dtype: str) -> GateOutcome:
     clip_err = abs(step["train/pg_clipfrac"] - float(clipfrac))
 
     improvement = _on_policy_improvement(device, dtype)
+    precision = _precision_checks(trainer, tdtype)
     values: dict[str, Any] = {
         "pg_loss": step["train/pg_loss"], "pg_loss_reference": float(pg), "pg_clipfrac": step["train/pg_clipfrac"],
         "pg_clipfrac_reference": float(clipfrac), "ratios_beyond_high": beyond_high, "ratios_beyond_low": beyond_low,
@@ -152,7 +153,31 @@ def run(device: str, dtype: str) -> GateOutcome:
         Check("on_policy_step_improves_objective", improvement > 0, improvement, "> 0",
               "after a GRPO step the policy moved away from positive-advantage responses"),
     ]
+    checks += precision
     return outcome(checks, values, {"eps_clip": EPS_CLIP, "eps_clip_high": EPS_CLIP_HIGH})
+
+
+def _precision_checks(trainer: Any, dtype: torch.dtype) -> list[Check]:
+    """bf16/fp16: AdamW steps fp32 master weights with fp32 moments, and the model's weights are
+    exactly the masters rounded to the model dtype after the step; fp16 also has a loss scaler."""
+    if dtype == torch.float32:
+        return []
+    opt_params = [p for g in trainer.optimizer.param_groups for p in g["params"]]
+    states = [t for st in trainer.optimizer.state.values() for t in st.values() if torch.is_tensor(t) and t.dim() > 0]
+    fp32 = all(p.dtype == torch.float32 for p in opt_params) and bool(states) and all(t.dtype == torch.float32 for t in states)
+    model_params = list(trainer.model.parameters())
+    in_step = len(opt_params) == len(model_params) and all(
+        torch.equal(m.detach().to(dtype), p.detach()) for m, p in zip(opt_params, model_params))
+    checks = [
+        Check("precision.fp32_master_weights_and_moments", fp32,
+              detail="the optimizer does not step fp32 master weights with fp32 moments"),
+        Check("precision.model_equals_rounded_masters", in_step,
+              detail="after the step the model weights are not the masters rounded to the model dtype"),
+    ]
+    if dtype == torch.float16:
+        checks.append(Check("precision.fp16_loss_scaling", getattr(trainer, "scaler", None) is not None,
+                            detail="fp16 training without a loss scaler"))
+    return checks
 
 
 def _on_policy_improvement(device: str, dtype: str) -> float:
