@@ -79,7 +79,7 @@ def trainer_config_from_args(args) -> TrainerConfig:
     return TrainerConfig(
         lr=args.lr, min_lr=args.min_lr, lr_warmup_iters=args.lr_warmup_iters, lr_decay_style=args.lr_decay_style,
         lr_decay_iters=args.lr_decay_iters, weight_decay=args.weight_decay, adam_beta1=args.adam_beta1,
-        adam_beta2=args.adam_beta2, clip_grad=args.clip_grad, eps_clip=args.eps_clip, eps_clip_high=args.eps_clip_high,
+        adam_beta2=args.adam_beta2, adam_eps=args.adam_eps, clip_grad=args.clip_grad, eps_clip=args.eps_clip, eps_clip_high=args.eps_clip_high,
         use_kl_loss=args.use_kl_loss, kl_loss_coef=args.kl_loss_coef, kl_loss_type=args.kl_loss_type,
         entropy_coef=args.entropy_coef, grpo_std_normalization=not args.disable_grpo_std_normalization,
         global_batch_size=args.global_batch_size, temperature=args.rollout_temperature,
