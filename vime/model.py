@@ -155,8 +155,11 @@ def _causal_mask(q_len: int, k_len: int, device) -> torch.Tensor:
     return torch.arange(k_len, device=device)[None, :] <= q_pos
 
 
-def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
-    """q (B,H,Tq,D), k/v (B,H,Tk,D) with Tk >= Tq; causal with the queries at the end."""
+def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """q (B,H,Tq,D), k/v (B,H,Tk,D) with Tk >= Tq; causal with the queries at the end, or `mask`
+    (B,1,Tq,Tk), True = visible (a ragged KV cache, whose rows hold different lengths)."""
+    if mask is not None:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
     q_len, k_len = q.shape[-2], k.shape[-2]
     if q_len == k_len:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
@@ -165,19 +168,20 @@ def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: flo
     return F.scaled_dot_product_attention(q, k, v, attn_mask=_causal_mask(q_len, k_len, q.device), scale=scale)
 
 
-def eager_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+def eager_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, mask: torch.Tensor | None = None) -> torch.Tensor:
     """Reference math (softmax in float32), used to show a kernel swap stays within tolerance."""
     scores = (q @ k.transpose(-1, -2)).float() * scale
-    mask = _causal_mask(q.shape[-2], k.shape[-2], q.device)
+    if mask is None:
+        mask = _causal_mask(q.shape[-2], k.shape[-2], q.device)
     scores = scores.masked_fill(~mask, float("-inf"))
     return (scores.softmax(-1).to(q.dtype)) @ v
 
 
-def npu_fusion_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+def npu_fusion_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, mask: torch.Tensor | None = None) -> torch.Tensor:
     """Ascend seam: torch_npu.npu_fusion_attention in BNSD layout (mask True = hidden, unlike sdpa)."""
     import torch_npu  # lazy: only on NPU hosts
 
-    mask = ~_causal_mask(q.shape[-2], k.shape[-2], q.device)
+    mask = ~_causal_mask(q.shape[-2], k.shape[-2], q.device) if mask is None else ~mask
     out = torch_npu.npu_fusion_attention(
         q, k, v, q.shape[1], "BNSD",
         atten_mask=mask, scale=scale, pre_tockens=65536, next_tockens=0, keep_prob=1.0, sparse_mode=0,
@@ -237,12 +241,15 @@ def _scaled_inv_freq(config: ModelConfig, inv_freq: torch.Tensor) -> torch.Tenso
 
 
 def rope_cos_sin(config: ModelConfig, positions: torch.Tensor, dtype: torch.dtype):
-    """cos/sin of shape (T, D) for absolute positions (T,), computed in float32 like transformers."""
+    """cos/sin of shape (T, D) for absolute positions (T,) - or (B, 1, T, D) for per-row positions
+    (B, T) - computed in float32 like transformers."""
     dim = config.head_dim
     inv_freq = 1.0 / (config.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.int64, device=positions.device).float() / dim))
     inv_freq = _scaled_inv_freq(config, inv_freq)
-    freqs = positions.float()[:, None] * inv_freq[None, :]
+    freqs = positions.float()[..., None] * inv_freq
     emb = torch.cat((freqs, freqs), dim=-1)
+    if positions.dim() == 2:
+        emb = emb.unsqueeze(1)  # broadcast over heads
     return emb.cos().to(dtype), emb.sin().to(dtype)
 
 
@@ -256,16 +263,55 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 class KVCache:
-    """Preallocated per-layer keys/values: (B, Hkv, max_len, D). `length` = tokens cached so far."""
+    """Preallocated per-layer keys/values: (B, Hkv, max_len, D). `length` = tokens cached so far.
 
-    def __init__(self, config: ModelConfig, batch: int, max_len: int, device, dtype):
+    `ragged=True` keeps one length per row (`lengths`, (B,)): a forward writes each row's new tokens
+    at that row's own positions and attends through a per-row causal mask, so rows may advance at
+    different speeds (speculative decoding accepts a different number of drafts per row);
+    `set_lengths` rolls rows back."""
+
+    def __init__(self, config: ModelConfig, batch: int, max_len: int, device, dtype, ragged: bool = False):
         shape = (batch, config.num_kv_heads, max_len, config.head_dim)
         self.keys = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.num_layers)]
         self.values = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.num_layers)]
         self.length = 0
         self.max_len = max_len
+        self.ragged = ragged
+        self.lengths = torch.zeros(batch, dtype=torch.long, device=device) if ragged else None
+        self._mask: torch.Tensor | None = None  # (B,1,T,span) for the forward in progress
+
+    def positions(self, t: int) -> torch.Tensor:
+        """(B, T) absolute positions of the next T tokens of every row (ragged cache)."""
+        return self.lengths[:, None] + torch.arange(t, device=self.lengths.device)
+
+    def set_lengths(self, lengths: torch.Tensor) -> None:
+        if not self.ragged:
+            raise ValueError("set_lengths needs a ragged cache")
+        if bool((lengths < 0).any()) or bool((lengths > self.max_len).any()):
+            raise ValueError("cache lengths out of range")
+        self.lengths = lengths.to(self.lengths.device, torch.long).clone()
+
+    def _append_ragged(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        t = k.shape[-2]
+        pos = self.positions(t)  # (B, T)
+        span = int(pos.max()) + 1
+        if span > self.max_len:
+            raise ValueError(f"KV cache full: {span} tokens > max_len {self.max_len}")
+        rows = torch.arange(k.shape[0], device=k.device)[:, None].expand_as(pos)
+        self.keys[layer][rows, :, pos] = k.transpose(1, 2)
+        self.values[layer][rows, :, pos] = v.transpose(1, 2)
+        if layer == 0:
+            # query i of row b sees keys 0 .. lengths[b] + i (stale slots beyond stay hidden)
+            self._mask = (torch.arange(span, device=k.device)[None, None, :] <= pos[:, :, None]).unsqueeze(1)
+        return self.keys[layer][:, :, :span], self.values[layer][:, :, :span]
+
+    @property
+    def mask(self) -> torch.Tensor | None:
+        return self._mask if self.ragged else None
 
     def append(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.ragged:
+            return self._append_ragged(layer, k, v)
         start, end = self.length, self.length + k.shape[-2]
         if end > self.max_len:
             raise ValueError(f"KV cache full: {end} tokens > max_len {self.max_len}")
@@ -274,6 +320,8 @@ class KVCache:
         return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
 
     def advance(self, n: int) -> None:
+        if self.ragged:
+            self.lengths = self.lengths + n
         self.length += n
 
     def truncate(self, length: int) -> None:
@@ -286,6 +334,8 @@ class KVCache:
         """Keep only batch rows `rows` (e.g. after some samples finished)."""
         self.keys = [k[rows] for k in self.keys]
         self.values = [v[rows] for v in self.values]
+        if self.ragged:
+            self.lengths = self.lengths[rows]
 
 
 # --------------------------------------------------------------------------------------- R3 hook
@@ -383,7 +433,11 @@ class _Layer(nn.Module):
         if groups > 1:
             k = k.repeat_interleave(groups, dim=1)
             v = v.repeat_interleave(groups, dim=1)
-        h = get_attention(cfg.attention)(q, k, v, 1.0 / math.sqrt(cfg.head_dim))
+        mask = cache.mask if cache is not None else None
+        if mask is None:
+            h = get_attention(cfg.attention)(q, k, v, 1.0 / math.sqrt(cfg.head_dim))
+        else:
+            h = get_attention(cfg.attention)(q, k, v, 1.0 / math.sqrt(cfg.head_dim), mask)
         return self.attn_out(h.transpose(1, 2).reshape(b, t, cfg.q_dim))
 
     def route(self, logits, routing: RoutingReplay | None):
@@ -403,8 +457,11 @@ class _LM(nn.Module):
         routing: RoutingReplay | None = None,
     ) -> torch.Tensor:
         """input_ids (B, T) -> logits (B, T, V). With `cache`, positions continue from cache.length."""
-        start = cache.length if cache is not None else 0
-        positions = torch.arange(start, start + input_ids.shape[1], device=input_ids.device)
+        if cache is not None and cache.ragged:
+            positions = cache.positions(input_ids.shape[1])
+        else:
+            start = cache.length if cache is not None else 0
+            positions = torch.arange(start, start + input_ids.shape[1], device=input_ids.device)
         x = self.embed(input_ids)
         cos, sin = rope_cos_sin(self.config, positions, x.dtype)
         for layer in self.layers:

@@ -301,9 +301,7 @@ def run(args, log: Callable[[str], None] = print, audit: bool = False, stop_afte
                 )
                 if args.save_hf:
                     save_train_model_hf(_debug_path(args.save_hf, rollout_id), model)
-                if args.draft_save_hf:
-                    _export_draft(args, rollout_id)
-                if args.draft_save_hf:
+                if args.draft_save_hf:  # once per save (the draft the engine speculates with)
                     from vime.spec_decode import export_draft_for_rollout
 
                     export_draft_for_rollout(args.draft_save_hf, rollout_id, args.speculative)
@@ -331,16 +329,6 @@ def run(args, log: Callable[[str], None] = print, audit: bool = False, stop_afte
         sync.close()
     result.final_params_sha256 = params_digest(model)
     return result
-
-
-def _export_draft(args, rollout_id: int) -> None:
-    """--draft-save-hf: publish the draft the engine speculates with (this runtime does not train
-    drafts, so it is the draft checkpoint as loaded) atomically under the rollout's path."""
-    from vime.convert import hf_config_dict
-    from vime.spec_decode import export_draft_hf
-
-    draft_config, draft_weights = load_hf(args.speculative.model)
-    export_draft_hf(_debug_path(args.draft_save_hf, rollout_id), hf_config_dict(draft_config), draft_weights)
 
 
 def _rollout(args, engine, data: RolloutDataSource, rollout_id: int, device) -> tuple[TrainBatch, torch.Tensor]:

@@ -276,7 +276,7 @@ def _distribution_checks(device: str, fault: str | None, values: dict, samplers:
     draft = RolloutEngine(config, device=device, hf_weights=_perturbed(hf, 0.3, seed=4))
     setup = SpeculativeSetup(
         parse_speculative_config({"method": "draft_model", "model": "<in-memory>", "num_speculative_tokens": SPEC_K}),
-        DraftModelProposer(lambda toks: draft.model(toks)),
+        DraftModelProposer(draft.model),
         fault=fault,
     )
     prompt = [1, 2, 3, 4]
