@@ -656,7 +656,8 @@ class SpeculativeSetup:
 
 
 def _draft_from_checkpoint(engine: Any, cfg: SpeculativeConfig) -> DraftModelProposer:
-    from vime.rollout.engine import RolloutEngine
+    from vime.convert import load_hf
+    from vime.model import RolloutLM
 
     if not cfg.model:
         raise SpeculativeConfigError(
@@ -669,13 +670,15 @@ def _draft_from_checkpoint(engine: Any, cfg: SpeculativeConfig) -> DraftModelPro
     cache = engine.__dict__.setdefault("_spec_drafts", {})
     key = (str(path.resolve()), weights.stat().st_mtime_ns)
     if key not in cache:
-        draft = RolloutEngine.from_hf(path, device=engine.device, dtype=engine.dtype)
-        if draft.config.vocab_size != engine.config.vocab_size:
+        config, weights = load_hf(path)
+        if config.vocab_size != engine.config.vocab_size:
             raise SpeculativeConfigError(
-                f"draft model {path} has vocab {draft.config.vocab_size}, the target has {engine.config.vocab_size}"
+                f"draft model {path} has vocab {config.vocab_size}, the target has {engine.config.vocab_size}"
             )
-        cache[key] = draft
-    return DraftModelProposer(cache[key].model)
+        draft = RolloutLM(config)
+        draft.load_state_dict(weights)
+        cache[key] = draft.to(device=engine.device, dtype=engine.dtype).eval().requires_grad_(False)
+    return DraftModelProposer(cache[key])
 
 
 def resolve(speculative: Any, engine: Any) -> SpeculativeSetup:
@@ -707,7 +710,7 @@ def generate(
     """The engine's `generate(..., speculative=...)`: same arguments, same RolloutOutput, plus
     `stats["spec_decode"]` with the acceptance metrics."""
     from vime.model import RoutingReplay
-    from vime.rollout.engine import RolloutOutput
+    from vime.rollout.output import RolloutOutput
     from vime.rollout.sampling import make_generators
 
     setup = resolve(speculative, engine)

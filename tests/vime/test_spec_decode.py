@@ -267,3 +267,11 @@ def test_kv_cached_decode_equals_the_recompute_reference():
         assert torch.equal(out[0].tokens, out[1].tokens) and torch.equal(out[0].mask, out[1].mask)
         assert float((out[0].logprobs - out[1].logprobs).abs().max()) < 1e-5
         assert out[0].stats.accepted == out[1].stats.accepted
+
+
+def test_speculative_decoding_does_not_import_the_engine():
+    import subprocess
+    import sys
+
+    code = "import sys, vime.spec_decode; assert 'vime.rollout.engine' not in sys.modules"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
