@@ -148,6 +148,13 @@ MUTANTS: tuple[Mutant, ...] = (
       "                self._params[name].copy_(t)\n        self._has_weights = True\n        self._version",
       "                pass\n        self._has_weights = True\n        self._version",
       "finish_weight_update promotes the version but never copies the staged tensors", knobs=G4_FAST),
+    M("g4.dp_gradients_summed", "G4", "trainer.py",
+      "                p.grad /= self.dp_size\n", "                pass\n",
+      "data-parallel gradients are summed, not averaged (the step of a batch dp times larger)",
+      knobs={"transports": ("dp",)}),
+    M("g4.dp_no_allreduce", "G4", "trainer.py",
+      "        if self.dp_size > 1:\n            self._average_gradients()", "        if False:\n            self._average_gradients()",
+      "data-parallel ranks never all-reduce: each steps on its own shard", knobs={"transports": ("dp",)}),
     # ---------------------------------------------------------------- G5 MXFP8
     M("g5.group_16", "G5", "quant/mxfp8.py", "GROUP_SIZE = 32", "GROUP_SIZE = 16",
       "MX groups of 16 elements instead of the spec's 32", knobs=G5_FAST),

@@ -183,9 +183,12 @@ LOW_PRECISION = (torch.bfloat16, torch.float16)
 
 
 class Trainer:
-    def __init__(self, model: TrainLM, cfg: TrainerConfig, total_steps: int = 1, ref_model: TrainLM | None = None):
+    def __init__(self, model: TrainLM, cfg: TrainerConfig, total_steps: int = 1, ref_model: TrainLM | None = None,
+                 dp_group=None, dp_size: int = 1):
         self.model = model
         self.cfg = cfg
+        # data parallel: gradients are averaged over `dp_group` (a torch.distributed group of dp_size ranks)
+        self.dp_group, self.dp_size = dp_group, dp_size
         dtypes = {p.dtype for p in model.parameters()}
         if len(dtypes) != 1:
             raise ValueError(f"the trainer model mixes parameter dtypes {sorted(map(str, dtypes))}")
@@ -293,6 +296,8 @@ class Trainer:
             if cfg.use_kl_loss:
                 loss = loss + cfg.kl_loss_coef * kl_loss
         (loss * self.scaler.scale if self.scaler is not None else loss).backward()
+        if self.dp_size > 1:
+            self._average_gradients()
         params = self._step_params()
         grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.clip_grad)
         self.last_grads = {n: p.grad.detach().clone() for n, p in zip(self._names, params) if p.grad is not None}
@@ -319,6 +324,16 @@ class Trainer:
             "train/lr": lr,
             "train/step": self.step,
         }
+
+    def _average_gradients(self) -> None:
+        """Data parallel: each rank's loss is the mean over its shard; the mean of the shard
+        gradients is the full batch's gradient (equal shards)."""
+        import torch.distributed as dist
+
+        for p in self.model.parameters():
+            if p.grad is not None:
+                dist.all_reduce(p.grad, group=self.dp_group)
+                p.grad /= self.dp_size
 
     def _step_params(self) -> list[torch.Tensor]:
         """The tensors the optimizer steps, with this step's (unscaled, fp32) gradients."""
