@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from porter import proc
-from porter.forks import PORTER_IDENTITY
+from porter.port.worktree import PORTER_IDENTITY
 from porter.kb.history import mine
 from porter.kb.history.frames import PathMapper, segments, strip_log_prefix, trace_facts, versions_in_text
 from porter.kb.history.lookup import HistorySource, analyse, availability_problem, resolve_sources
