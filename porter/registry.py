@@ -183,11 +183,21 @@ class ForkSpec:
     baseline: dict[str, str] = field(default_factory=dict)
     branches: tuple[str, ...] = ()
     ledger: tuple[LedgerEntry, ...] = ()
+    history_text: str = ""  # `history:` as written: a clone with full history for `diagnose --history`
+    history_path: Path | None = None  # the same, resolved
+
+    @property
+    def history(self) -> Path:
+        """Where `porter diagnose --history NAME` reads the plugin's git history (default: the clone)."""
+        return self.history_path or self.path
 
     def to_dict(self) -> dict[str, Any]:
-        return {"plugin": self.plugin, "remote": self.remote, "upstream_remote": self.upstream_remote,
-                "path": self.path_text, "default_branch": self.default_branch, "baseline": dict(self.baseline),
-                "branches": list(self.branches), "ledger": [e.to_dict() for e in self.ledger]}
+        d = {"plugin": self.plugin, "remote": self.remote, "upstream_remote": self.upstream_remote,
+             "path": self.path_text, "default_branch": self.default_branch, "baseline": dict(self.baseline),
+             "branches": list(self.branches), "ledger": [e.to_dict() for e in self.ledger]}
+        if self.history_text:
+            d["history"] = self.history_text
+        return d
 
 
 # ---------------------------------------------------------------- loading
@@ -325,6 +335,8 @@ def load_forks(path: Path) -> dict[str, ForkSpec]:
             baseline=_str_map(raw.get("baseline"), f"{where}.baseline"),
             branches=_strs(raw.get("branches"), f"{where}.branches"),
             ledger=tuple(_ledger_entry(e, f"{where}.ledger[{i}]") for i, e in enumerate(raw.get("ledger") or [])),
+            history_text=str(raw.get("history") or ""),
+            history_path=_history_path(raw.get("history"), root, f"{where}.history"),
         )
     return _read_ledger_file(path, forks)
 
@@ -362,6 +374,16 @@ def _read_ledger_file(forks_file: Path, forks: dict[str, ForkSpec]) -> dict[str,
         branches = spec.branches if not entry.branch or entry.branch in spec.branches else (*spec.branches, entry.branch)
         forks[fork] = replace(spec, ledger=(*spec.ledger, entry), branches=branches)
     return forks
+
+
+def _history_path(value: Any, root: Path, where: str) -> Path | None:
+    """`history:` is a path (relative to the project root) or absent."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InputError(f"{where}: expected a path to a git clone", hint="e.g. history: forks/vllm-ascend")
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else (root / p).resolve()
 
 
 def save_forks(path: Path, forks: dict[str, ForkSpec]) -> None:

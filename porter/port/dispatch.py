@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from porter.errors import InputError, UsageError
 from porter.fsutil import atomic_write_text
+from porter.redact import redact_data, redact_text
 from porter.port.plan import PortAnalysis, PortRequest, PortResult, check_versions, new_run_id
 from porter.port.shim_port import run_port
 from porter.port.worktree import check_fork
@@ -200,6 +201,6 @@ def _compare_transformers(report: Any, analysis_request: Any, config: Any):
     result = compare(report.baseline.root, report.target.root, report.plugin_tree.root,
                      report.baseline.label, report.target.label)
     directory = Path(config.runs_dir) / "upgrade" / f"{new_run_id()}-transformers"
-    atomic_write_text(directory / "NPU_INTEGRATION.md", to_markdown(result))
-    atomic_write_text(directory / "run.json", json.dumps(result.to_dict(), indent=2) + "\n")
+    atomic_write_text(directory / "NPU_INTEGRATION.md", redact_text(to_markdown(result)))
+    atomic_write_text(directory / "run.json", json.dumps(redact_data(result.to_dict()), indent=2) + "\n")
     return result

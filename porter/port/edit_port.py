@@ -11,6 +11,7 @@ from typing import Callable
 
 from porter.errors import InputError
 from porter.fsutil import atomic_write_text
+from porter.redact import redact_text
 from porter.port import publish as pub
 from porter.port import worktree as git_work
 from porter.port.plan import CommitInfo, PortFailed, PortResult, checkpoint, new_run_id
@@ -126,7 +127,7 @@ def publish_edits(request: EditRequest, status: Callable[[str], None] = lambda _
         text = render_edits(request, commits, validation, branch, run_id, base_sha, fork_ref,
                             git_work.diff_stat(root, base_sha, edits_tip), formatters=tuple(f[0] for f in formatters),
                             created=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
-        atomic_write_text(wt.path / "PR_MATERIAL.md", text)
+        atomic_write_text(wt.path / "PR_MATERIAL.md", redact_text(text))
         wt.commit(["PR_MATERIAL.md"], f"PR_MATERIAL.md: {request.title or slug}\n\n" + git_work.trailer_block(
             tuple(dict.fromkeys(f for c in commits for f in c.families)), (), upstream_ref, run_id) + "\n", identity)
         tip = wt.head()

@@ -32,6 +32,7 @@ from porter.port import publish as pub
 from porter.port import worktree as forks
 from porter.errors import ExitCode, InputError, PorterError, UsageError
 from porter.fsutil import atomic_write_text
+from porter.redact import redact_text
 from porter.yamlio import load_yaml_file
 
 STRATEGIES = ("ours", "theirs", "recorded", "manual")
@@ -337,7 +338,7 @@ def run_merge(request: MergeRequest, status: Callable[[str], None] = lambda _m: 
         validation = Validation((byte_compile(wt.path, changed),))
         stat = forks.git(root, "diff", "--shortstat", base_sha, merge_sha).stdout.strip()
         text = render_merge_material(request, result, fork_ref, root, validation=validation, stat=stat, merge_sha=merge_sha)
-        atomic_write_text(wt.path / "PR_MATERIAL.md", text)
+        atomic_write_text(wt.path / "PR_MATERIAL.md", redact_text(text))
         wt.commit(["PR_MATERIAL.md"], f"PR_MATERIAL.md: merge {request.upstream} {request.target}\n\n"
                   + forks.trailer_block(["merge"], [f"{request.upstream}@{target_sha[:12]}"],
                                         f"{request.upstream} {request.target}", run_id) + "\n", identity)

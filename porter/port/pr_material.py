@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from porter.redact import redact_text
 from porter.upgrade.models import DriftRecord, Severity
 
 if TYPE_CHECKING:
@@ -126,7 +127,7 @@ def render_pr(request: PortRequest, plan, analysis: PortAnalysis, commits, valid
     ]
     if analysis.notes:
         limitations.append(f"{len(analysis.notes)} note(s) under dead guards or import fallbacks were not shimmed.")
-    return render(
+    return redact_text(render(
         "pr_material.md.j2",
         plugin=request.fork, upstream=request.upstream, baseline=request.baseline, target=request.target,
         branch=branch, run_id=run_id, created=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -137,7 +138,7 @@ def render_pr(request: PortRequest, plan, analysis: PortAnalysis, commits, valid
         generated_tests=[p for g in plan.groups for p in g.test_paths], validation=validation.to_dict(), smoke=smoke,
         changes=changes, limitations=limitations, convention=plan.convention, gates=list(gates),
         formatters=list(formatters),
-    )
+    ))
 
 
 def _commit_view(commit) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from typing import Any, Callable, TypeVar
 
 from porter.errors import EnvironmentProblem, Interrupted
 from porter.fsutil import atomic_write_text
+from porter.redact import redact_data, redact_text
 from porter.port.plan import checkpoint
 from porter.port.worktree import ZERO, branch_sha, git, identity_env, interrupts_deferred
 
@@ -112,10 +113,11 @@ def write_record(runs_dir: Path | None, result: Any, extra: dict[str, Any] | Non
         return result
     directory = Path(runs_dir) / "upgrade" / result.run_id
     result = replace(result, record_dir=str(directory))
-    doc = result.to_dict() | (extra or {})
+    # the record quotes plugin code and host output: masked on the values, like every output
+    doc = redact_data(result.to_dict() | (extra or {}))
     atomic_write_text(directory / "run.json", json.dumps(doc, indent=2, default=str) + "\n")
     if result.pr_material:
-        atomic_write_text(directory / "PR_MATERIAL.md", result.pr_material)
+        atomic_write_text(directory / "PR_MATERIAL.md", redact_text(result.pr_material))
     return result
 
 
