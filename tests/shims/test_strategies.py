@@ -442,13 +442,14 @@ def test_a_moved_function_whose_parameters_were_reordered_flags_positional_calls
     plugin = tmp_path / "plug"
     (plugin / "pk").mkdir(parents=True)
     (plugin / "pk" / "__init__.py").write_text("")
-    (plugin / "pk" / "a.py").write_text("from up.old import register\n\nregister(1, 'ASCEND')\nregister(2)\n")
+    (plugin / "pk" / "a.py").write_text("from up.old import register\n\nregister(1, 'ASCEND')\nregister(2)\n"
+                                        "register[(4,)](3, True)\n")  # a triton-style launch
     ctx = ShimContext(plugin, detect(plugin, "pk"), "up", "1", "2", UpstreamTree(tmp_path / "v1"), UpstreamTree(tmp_path / "v2"))
     record = DriftRecord(DriftFamily.MOVED, "up.old.register", Location("up.old", "register"), (Site("pk/a.py", 1),),
                          new_location=Location("up.new", "register"))
     group = plan_moved("up.old", [record], ctx, set())
     assert group.needs_human == ("F2:up.old.register",)
-    assert any("pk/a.py:3" in line and "by keyword" in line for line in group.rationale)
+    assert any("pk/a.py:3, pk/a.py:5" in line and "by keyword" in line for line in group.rationale)
 
 
 def test_a_removed_helper_using_a_module_import_gets_it_and_a_global_reader_does_not_qualify():

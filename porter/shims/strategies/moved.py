@@ -80,8 +80,9 @@ def _positional_calls_shifted(record: DriftRecord, old_module: str, name: str, n
         except (OSError, SyntaxError, ValueError):
             continue
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name \
-                    and len(node.args) > first:
+            func = node.func.value if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript) else \
+                getattr(node, "func", None)  # `kernel[grid](...)`: a triton launch calls it too
+            if isinstance(node, ast.Call) and isinstance(func, ast.Name) and func.id == name and len(node.args) > first:
                 found.append(f"{path}:{node.lineno}")
     return found
 
