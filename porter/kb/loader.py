@@ -17,7 +17,7 @@ from pathlib import Path
 
 from porter.kb.schema import SCHEMA_VERSION, KBEntry, Problem, parse_entry
 
-ENGINE_VERSION = f"{SCHEMA_VERSION}.5"  # bump when the cached representation changes
+ENGINE_VERSION = f"{SCHEMA_VERSION}.6"  # bump when the cached representation changes
 
 
 @dataclass

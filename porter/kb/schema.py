@@ -43,7 +43,7 @@ KNOWN_FIELDS = frozenset(
     {
         "id", "title", "layer", "kind", "severity", "signatures", "symptoms", "applies_to",
         "root_cause", "fix", "verify", "discriminators", "related", "references", "aliases",
-        "examples", "notes",
+        "examples", "notes", "causes", "downstream_of",
     }
 )
 
@@ -100,6 +100,8 @@ class KBEntry:
     references: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     examples: tuple[str, ...] = ()
+    causes: tuple[str, ...] = ()  # corpus cause slugs this entry's root cause is (kb eval)
+    downstream_of: tuple[str, ...] = ()  # entries whose failure also prints this one's lines
     path: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -111,7 +113,7 @@ class KBEntry:
         d = dict(data)
         d["signatures"] = tuple(Signature(**s) for s in d["signatures"])
         d["applies_to"] = tuple(VersionRange(**v) for v in d["applies_to"])
-        for key in ("symptoms", "fix", "discriminators", "related", "references", "aliases", "examples"):
+        for key in ("symptoms", "fix", "discriminators", "related", "references", "aliases", "examples", "causes", "downstream_of"):
             d[key] = tuple(d[key])
         return cls(**d)
 
@@ -291,6 +293,8 @@ def parse_entry(data: Any, file: str, layer_dir: str | None = None) -> tuple[KBE
         references=_str_list(data, "references", file, problems),
         aliases=_str_list(data, "aliases", file, problems),
         examples=_str_list(data, "examples", file, problems, required=True),
+        causes=_str_list(data, "causes", file, problems),
+        downstream_of=_str_list(data, "downstream_of", file, problems),
         path=file,
     )
     usable = bool(entry_id and (signatures or symptoms))
