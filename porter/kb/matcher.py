@@ -22,7 +22,7 @@ from typing import BinaryIO, Iterable, Iterator, Mapping
 from porter.kb.env import normalise_package  # also re-exported: porter.smoke imports it from here
 from porter.kb.extract import Extractor, Signals
 from porter.kb.index import TOKEN as _TOKEN
-from porter.kb.index import CompiledKB, candidate_lines, prefilter_needles  # CompiledKB re-exported too
+from porter.kb.index import CompiledKB, candidate_lines, prefilter_needles, squeeze  # CompiledKB re-exported too
 from porter.kb.normalize import fuzzy_form, iter_batches, strip_prefix
 from porter.kb.schema import KBEntry
 
@@ -37,7 +37,7 @@ VERSION_DEMOTE = 0.4  # multiply confidence when the installed version is outsid
 MAX_HITS_PER_SIGNATURE = 3
 FUZZY_QUERY_CHARS = 400
 FUZZY_MAX_QUERIES = 12
-LINE_MEMO_SIZE = 4096
+LINE_MEMO_BYTES = 8 << 20  # the recent-line memo's estimated size (line, de-prefixed line, tokens)
 SEVERITY_RANK_PENALTY = {"warning": 0.15, "info": 0.3}  # ranking only; confidence is unchanged
 
 
@@ -62,6 +62,7 @@ class Match:
     lines: list[MatchedLine]
     explain: dict = field(default_factory=dict)
     version_notes: list[str] = field(default_factory=list)
+    captures: dict[str, str] = field(default_factory=dict)  # named captures of structured signatures
 
     @property
     def specificity(self) -> int:
@@ -100,8 +101,10 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
     needles = prefilter_needles(kb)
 
     # Logs repeat lines verbatim (every rank prints the same warning): remember what a line
-    # matched, so a repeat costs one dict lookup. Bounded: cleared when full.
+    # matched, so a repeat costs one dict lookup. Bounded in characters (long unique lines would
+    # make a count bound hold hundreds of MB): cleared when full.
     seen_lines: dict[str, tuple[str, list[str], list[int]]] = {}
+    memo_chars = 0
 
     def match_line(clean: str) -> tuple[str, list[str], list[int]]:
         text = strip_prefix(clean)
@@ -115,17 +118,21 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
         for needle, pos in always_needles:  # keyless signatures: a substring test first
             if needle in clean:
                 candidates.add(pos)
-        return text, tokens, [pos for pos in candidates if sigs[pos].hits(clean, text)]
+        squeezed = squeeze(clean) if candidates else clean
+        return text, tokens, [pos for pos in candidates if sigs[pos].hits(clean, text, squeezed)]
 
     def look_at(line: str, number: int) -> None:
+        nonlocal memo_chars
         clean = line.rstrip()
         if not clean:
             feed(number, clean, ())
             return
         known = seen_lines.get(clean)
         if known is None:
-            if len(seen_lines) >= LINE_MEMO_SIZE:
+            memo_chars += 3 * len(clean) + 100
+            if memo_chars > LINE_MEMO_BYTES:
                 seen_lines.clear()
+                memo_chars = 3 * len(clean) + 100
             known = seen_lines[clean] = match_line(clean)
         text, tokens, matched = known
         for pos in matched:
@@ -201,6 +208,9 @@ def _score_signatures(
         explain: dict = {"hit": sorted(sig_hits), "of": len(sigs), "match": entry.match}
         if entry.match == "all":
             missing = [i for i, s in enumerate(sigs) if s.required and i not in sig_hits]
+            if not missing and entry.within and not _within(entry, sig_hits):
+                missing = [i for i, s in enumerate(sigs) if s.required]
+                explain["outside_window"] = entry.within
             if missing:
                 explain["missing_required"] = missing
                 partial = 1.0
@@ -227,7 +237,32 @@ def _score_signatures(
             confidence += VERSION_BOOST * (1.0 - confidence)
         if notes:
             explain["versions"] = notes
-        out.append(Match(entry, round(min(confidence, 0.99), 4), "signature", _lines(entry, sig_hits), explain, notes))
+        out.append(Match(entry, round(min(confidence, 0.99), 4), "signature", _lines(entry, sig_hits), explain, notes,
+                         _captures(kb, ei, sig_hits)))
+    return out
+
+
+def _within(entry: KBEntry, sig_hits: Mapping[int, list[tuple[int, str]]]) -> bool:
+    """Some hit of every required item lies within `entry.within` lines of one anchor hit."""
+    required = [i for i, s in enumerate(entry.signatures) if s.required]
+    first, rest = required[0], required[1:]
+    for anchor, _ in sig_hits[first]:
+        if all(any(abs(n - anchor) <= entry.within for n, _ in sig_hits[i]) for i in rest):
+            return True
+    return False
+
+
+def _captures(kb: CompiledKB, ei: int, sig_hits: Mapping[int, list[tuple[int, str]]]) -> dict[str, str]:
+    """Named captures from the hit lines, earliest line first (the causal occurrence wins)."""
+    sigs = kb.signature_map()
+    out: dict[str, str] = {}
+    for si in sorted(sig_hits):
+        sig = sigs.get((ei, si))
+        if sig is None or sig.kind == "literal":
+            continue
+        for _, text in sorted(sig_hits[si]):
+            for k, v in sig.captures(text).items():
+                out.setdefault(k, v)
     return out
 
 

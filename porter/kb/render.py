@@ -27,18 +27,27 @@ def entry_summary(entry: KBEntry) -> dict[str, Any]:
 def entry_detail(entry: KBEntry) -> dict[str, Any]:
     d = entry.to_dict()
     d["signatures"] = {"match": entry.match, "items": [
-        {s.kind: s.pattern, "weight": s.weight, **({"required": s.required} if entry.match == "all" else {})} for s in entry.signatures
+        {s.kind: s.pattern, "weight": s.weight, **({"required": s.required} if entry.match == "all" else {}),
+         **({"form": s.form, "spec": s.spec} if s.spec else {})} for s in entry.signatures
     ]}
     d.pop("match", None)
     return d
 
 
 def match_payload(rank: int, m: Match, explain: bool) -> dict[str, Any]:
+    from porter.kb.families import capture_names, fill
+
     e = m.entry
+    names = capture_names(e.signatures)
+    caps = {k: _r(v) for k, v in m.captures.items()}
+
+    def f(text: str) -> str:
+        return fill(text, caps, names)
+
     out: dict[str, Any] = {
         "rank": rank,
         "id": e.id,
-        "title": e.title,
+        "title": f(e.title),
         "layer": e.layer,
         "kind": e.kind,
         "severity": e.severity,
@@ -46,9 +55,10 @@ def match_payload(rank: int, m: Match, explain: bool) -> dict[str, Any]:
         "method": m.method,
         "aliases": list(e.aliases),
         "matched_lines": [{**ml.to_dict(), "text": _r(ml.text)} for ml in m.lines],
-        "root_cause": e.root_cause,
-        "fix": list(e.fix),
-        "verify": e.verify,
+        "captures": caps,
+        "root_cause": f(e.root_cause),
+        "fix": [f(step) for step in e.fix],
+        "verify": f(e.verify),
         "discriminators": list(e.discriminators),
         "related": list(e.related),
         "references": list(e.references),
@@ -164,7 +174,7 @@ def render_entry(console, entry: KBEntry) -> None:
     console.print(f"\n[bold]signatures[/] (match: {entry.match})")
     for s in entry.signatures:
         req = "" if entry.match == "any" else (" required" if s.required else " optional")
-        console.print(f"  {s.kind:7} w={s.weight:.2f}{req}  {escape(s.pattern)}")
+        console.print(f"  {(s.form or s.kind):9} w={s.weight:.2f}{req}  {escape(s.shown)}")
     sections = [("symptoms", entry.symptoms), ("fix", entry.fix), ("discriminators", entry.discriminators),
                 ("related", entry.related), ("references", entry.references), ("aliases", entry.aliases), ("examples", entry.examples)]
     if entry.applies_to:
