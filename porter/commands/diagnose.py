@@ -75,6 +75,16 @@ def resolve_patterns_dir(state, kb: Optional[Path]) -> tuple[Path, Path | None]:
     return cfg.patterns_dir, cfg.cache_dir
 
 
+def decoded_codes(patterns_dir: Path, diag) -> list[dict]:
+    """The trace's error codes with their meaning (knowledge/codes), read only when there are codes."""
+    if not diag.signals.codes:
+        return []
+    from porter.kb.codes import codes_dir_for, decode_signals, load_tables
+
+    tables, _ = load_tables(codes_dir_for(patterns_dir))
+    return decode_signals(tables, diag.signals.codes)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("diagnose")
     def diagnose(
@@ -116,7 +126,7 @@ def register(app: typer.Typer) -> None:
             if reader.bytes == 0:
                 raise InputError(f"{name}: empty input, nothing to diagnose", hint="pass the file that holds the traceback or log")
             kb_info = {"entries": len(loaded.entries), "patterns_dir": str(patterns_dir), "cached": loaded.from_cache}
-            payload = diagnose_payload(diag, name, kb_info, explain)
+            payload = diagnose_payload(diag, name, kb_info, explain, decoded_codes(patterns_dir, diag))
             if facts:
                 payload["env"] = facts
             reporter.emit("diagnose", payload, lambda console: render_diagnosis(console, payload, explain))

@@ -202,6 +202,11 @@ def lint(patterns_dir: Path, root: Path | None = None, check_examples: bool = Tr
             problems.append(Problem(entry.path, "signatures", "no item has weight >= 0.5, so no single line can diagnose this entry",
                                     "raise the weight of the most specific item, or use match: all", "warning"))
 
+    codes_dir = patterns_dir.parent / "codes"
+    if codes_dir.is_dir():
+        from porter.kb.codes import load_tables
+
+        problems.extend(load_tables(codes_dir)[1])
     if check_examples and kb.entries:
         report.examples_checked = _check_examples(kb, root, problems)
     report.problems = sorted(problems, key=lambda p: (p.severity != "error", p.file, p.field))

@@ -87,10 +87,13 @@ def signals_payload(diag: Diagnosis, full: bool) -> dict[str, Any]:
     return s
 
 
-def diagnose_payload(diag: Diagnosis, source: str, kb_info: dict[str, Any], explain: bool = False) -> dict[str, Any]:
+def diagnose_payload(diag: Diagnosis, source: str, kb_info: dict[str, Any], explain: bool = False,
+                     codes: list[dict] | None = None) -> dict[str, Any]:
+    """`codes`: the trace's error codes decoded from knowledge/codes (porter.kb.codes.decode_signals)."""
     return {
         "input": {"source": source, "lines": diag.signals.lines},
         "status": diag.status,
+        "codes": list(codes or []),
         "matches": [match_payload(i, m, explain) for i, m in enumerate(diag.matches, 1)],
         "close": diag.close,
         "near_misses": [near_payload(m, explain) for m in diag.near_misses],
@@ -105,6 +108,7 @@ def render_diagnosis(console, payload: dict[str, Any], explain: bool = False) ->
     from rich.panel import Panel
 
     src = escape(payload["input"]["source"])
+    _render_codes(console, payload.get("codes") or [])
     if payload["status"] == "match":
         matches = payload["matches"]
         console.print(f"[bold green]diagnosis[/] for {src} ({payload['input']['lines']} lines): {len(matches)} match(es)")
@@ -144,7 +148,7 @@ def render_diagnosis(console, payload: dict[str, Any], explain: bool = False) ->
         console.print("[bold]exception chain[/]:")
         for exc in sig["exceptions"][-8:]:
             console.print(f"  line {exc['line']}: {escape(exc['type'])}: {escape(exc['message'][:300])}")
-    if sig["codes"]:
+    if sig["codes"] and not payload.get("codes"):
         console.print("[bold]error codes[/]: " + escape(", ".join(f"{c['code']} ({c['family']})" for c in sig["codes"][:12])))
     if sig["packages"]:
         console.print("[bold]frame packages[/]: " + escape(", ".join(f"{p['package']}×{p['frames']}" for p in sig["packages"][:8])))
@@ -165,6 +169,21 @@ def render_diagnosis(console, payload: dict[str, Any], explain: bool = False) ->
                 console.print(f"        [yellow]version[/]: {escape(note)}")
             if explain and "explain" in m:
                 console.print(f"        [dim]score: {escape(str(m['explain']))}[/]")
+
+
+def _render_codes(console, codes: list[dict]) -> None:
+    from rich.markup import escape
+
+    decoded = [c for c in codes if c.get("meaning")]
+    if not decoded:
+        return
+    console.print("[bold]error codes[/]:")
+    for c in decoded[:8]:
+        name = f" {c['name']}" if c.get("name") else ""
+        how = "" if c.get("exact") else " [dim](by range)[/]"
+        console.print(f"  [cyan]{escape(c['code'])}[/]{escape(name)} (line {c['line']}): {escape(c['meaning'])}{how}", soft_wrap=True)
+        for step in c.get("first_steps", [])[:2]:
+            console.print(f"      - {escape(step)}", soft_wrap=True)
 
 
 def render_entry(console, entry: KBEntry) -> None:
