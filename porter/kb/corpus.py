@@ -162,6 +162,13 @@ def load_corpus(corpus: Path) -> list[CorpusCase]:
     return cases
 
 
+def effective_split(case: CorpusCase) -> str:
+    """The split the thread hashes to (a case filed under the wrong directory still counts there)."""
+    if case.split in SPLITS and case.thread:
+        return split_of(case.thread)
+    return case.split
+
+
 def split_problems(cases: list[CorpusCase]) -> list[str]:
     """Cases whose declared split disagrees with their thread's hash (a collection mistake)."""
     out = []

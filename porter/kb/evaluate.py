@@ -170,12 +170,15 @@ def run_case(kb: CompiledKB, case: CorpusCase, env: dict[str, str] | None = None
 
 def evaluate_cases(kb: CompiledKB, cases: list[CorpusCase], corpus: str, env: dict[str, str] | None = None) -> dict[str, EvalReport]:
     """One report per split, in the order dev, test, then any other split names."""
+    from porter.kb.corpus import effective_split
+
     cited = cited_threads(kb)
     reports: dict[str, EvalReport] = {}
     for case in cases:
-        report = reports.setdefault(case.split, EvalReport(corpus, case.split))
+        split = effective_split(case)
+        report = reports.setdefault(split, EvalReport(corpus, split))
         citing = cited.get(case.thread) if case.thread else None
-        if citing and case.split == "test":
+        if citing and split == "test":
             report.excluded.append({"id": case.id, "thread": case.thread, "cited_by": sorted(set(citing))})
             continue
         report.cases.append(run_case(kb, case, env)[0])
@@ -199,7 +202,9 @@ def evaluate_splits(kb: CompiledKB, corpus: Path, env: dict[str, str] | None = N
     corpus = Path(corpus)
     cases = load_corpus(corpus)
     if splits:
-        cases = [c for c in cases if c.split in splits]
+        from porter.kb.corpus import effective_split
+
+        cases = [c for c in cases if effective_split(c) in splits]
     reports = evaluate_cases(kb, cases, str(corpus), env)
     return {"corpus": str(corpus), "splits": {name: r.to_dict() for name, r in reports.items()},
             "split_problems": split_problems(cases)}

@@ -327,11 +327,14 @@ def _fuzzy(kb: CompiledKB, signals: Signals, env: Mapping[str, str]) -> list[Mat
     return out
 
 
-def _rank_key(m: Match) -> tuple:
+def _effective(m: Match) -> float:
     # a warning-class finding (an op falling back to CPU, a slow mirror) explains a failure less
     # than an error entry that also matched: rank it as if it were this much less confident
-    effective = m.confidence - SEVERITY_RANK_PENALTY.get(m.entry.severity, 0.0)
-    return (-effective, -len(m.lines), -m.specificity, m.entry.id)
+    return m.confidence - SEVERITY_RANK_PENALTY.get(m.entry.severity, 0.0)
+
+
+def _rank_key(m: Match) -> tuple:
+    return (-_effective(m), -len(m.lines), -m.specificity, m.entry.id)
 
 
 def decide(kb: CompiledKB, hits, signals: Signals, env: Mapping[str, str] | None = None, top: int = 3) -> Diagnosis:
@@ -343,6 +346,9 @@ def decide(kb: CompiledKB, hits, signals: Signals, env: Mapping[str, str] | None
         fuzzy = sorted(_fuzzy(kb, signals, env), key=_rank_key)
         firm = [m for m in fuzzy if m.confidence >= MATCH_THRESHOLD]
         near = sorted(near + [m for m in fuzzy if m.confidence < MATCH_THRESHOLD], key=_rank_key)
+    from porter.kb.causal import causal_order
+
+    firm = causal_order(firm, _effective)
     matches = firm[: max(1, top)]
     close = len(firm) >= 2 and abs(firm[0].confidence - firm[1].confidence) <= CLOSE_MARGIN
     return Diagnosis(

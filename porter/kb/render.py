@@ -90,10 +90,25 @@ def signals_payload(diag: Diagnosis, full: bool) -> dict[str, Any]:
 def diagnose_payload(diag: Diagnosis, source: str, kb_info: dict[str, Any], explain: bool = False,
                      codes: list[dict] | None = None) -> dict[str, Any]:
     """`codes`: the trace's error codes decoded from knowledge/codes (porter.kb.codes.decode_signals)."""
+    from porter.kb.causal import first_line, triage
+
+    codes = [{**c, "text": _r(c["text"])} if "text" in c else c for c in (codes or [])]
+    if diag.top is not None:
+        line = first_line(diag.top)
+        text = next((ml.text for ml in diag.top.lines if ml.line == line), "")
+        causal = {"line": line if line < (1 << 30) else 0, "text": _r(text)}
+        tri = None
+    else:
+        t = triage(diag.signals, codes).to_dict()
+        t["causal_line"]["text"] = _r(t["causal_line"]["text"])
+        t["next_commands"] = [_r(c) for c in t["next_commands"]]
+        causal, tri = t["causal_line"], t
     return {
         "input": {"source": source, "lines": diag.signals.lines},
         "status": diag.status,
-        "codes": list(codes or []),
+        "causal_line": causal,
+        "triage": tri,
+        "codes": codes,
         "matches": [match_payload(i, m, explain) for i, m in enumerate(diag.matches, 1)],
         "close": diag.close,
         "near_misses": [near_payload(m, explain) for m in diag.near_misses],
@@ -108,6 +123,9 @@ def render_diagnosis(console, payload: dict[str, Any], explain: bool = False) ->
     from rich.panel import Panel
 
     src = escape(payload["input"]["source"])
+    causal = payload.get("causal_line") or {}
+    if causal.get("text"):
+        console.print(f"[bold]causal line[/] {causal['line']}: {escape(causal['text'][:300])}", soft_wrap=True)
     _render_codes(console, payload.get("codes") or [])
     if payload["status"] == "match":
         matches = payload["matches"]
@@ -143,6 +161,12 @@ def render_diagnosis(console, payload: dict[str, Any], explain: bool = False) ->
         return
 
     console.print(f"[bold yellow]unknown[/]: no knowledge-base entry matches {src} ({payload['input']['lines']} lines)")
+    tri = payload.get("triage") or {}
+    if tri:
+        console.print(f"[bold]triage[/]: layer {escape(tri['layer'] or '?')}; failing package {escape(tri['failing_package'] or '?')}"
+                      + (f"; {escape(tri['reason'])}" if tri["reason"] else ""), soft_wrap=True)
+        for cmd in tri["next_commands"]:
+            console.print(f"  next: [bold]{escape(cmd)}[/]", soft_wrap=True)
     sig = payload["signals"]
     if sig["exceptions"]:
         console.print("[bold]exception chain[/]:")
