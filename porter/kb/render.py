@@ -124,7 +124,7 @@ def render_diagnosis(console, payload: dict[str, Any], explain: bool = False) ->
 
     src = escape(payload["input"]["source"])
     causal = payload.get("causal_line") or {}
-    if causal.get("text"):
+    if causal.get("text") and payload["status"] != "match":  # a match's panel lists its lines earliest first
         console.print(f"[bold]causal line[/] {causal['line']}: {escape(causal['text'][:300])}", soft_wrap=True)
     _render_codes(console, payload.get("codes") or [])
     if payload["status"] == "match":
