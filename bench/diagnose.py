@@ -6,7 +6,15 @@ Prints:
   compiled-KB cache (and `porter --version` as the CLI framework's own floor);
 - throughput on a generated 50 MB log (noise, progress bars, warnings and a few real traces).
 
+- CLI p95 warm with 4 `porter diagnose` processes running at once (shared compiled-KB cache);
+- `porter diagnose` on 50 MB logs of three kinds, each in a fresh process: normal (the generated
+  log above), crafted (unique lines packed with signature words and odd whitespace, the
+  worst case of the whitespace-tolerant literal fallback) and long lines (1 MB unique lines):
+  wall time and peak RSS of the process.
+
 Targets (issue 2): p50 <= 20 ms per trace, CLI cold <= 300 ms, 50 MB <= 10 s.
+Targets (issue 13): CLI p95 <= 150 ms warm with 4 concurrent processes; 50 MB of any content
+<= 5 s and <= 100 MB RSS.
 Usage: .venv/bin/python bench/diagnose.py [--mb 50] [--runs 7] [--json]
 """
 
@@ -131,6 +139,90 @@ def throughput(kb, megabytes: int, traces: list[Path]) -> dict:
                 "blocks_dropped": diag.signals.blocks_dropped}
 
 
+def concurrent_cli(trace: Path, processes: int = 4, runs: int = 10) -> dict:
+    """p50/p95 of `porter diagnose` wall times while `processes` loops run at once (warm cache)."""
+    import threading
+
+    cache = Path(tempfile.mkdtemp(prefix="porter-bench-cache-"))
+    env = {**os.environ, "PORTER_CACHE_DIR": str(cache)}
+    argv = [str(PORTER), "diagnose", str(trace)]
+    subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, cwd=ROOT)
+    times: list[float] = []
+    lock = threading.Lock()
+
+    def loop() -> None:
+        for _ in range(runs):
+            start = time.perf_counter()
+            subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, cwd=ROOT)
+            with lock:
+                times.append((time.perf_counter() - start) * 1000)
+
+    threads = [threading.Thread(target=loop) for _ in range(processes)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    rebuilt = len(list((cache / "kb").glob("kb-*.pickle")))
+    shutil.rmtree(cache, ignore_errors=True)
+    return {"processes": processes, "calls": len(times), "p50_ms": round(percentile(times, 0.5), 1),
+            "p95_ms": round(percentile(times, 0.95), 1), "cache_files": rebuilt}
+
+
+def crafted_log(path: Path, megabytes: int, kb) -> int:
+    """Unique lines made of signature words joined by double spaces and tabs (defeats the memo,
+    sends every line through the index, and makes the whitespace-tolerant fallback work)."""
+    words = sorted({w for e in kb.entries for s in e.signatures if s.kind == "literal" for w in s.pattern.split() if len(w) >= 4})
+    rng = random.Random(7)
+    target, written, n = megabytes * 1024 * 1024, 0, 0
+    with path.open("wb") as fh:
+        while written < target:
+            n += 1
+            picked = rng.sample(words, k=min(12, len(words)))
+            line = f"[rank{n % 8}]: error {n}  " + "  \t".join(picked) + "\n"
+            data = line.encode()
+            fh.write(data)
+            written += len(data)
+    return written
+
+
+def long_line_log(path: Path, megabytes: int) -> int:
+    rng = random.Random(11)
+    target, written = megabytes * 1024 * 1024, 0
+    with path.open("wb") as fh:
+        while written < target:
+            chunk = " ".join(f"error{rng.randrange(1 << 30)}" for _ in range(60_000))[: 1 << 20] + "\n"
+            data = chunk.encode()
+            fh.write(data)
+            written += len(data)
+    return written
+
+
+def cli_big(path: Path) -> dict:
+    """Wall time and peak RSS of one fresh `porter diagnose` process on `path`."""
+    env = {**os.environ}
+    start = time.perf_counter()
+    proc = subprocess.Popen([str(PORTER), "diagnose", str(path)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    return {"seconds": round(elapsed, 2), "max_rss_mb": round(usage.ru_maxrss / 1024, 1), "exit": os.waitstatus_to_exitcode(status)}
+
+
+def big_logs(kb, megabytes: int, traces: list[Path]) -> dict:
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="porter-bench-") as tmp:
+        for kind in ("normal", "crafted", "long_lines"):
+            path = Path(tmp) / f"{kind}.log"
+            if kind == "normal":
+                size = generate_log(path, megabytes, traces)
+            elif kind == "crafted":
+                size = crafted_log(path, megabytes, kb)
+            else:
+                size = long_line_log(path, megabytes)
+            out[kind] = {"mb": round(size / 1024 / 1024, 1), **cli_big(path)}
+            path.unlink()
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mb", type=int, default=50, help="size of the generated log (default 50)")
@@ -149,6 +241,8 @@ def main() -> int:
         "per_trace": per_trace_latency(kb, files, args.runs),
         "cli": cli_latency(SEEDS / "036-rmsnorm-bias-fused-split-qk-norm-traceback.txt", args.runs),
         "big_log": throughput(kb, args.mb, [positives[i] for i in (35, 13, 4, 44, 58, 72) if i < len(positives)]),
+        "cli_concurrent": concurrent_cli(SEEDS / "036-rmsnorm-bias-fused-split-qk-norm-traceback.txt", 4, args.runs),
+        "cli_big_logs": big_logs(kb, args.mb, [positives[i] for i in (35, 13, 4, 44, 58, 72) if i < len(positives)]),
         "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
         "cpus": os.cpu_count(),
     }
@@ -165,6 +259,11 @@ def main() -> int:
           f"with compiled-KB cache {fmt(cli['with_cache_ms'])}; `porter --version` alone {fmt(cli['porter_version_ms'])}   [target cold <= 300 ms]")
     print(f"{big['bytes'] / 1024 / 1024:.0f} MB log ({big['lines']} lines): {big['seconds']} s = {big['mb_per_s']} MB/s, "
           f"status {big['status']}, top {big['top']}, blocks kept {big['blocks_kept']} (dropped {big['blocks_dropped']})   [target <= 10 s]")
+    cc = result["cli_concurrent"]
+    print(f"CLI warm with {cc['processes']} concurrent processes ({cc['calls']} calls): p50 {cc['p50_ms']} ms, p95 {cc['p95_ms']} ms, "
+          f"compiled-KB cache files {cc['cache_files']}   [target p95 <= 150 ms]")
+    for kind, m in result["cli_big_logs"].items():
+        print(f"porter diagnose on {m['mb']:.0f} MB {kind} log: {m['seconds']} s, peak RSS {m['max_rss_mb']} MB (exit {m['exit']})   [target <= 5 s, <= 100 MB]")
     print(f"load average {result['load_average']} on {result['cpus']} CPUs (other processes share this machine)")
     if os.environ.get("PYTHONDONTWRITEBYTECODE"):
         # Every fresh process then recompiles porter's sources (~80 ms): not what an install sees.

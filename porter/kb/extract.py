@@ -99,10 +99,12 @@ EXTRACT_NEEDLES: tuple[str, ...] = (
     *sorted(_ERR_TOKENS),
     "rrCode", "etCode", "et is", "ot found", "ot supported", "o such file", "ut of memory", "an't", "ould not",
     "OT FOUND", "UT OF MEMORY",
-    "EZ0", "EZ1", "EZ2", "EZ3", "EZ9", "EE1", "EE8", "EE9", "EI0", "EI9", "EH0", "EH9", "EJ0", "EJ9", "EL0", "EK0",  # CANN codes
     *_EXC_SUFFIXES,
     _TRACEBACK, 'File "', *_CHAIN_MARKERS, "uda_", "devdrv", "davinci", "hdc_", "dms_",
 )
+# CANN codes (EZ9999, EI0006 ...) make a line worth a look even without an error word; one regex
+# pass over the chunk is cheaper than a str.find per code prefix.
+CODE_LINE = re.compile(r"E[ZEIHJLK]\d{4}")
 _CODE_LAYER_HINT = {"cann": "cann", "driver": "driver", "hccl": "hccl"}
 
 

@@ -20,7 +20,9 @@ from itertools import accumulate
 from typing import BinaryIO, Iterable, Iterator, Mapping
 
 from porter.kb.env import normalise_package  # also re-exported: porter.smoke imports it from here
-from porter.kb.extract import Extractor, Signals
+from bisect import bisect_right
+
+from porter.kb.extract import CODE_LINE, Extractor, Signals
 from porter.kb.index import TOKEN as _TOKEN
 from porter.kb.index import CompiledKB, candidate_lines, prefilter_needles, squeeze  # CompiledKB re-exported too
 from porter.kb.normalize import fuzzy_form, iter_batches, strip_prefix
@@ -153,6 +155,7 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
             if len(folded) == len(text):  # a few Unicode letters change length when lower-cased
                 found = candidate_lines(folded, ends, needles[0])
                 found |= candidate_lines(text, ends, needles[1])
+                found.update(bisect_right(ends, m.start()) for m in CODE_LINE.finditer(text))
                 wanted = sorted(found)
         upcoming = iter(wanted)
         i, last = next(upcoming, n), -1
