@@ -85,11 +85,12 @@ def _literal(text: str) -> str:
 
 
 def exception_regex(exc_type: str, template: str | None, captures: dict[str, str] | None = None) -> str:
-    """`Type: message` at the start of a (de-prefixed) line, the type with any module prefix."""
+    """`Type: message` at a word start of a (de-prefixed) line, the type with any module prefix."""
     if not EXCEPTION_TYPE.match(exc_type):
         raise FamilyError(f"{exc_type!r} is not an exception type name")
     head = exc_type.rsplit(".", 1)[-1]
-    prefix = r"^[ \t]{0,8}(?:[\w.]{0,200}\.)?" + re.escape(head)
+    # at a word start, not only the line start: traces quoted in prose (`TypeError: ...`) count too
+    prefix = r"(?<![\w.])(?:[\w.]{0,200}\.)?" + re.escape(head)
     if template is None:
         return prefix + r"(?::|$)"
     return prefix + r":[ \t]{0,4}" + template_regex(template, captures)
