@@ -49,6 +49,10 @@ class PorterConfig:
     hosts: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
+    # hosts defined by a project's porter.yaml found by searching upward (a cloned repository's
+    # file, not one the user named with --config): name -> that file
+    project_hosts: dict[str, str] = field(default_factory=dict)
+    trust_project: bool = False  # --trust-project: run the project's host setup lines this time
 
     @property
     def patterns_dir(self) -> Path:
@@ -107,6 +111,7 @@ def load_config(cwd: Path | None = None, explicit: Path | None = None) -> Porter
     data_home = xdg_dir("XDG_DATA_HOME", ".local/share") / "porter"
 
     layers: list[tuple[Path, dict[str, Any], str]] = []
+    found_source: str | None = None  # the project file found by searching (untrusted by default)
     user_file = config_home / "config.yaml"
     if user_file.is_file():
         data = load_yaml_file(user_file) or {}
@@ -128,10 +133,12 @@ def load_config(cwd: Path | None = None, explicit: Path | None = None) -> Porter
         project_root, data, source = find_project_root(cwd)
         if source and project_root is not None:
             layers.append((project_root, data, source))
+            found_source = source
 
     merged: dict[str, Any] = {}
     paths: dict[str, Path] = {}
     hosts: dict[str, Any] = {}
+    project_hosts: dict[str, str] = {}
     for base, data, source in layers:
         unknown = sorted(set(data) - KNOWN_KEYS)
         if unknown:
@@ -146,6 +153,8 @@ def load_config(cwd: Path | None = None, explicit: Path | None = None) -> Porter
             if not isinstance(data["hosts"], dict):
                 raise InputError(f"{source}: `hosts` must be a mapping of host name to profile")
             hosts.update(data["hosts"])
+            if source == found_source:
+                project_hosts.update({str(name): source for name in data["hosts"]})
         merged.update(data)
 
     # Bundled data: the project's own knowledge/ when it has one, else the installed repository's.
@@ -164,4 +173,5 @@ def load_config(cwd: Path | None = None, explicit: Path | None = None) -> Porter
         hosts=hosts,
         raw=merged,
         sources=tuple(s for _, _, s in layers),
+        project_hosts=project_hosts,
     )
