@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Optional
 
@@ -246,6 +247,45 @@ def kb_eval(
         wrong = any(ev["false_positives"] or ev["misses"] for ev in payload["splits"].values())
         reporter.emit("kb.eval", payload, lambda console: _render_splits(console, payload, cases))
         raise typer.Exit(1 if wrong else 0)
+
+
+@kb_app.command("calibrate")
+def kb_calibrate(
+    ctx: typer.Context,
+    corpus: Path = typer.Argument(Path("tests/data/corpus"), help="Labelled corpus; only its dev split is used."),
+    write: bool = typer.Option(False, "--write", help="Write the fitted model to knowledge/calibration.json next to the patterns."),
+    also: list[Path] = typer.Option([], "--also", help="More labelled corpora to fit on (index.yaml corpora such as tests/data/seed-traces); never a test split."),
+    kb: Optional[Path] = typer.Option(None, "--kb", help=KB_OPTION_HELP),
+    json_: bool = json_option(),
+) -> None:
+    """Fit calibrated confidence on the dev split (leave-source-out: each case is diagnosed without
+    the entries written from it). Never reads the test split."""
+    with command_context(ctx, "kb.calibrate", json_) as (reporter, state):
+        from porter.fsutil import atomic_write_bytes
+        from porter.kb.calibrate import Calibration, calibration_path, fit, leave_source_out_samples
+        from porter.kb.corpus import effective_split, load_corpus
+        from porter.kb.loader import load_entries
+
+        patterns = _patterns_dir(state, kb)
+        cases = [c for c in load_corpus(corpus) if effective_split(c) == "dev"]
+        for extra in also:
+            cases += [c for c in load_corpus(extra) if effective_split(c) != "test"]
+        samples, records = leave_source_out_samples(load_entries(patterns).entries, cases)
+        model = Calibration(fit(samples), fitted_on=f"{corpus} dev{''.join(' + ' + str(a) for a in also)}, leave-source-out", samples=len(samples))
+        payload = {"calibration": model.to_dict(), "cases": len(cases), "answered": len(samples),
+                   "right": sum(y for _, y in samples), "records": records}
+        if write:
+            path = calibration_path(patterns)
+            atomic_write_bytes(path, (json.dumps(model.to_dict(), indent=2) + "\n").encode())
+            payload["written"] = str(path)
+
+        def render(console) -> None:
+            console.print(f"dev cases {len(cases)}, answered without their own entries {len(samples)}, right {payload['right']}")
+            console.print("weights: " + ", ".join(f"{k}={v:+.3f}" for k, v in zip(model.to_dict()["features"], model.weights)))
+            if write:
+                console.print(f"written to {payload['written']}")
+
+        reporter.emit("kb.calibrate", payload, render)
 
 
 def register(app: typer.Typer) -> None:

@@ -23,7 +23,7 @@ from porter.kb.index import CompiledKB
 from porter.kb.matcher import Diagnosis, Match, diagnose_stream
 
 HIGH_CONFIDENCE = 0.9
-BUCKETS = ((0.5, 0.6), (0.6, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 1.01))
+BUCKETS = ((0.0, 0.5), (0.5, 0.6), (0.6, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 1.01))
 
 
 @dataclass(frozen=True)

@@ -311,6 +311,7 @@ class CompiledKB:
     index: dict[str, list[int]]  # key token -> positions in `sigs`
     always: list[int]  # signatures without a key token: checked (needle first) on every line
     fuzzy_targets: list[tuple[int, str]]  # (entry index, fuzzy form of a symptom or title)
+    calibration: object = None  # porter.kb.calibrate.Calibration fitted for this KB, or None (raw scores)
 
     @classmethod
     def build(cls, entries: Iterable[KBEntry], plan: dict | None = None) -> "CompiledKB":

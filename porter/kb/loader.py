@@ -30,11 +30,17 @@ class LoadedKB:
     from_cache: bool = False
     skipped: int = 0  # files that could not be turned into an entry
     plan: dict | None = None  # CompiledKB.plan() of the entries, when it came from the cache
+    patterns_dir: Path | None = None
 
-    def compiled(self):
+    def compiled(self, calibrated: bool = True):
         from porter.kb.index import CompiledKB
 
-        return CompiledKB.build(self.entries, self.plan)
+        kb = CompiledKB.build(self.entries, self.plan)
+        if calibrated and self.patterns_dir is not None:
+            from porter.kb.calibrate import calibration_path, load
+
+            kb.calibration = load(calibration_path(self.patterns_dir))
+        return kb
 
 
 def entry_files(patterns_dir: Path) -> list[Path]:
@@ -100,7 +106,7 @@ def load_entries(patterns_dir: Path, display_base: Path | None = None) -> Loaded
             skipped += 1
         else:
             entries.append(entry)
-    return LoadedKB(entries, problems, files, from_cache=False, skipped=skipped)
+    return LoadedKB(entries, problems, files, from_cache=False, skipped=skipped, patterns_dir=Path(patterns_dir))
 
 
 def cache_key(files: list[Path]) -> str:
@@ -207,7 +213,7 @@ def load_kb(patterns_dir: Path, cache_dir: Path | None = None, use_cache: bool =
         cache_path = Path(cache_dir) / "kb" / f"kb-{cache_key(files)}.pickle"
         cached = _read_cache(cache_path)
         if cached is not None:
-            return LoadedKB(cached[0], [], files, from_cache=True, plan=cached[1])
+            return LoadedKB(cached[0], [], files, from_cache=True, plan=cached[1], patterns_dir=patterns_dir)
     loaded = load_entries(patterns_dir)
     if not is_bundled(patterns_dir):
         check_regex_safety(loaded.entries)  # once per content: the result is cached with the entries

@@ -352,6 +352,9 @@ def decide(kb: CompiledKB, hits, signals: Signals, env: Mapping[str, str] | None
     from porter.kb.causal import causal_order
 
     firm = causal_order(firm, _effective)
+    if kb.calibration is not None and firm:
+        firm, abstained = _calibrated(kb.calibration, firm)
+        near = sorted(near + abstained, key=_rank_key)
     matches = firm[: max(1, top)]
     close = len(firm) >= 2 and abs(firm[0].confidence - firm[1].confidence) <= CLOSE_MARGIN
     return Diagnosis(
@@ -361,6 +364,22 @@ def decide(kb: CompiledKB, hits, signals: Signals, env: Mapping[str, str] | None
         signals=signals,
         close=close,
     )
+
+
+def _calibrated(calibration, firm: list[Match]) -> tuple[list[Match], list[Match]]:
+    """Replace the weight-based score by the calibrated probability of being right; answers
+    below ABSTAIN_BELOW become near misses (the evidence is too generic to assert a cause)."""
+    from porter.kb.calibrate import ABSTAIN_BELOW, features
+
+    kept, dropped = [], []
+    probabilities = [calibration.probability(features(m, firm)) for m in firm]  # before any score changes
+    for m, p in zip(firm, probabilities):
+        p = round(min(p, 0.99), 4)
+        m.explain["score"] = m.confidence
+        m.explain["calibrated"] = p
+        m.confidence = p
+        (kept if p >= ABSTAIN_BELOW else dropped).append(m)
+    return kept, dropped
 
 
 def _without_private_keys(batches: Iterable[list[str]]) -> Iterator[list[str]]:
