@@ -262,7 +262,7 @@ def kb_calibrate(
     the entries written from it). Never reads the test split."""
     with command_context(ctx, "kb.calibrate", json_) as (reporter, state):
         from porter.fsutil import atomic_write_bytes
-        from porter.kb.calibrate import Calibration, calibration_path, fit, leave_source_out_samples
+        from porter.kb.calibrate import calibration_path, fit_model, leave_source_out_samples
         from porter.kb.corpus import effective_split, load_corpus
         from porter.kb.loader import load_entries
 
@@ -271,9 +271,9 @@ def kb_calibrate(
         for extra in also:
             cases += [c for c in load_corpus(extra) if effective_split(c) != "test"]
         samples, records = leave_source_out_samples(load_entries(patterns).entries, cases)
-        model = Calibration(fit(samples), fitted_on=f"{corpus} dev{''.join(' + ' + str(a) for a in also)}, leave-source-out", samples=len(samples))
+        model = fit_model(samples, f"{corpus} dev{''.join(' + ' + str(a) for a in also)}, leave-source-out")
         payload = {"calibration": model.to_dict(), "cases": len(cases), "answered": len(samples),
-                   "right": sum(y for _, y in samples), "records": records}
+                   "right": sum(y for _, y, _ in samples), "records": records}
         if write:
             path = calibration_path(patterns)
             atomic_write_bytes(path, (json.dumps(model.to_dict(), indent=2) + "\n").encode())

@@ -19,8 +19,14 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-FEATURES = ("score_logit", "items_hit", "matched_chars", "competitors", "margin", "structured", "max_weight", "bias")
+FEATURES = ("score_logit", "items_hit", "matched_chars", "competitors", "margin", "structured", "max_weight", "entry_record", "bias")
 ABSTAIN_BELOW = 0.3  # a match whose calibrated confidence is lower is reported as a near miss, not an answer
+
+
+def entry_record(right: int, answers: int) -> float:
+    """Logit of the entry's smoothed precision on the fitting cases (0 for an entry never seen)."""
+    p = (right + 1.0) / (answers + 2.0)
+    return math.log(p / (1 - p))
 
 
 @dataclass(frozen=True)
@@ -28,6 +34,13 @@ class Calibration:
     weights: tuple[float, ...]
     fitted_on: str = ""
     samples: int = 0
+    records: tuple[tuple[str, int, int], ...] = ()  # (entry id, right, answers) on the fitting cases
+
+    def record_of(self, entry_id: str) -> float:
+        for eid, right, answers in self.records:
+            if eid == entry_id:
+                return entry_record(right, answers)
+        return 0.0
 
     def probability(self, x: list[float]) -> float:
         z = sum(w * v for w, v in zip(self.weights, x))
@@ -35,10 +48,11 @@ class Calibration:
 
     def to_dict(self) -> dict:
         return {"features": list(FEATURES), "weights": [round(w, 5) for w in self.weights], "fitted_on": self.fitted_on,
-                "samples": self.samples, "abstain_below": ABSTAIN_BELOW}
+                "samples": self.samples, "abstain_below": ABSTAIN_BELOW,
+                "entry_records": {eid: [right, answers] for eid, right, answers in self.records}}
 
 
-def features(match, firm: list) -> list[float]:
+def features(match, firm: list, calibration: "Calibration | None" = None) -> list[float]:
     """Evidence features of `match` among the firm candidates `firm` (best first)."""
     raw = min(max(match.confidence, 1e-3), 0.999)
     hit = match.explain.get("hit") or []
@@ -47,8 +61,9 @@ def features(match, firm: list) -> list[float]:
     margin = match.confidence - (others[0].confidence if others else 0.0)
     structured = any(s.form in ("template", "exception", "code", "frame") for i, s in enumerate(match.entry.signatures) if i in hit)
     max_weight = max((s.weight for s in match.entry.signatures), default=0.0)
+    record = calibration.record_of(match.entry.id) if calibration is not None else 0.0
     return [math.log(raw / (1 - raw)), math.log1p(len(hit)), min(chars, 200) / 100.0, math.log1p(len(others)),
-            margin, 1.0 if structured else 0.0, max_weight, 1.0]
+            margin, 1.0 if structured else 0.0, max_weight, record, 1.0]
 
 
 def fit(samples: list[tuple[list[float], int]], l2: float = 0.05, steps: int = 4000, lr: float = 0.1) -> tuple[float, ...]:
@@ -82,14 +97,35 @@ def load(path: Path) -> Calibration | None:
     weights = doc.get("weights")
     if not isinstance(weights, list) or len(weights) != len(FEATURES):
         return None
-    return Calibration(tuple(float(v) for v in weights), str(doc.get("fitted_on", "")), int(doc.get("samples", 0)))
+    records = tuple((str(k), int(v[0]), int(v[1])) for k, v in (doc.get("entry_records") or {}).items()
+                    if isinstance(v, list) and len(v) == 2)
+    return Calibration(tuple(float(v) for v in weights), str(doc.get("fitted_on", "")), int(doc.get("samples", 0)), records)
+
+
+def fit_model(samples: list[tuple[list[float], int, str]], fitted_on: str) -> Calibration:
+    """Fit on (features without the record, right?, entry id). Each sample's entry record is
+    computed leave-one-out (from the other samples), so the fit does not see its own outcome."""
+    idx = FEATURES.index("entry_record")
+    totals: dict[str, list[int]] = {}
+    for _, y, eid in samples:
+        t = totals.setdefault(eid, [0, 0])
+        t[0] += y
+        t[1] += 1
+    rows = []
+    for x, y, eid in samples:
+        right, answers = totals[eid]
+        x = list(x)
+        x[idx] = entry_record(right - y, answers - 1)
+        rows.append((x, y))
+    records = tuple(sorted((eid, t[0], t[1]) for eid, t in totals.items()))
+    return Calibration(fit(rows), fitted_on, len(samples), records)
 
 
 def calibration_path(patterns_dir: Path) -> Path:
     return Path(patterns_dir).parent / "calibration.json"
 
 
-def leave_source_out_samples(entries: list, cases: list) -> tuple[list[tuple[list[float], int]], list[dict]]:
+def leave_source_out_samples(entries: list, cases: list) -> tuple[list[tuple[list[float], int, str]], list[dict]]:
     """(features, right?) of the top answer for each case, diagnosed by the KB without the
     entries whose examples were copied from that case; and a per-case record."""
     from porter.kb.evaluate import judge
@@ -115,6 +151,6 @@ def leave_source_out_samples(entries: list, cases: list) -> tuple[list[tuple[lis
             records.append({"id": case.id, "left_out": sorted(own), "answer": None})
             continue
         top1, _, _ = judge(diag, case.kind, case.wanted, case.cause)
-        samples.append((features(diag.top, diag.matches), int(top1)))
+        samples.append((features(diag.top, diag.matches), int(top1), diag.top.entry.id))
         records.append({"id": case.id, "left_out": sorted(own), "answer": diag.top.entry.id, "score": diag.top.confidence, "right": top1})
     return samples, records

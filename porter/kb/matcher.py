@@ -372,7 +372,7 @@ def _calibrated(calibration, firm: list[Match]) -> tuple[list[Match], list[Match
     from porter.kb.calibrate import ABSTAIN_BELOW, features
 
     kept, dropped = [], []
-    probabilities = [calibration.probability(features(m, firm)) for m in firm]  # before any score changes
+    probabilities = [calibration.probability(features(m, firm, calibration)) for m in firm]  # before any score changes
     for m, p in zip(firm, probabilities):
         p = round(min(p, 0.99), 4)
         m.explain["score"] = m.confidence

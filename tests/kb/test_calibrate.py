@@ -13,7 +13,7 @@ from .conftest import LORA_TRACE
 
 def _x(score: float, **over) -> list[float]:
     base = dict(score_logit=math.log(score / (1 - score)), items_hit=math.log1p(1), matched_chars=0.4, competitors=0.0,
-                margin=0.3, structured=0.0, max_weight=0.9, bias=1.0)
+                margin=0.3, structured=0.0, max_weight=0.9, entry_record=0.0, bias=1.0)
     base.update(over)
     return [base[f] for f in FEATURES]
 
