@@ -203,6 +203,10 @@ def signature_keys(kind: str, pattern: str, needles: tuple[str, ...]) -> list[st
         return [key] if key else []
     if kind == "code":
         return []  # a code prefix is part of a longer token: checked by needle on every line
+    if "\\ " in pattern and len(needles) == 1 and TOKEN.fullmatch(needles[0]):
+        # a structured template's needle word: a key when some literal run holds it as a whole word
+        if any(needles[0] in _interior_tokens(run) for run in regex_literal_runs(pattern) or ()):
+            return [needles[0]]
     return needle_keys(needles) or []
 
 
