@@ -21,6 +21,9 @@ from pathlib import Path
 
 FEATURES = ("score_logit", "items_hit", "matched_chars", "competitors", "margin", "structured", "max_weight", "entry_record", "bias")
 ABSTAIN_BELOW = 0.3  # a match whose calibrated confidence is lower is reported as a near miss, not an answer
+# Abstaining on a model fitted from a handful of cases would throw away right answers on noise:
+# below this many fitting samples the calibrated confidence is reported but never abstains.
+MIN_SAMPLES_TO_ABSTAIN = 100
 
 
 def entry_record(right: int, answers: int) -> float:

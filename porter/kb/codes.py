@@ -152,6 +152,6 @@ def codes_dir_for(patterns_dir: Path) -> Path:
     mine = Path(patterns_dir).parent / "codes"
     if mine.is_dir():
         return mine
-    from porter.config import PACKAGE_ROOT
+    from porter.config import bundled_root
 
-    return PACKAGE_ROOT / "knowledge" / "codes"
+    return bundled_root() / "knowledge" / "codes"

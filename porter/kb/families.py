@@ -89,8 +89,10 @@ def exception_regex(exc_type: str, template: str | None, captures: dict[str, str
     if not EXCEPTION_TYPE.match(exc_type):
         raise FamilyError(f"{exc_type!r} is not an exception type name")
     head = exc_type.rsplit(".", 1)[-1]
-    # at a word start, not only the line start: traces quoted in prose (`TypeError: ...`) count too
-    prefix = r"(?<![\w.])(?:[\w.]{0,200}\.)?" + re.escape(head)
+    # at a word start (a module prefix such as `torch.` is fine), not only the line start, so traces
+    # quoted in prose count too; the literal comes first so the regex engine can search for it fast,
+    # and the lookbehind after it checks the character before the type name
+    prefix = re.escape(head) + r"(?<!\w" + re.escape(head) + ")"
     if template is None:
         return prefix + r"(?::|$)"
     return prefix + r":[ \t]{0,4}" + template_regex(template, captures)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from porter.kb.schema import SCHEMA_VERSION, KBEntry, Problem, parse_entry
 
-ENGINE_VERSION = f"{SCHEMA_VERSION}.8"  # bump when the cached representation changes
+ENGINE_VERSION = f"{SCHEMA_VERSION}.9"  # bump when the cached representation changes
 
 
 @dataclass
@@ -175,10 +175,10 @@ def _mtime(path: Path) -> float:
 
 def is_bundled(patterns_dir: Path) -> bool:
     """The knowledge base shipped with porter (its regexes are checked by `porter kb lint` in CI)."""
-    from porter.config import PACKAGE_ROOT
+    from porter.config import bundled_root
 
     try:
-        return Path(patterns_dir).resolve() == (PACKAGE_ROOT / "knowledge" / "patterns").resolve()
+        return Path(patterns_dir).resolve() == (bundled_root() / "knowledge" / "patterns").resolve()
     except OSError:
         return False
 

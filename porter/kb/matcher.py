@@ -369,7 +369,9 @@ def decide(kb: CompiledKB, hits, signals: Signals, env: Mapping[str, str] | None
 def _calibrated(calibration, firm: list[Match]) -> tuple[list[Match], list[Match]]:
     """Replace the weight-based score by the calibrated probability of being right; answers
     below ABSTAIN_BELOW become near misses (the evidence is too generic to assert a cause)."""
-    from porter.kb.calibrate import ABSTAIN_BELOW, features
+    from porter.kb.calibrate import ABSTAIN_BELOW, MIN_SAMPLES_TO_ABSTAIN, features
+
+    floor = ABSTAIN_BELOW if calibration.samples >= MIN_SAMPLES_TO_ABSTAIN else 0.0
 
     kept, dropped = [], []
     probabilities = [calibration.probability(features(m, firm, calibration)) for m in firm]  # before any score changes
@@ -378,7 +380,7 @@ def _calibrated(calibration, firm: list[Match]) -> tuple[list[Match], list[Match
         m.explain["score"] = m.confidence
         m.explain["calibrated"] = p
         m.confidence = p
-        (kept if p >= ABSTAIN_BELOW else dropped).append(m)
+        (kept if p >= floor else dropped).append(m)
     return kept, dropped
 
 

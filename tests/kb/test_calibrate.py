@@ -46,7 +46,10 @@ def test_weak_evidence_abstains_and_scores_are_explained(small_kb, tmp_path):
     from porter.kb.matcher import diagnose_text
 
     kb = small_kb.compiled()
-    kb.calibration = Calibration(tuple(0.0 for _ in FEATURES[:-1]) + (-5.0,))  # everything looks unreliable
+    kb.calibration = Calibration(tuple(0.0 for _ in FEATURES[:-1]) + (-5.0,), samples=0)  # everything looks unreliable
+    diag = diagnose_text(kb, LORA_TRACE)
+    assert diag.status == "match" and diag.top.confidence < 0.3  # too few fitting samples to abstain on
+    kb.calibration = Calibration(tuple(0.0 for _ in FEATURES[:-1]) + (-5.0,), samples=500)
     diag = diagnose_text(kb, LORA_TRACE)
     assert diag.status == "unknown" and diag.near_misses and "calibrated" in diag.near_misses[0].explain
     kb.calibration = Calibration((2.0,) + tuple(0.0 for _ in FEATURES[1:-1]) + (1.0,))
