@@ -100,3 +100,18 @@ def test_a_traceback_frame_alone_is_not_a_diagnosis(entry_id, frame):
     trace = f"Traceback (most recent call last):\n{frame}\n    out = op(x)\nRuntimeError: The size of tensor a (4096) must match the size of tensor b (3584) at non-singleton dimension 1\n"
     diag = diagnose_text(kb, trace)
     assert entry_id not in [m.entry.id for m in diag.matches], [(m.entry.id, m.confidence) for m in diag.matches]
+
+
+CORPUS = ROOT / "tests" / "data" / "corpus"
+
+
+@pytest.mark.skipif(not (CORPUS / "test").is_dir(), reason="no labelled corpus")
+def test_no_entry_cites_a_test_split_thread():
+    """Entries are written from dev threads only: a cited test thread would make the test figure
+    measure memory, not generalisation (kb eval would also refuse to count it)."""
+    from porter.kb.corpus import effective_split, load_corpus
+    from porter.kb.evaluate import cited_threads
+
+    cited = cited_threads(load_entries(PATTERNS).compiled(calibrated=False))
+    test_threads = {c.thread for c in load_corpus(CORPUS) if effective_split(c) == "test" and c.thread}
+    assert not {t: cited[t] for t in test_threads if t in cited}
