@@ -199,7 +199,8 @@ def _render_splits(console, payload: dict, show_cases: bool) -> None:
             f"[bold]{escape(name)}[/]: top-1 {ev['top1']:.1%} ({ev['top1_correct']}/{ev['positives']}), "
             f"top-3 {ev['top3']:.1%} ({ev['top3_correct']}/{ev['positives']}), unknown on {ev['unknown_on_positives']} positives; "
             f"confidence >= {hi['threshold']:g} right {precision} ({hi['right']}/{hi['answers']}); "
-            f"false diagnoses on healthy/unexplained {ev['false_diagnoses']}/{ev['negatives_and_unknown']}",
+            f"false diagnoses on healthy/unexplained {ev['false_diagnoses']}/{ev['negatives_and_unknown']} "
+            f"(healthy {ev['false_diagnoses_healthy']}/{ev['healthy']})",
             soft_wrap=True,
         )
         table = Table(title=f"{name}: reliability per confidence bucket", title_justify="left")

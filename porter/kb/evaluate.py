@@ -114,6 +114,8 @@ class EvalReport:
             "high_confidence": {"threshold": HIGH_CONFIDENCE, "answers": given_hi, "right": right_hi,
                                 "precision": round(right_hi / given_hi, 4) if given_hi else None},
             "false_diagnoses": len(self.false_positives),
+            "healthy": sum(c.kind in ("healthy", "negative") for c in self.cases),
+            "false_diagnoses_healthy": sum(c.kind in ("healthy", "negative") for c in self.false_positives),
             "reliability": self.reliability(),
             "excluded": list(self.excluded),
             "false_positives": [c.to_dict() for c in self.false_positives],
