@@ -23,7 +23,8 @@ with a fresh cache (cold) unless `--cache` names one.
 Figures, per case and per split:
   recall          truth items that some finding (records or notes) points at: a site in the same file
                   within LINE_SLACK lines whose symbol or detail names one of the item's `names`
-  live→breaking   truth items (all live at NEW) matched by a finding of severity `breaking`
+  live→breaking   truth items live at NEW (all but the mined OLD-lane imports) matched by a finding of
+                  severity `breaking`
   reloc top-1     moved-import items whose matched finding's `new_location` is the item's new home
   false alarms    findings (`records`: breaking or risky) that match no truth item, no guard the
                   maintainers changed and no `known_real` entry (unjudged ones count: listed in JSON)
@@ -71,6 +72,7 @@ class CodeItem:
     symbol: str  # the vllm symbol involved (dotted, as at OLD)
     names: tuple[str, ...]  # identifiers a finding about this item mentions
     new_home: str = ""  # import_moved: the module that holds the symbol at NEW
+    live: bool = True  # False: the site is in a branch that is dead at NEW (an OLD-lane import a collapse removes)
     evidence: str = ""  # how it was checked in the OLD and NEW trees
 
 
@@ -120,6 +122,7 @@ class CaseScore:
     old: str
     new: str
     items: int = 0
+    live_items: int = 0
     recalled: int = 0
     live_breaking: int = 0
     moved: int = 0
@@ -144,7 +147,8 @@ def load_case(path: Path) -> Case:
     items = tuple(CodeItem(id=i["id"], kind=i["kind"], path=i["path"], line=int(i["line"]),
                            end_line=int(i.get("end_line") or i["line"]), symbol=i["symbol"],
                            names=tuple(i.get("names") or [i["symbol"].rsplit(".", 1)[-1]]),
-                           new_home=i.get("new_home", ""), evidence=i.get("evidence", "")) for i in doc.get("items", []))
+                           new_home=i.get("new_home", ""), live=bool(i.get("live", True)),
+                           evidence=i.get("evidence", "")) for i in doc.get("items", []))
     guards = tuple(GuardItem(path=g["path"], line=int(g["line"]), end_line=int(g["end_line"]), guard=g["guard"],
                              verdict=g["verdict"]) for g in doc.get("guards", []) if g["verdict"] in (*CHANGED, "keep"))
     judged = lambda key: tuple(Judged(symbol=j["symbol"], path=j.get("path", ""), reason=j.get("reason", ""))
@@ -229,10 +233,12 @@ def score_case(case: Case, analysis: dict[str, Any], seconds: float) -> CaseScor
             score.recalled += 1
         else:
             score.missed.append(label)
-        if any(f.get("severity") == "breaking" for f in hits):
-            score.live_breaking += 1
-        elif hits:
-            score.not_breaking.append(label)
+        if item.live:
+            score.live_items += 1
+            if any(f.get("severity") == "breaking" for f in hits):
+                score.live_breaking += 1
+            else:
+                score.not_breaking.append(label)
         if item.kind == "import_moved":
             score.moved += 1
             if any(relocated(f, item) for f in hits):
@@ -332,7 +338,7 @@ def totals(scores: list[CaseScore]) -> dict[str, Any]:
     with_guards = [x for x in scores if x.guards_recalled is not None]
     return {
         "cases": len(scores),
-        "items": s("items"), "recalled": s("recalled"), "live_breaking": s("live_breaking"),
+        "items": s("items"), "recalled": s("recalled"), "live_items": s("live_items"), "live_breaking": s("live_breaking"),
         "moved": s("moved"), "relocated": s("relocated"),
         "false_alarms": s("false_alarms"), "false_alarms_unjudged": s("false_alarms_unjudged"),
         "false_alarms_per_case": round(s("false_alarms") / len(scores), 2) if scores else None,
@@ -351,13 +357,13 @@ def table(scores: list[CaseScore], by_split: dict[str, dict[str, Any]]) -> str:
     for x in scores:
         drop = pct(x.guards_recalled, x.guards_changed) if x.guards_recalled is not None else f"n/a ({x.guards_changed})"
         rows.append(f"| {x.id[:10]} | {x.split} | {x.kind} | {x.old}→{x.new} | {pct(x.recalled, x.items)} | "
-                    f"{pct(x.live_breaking, x.items)} | {pct(x.relocated, x.moved)} | {x.false_alarms} | {drop} | "
+                    f"{pct(x.live_breaking, x.live_items)} | {pct(x.relocated, x.moved)} | {x.false_alarms} | {drop} | "
                     f"{x.seconds:.1f} s{' ERROR ' + x.error[:60] if x.error else ''} |")
     rows += ["", "| split | cases | recall | live→breaking | reloc top-1 | false alarms / case | drop recall | time / case |",
              "|---|---|---|---|---|---|---|---|"]
     for name, t in by_split.items():
         drop = pct(t["guards_recalled"], t["guards_scored"]) if t["guards_recalled"] is not None else f"n/a ({t['guards_changed']} guards)"
-        rows.append(f"| {name} | {t['cases']} | {pct(t['recalled'], t['items'])} | {pct(t['live_breaking'], t['items'])} | "
+        rows.append(f"| {name} | {t['cases']} | {pct(t['recalled'], t['items'])} | {pct(t['live_breaking'], t['live_items'])} | "
                     f"{pct(t['relocated'], t['moved'])} | {t['false_alarms_per_case']} ({t['false_alarms_unjudged']} unjudged) | "
                     f"{drop} | {t['seconds_per_case']} s |")
     return "\n".join(rows)
