@@ -21,8 +21,9 @@ Per case: the plugin is materialised with `git archive` of the parent from the v
 with a fresh cache (cold) unless `--cache` names one.
 
 Figures, per case and per split:
-  recall          truth items that some finding (records or notes) points at: a site in the same file
-                  within LINE_SLACK lines whose symbol or detail names one of the item's `names`
+  recall          live truth items (all but the mined OLD-lane imports, which only score relocation) that
+                  some finding (records or notes) points at: a site in the same file within LINE_SLACK
+                  lines of the statement, whose symbol or detail names one of the item's `names`
   live→breaking   truth items live at NEW (all but the mined OLD-lane imports) matched by a finding of
                   severity `breaking`
   reloc top-1     moved-import items whose matched finding's `new_location` is the item's new home
@@ -31,7 +32,8 @@ Figures, per case and per split:
   drop recall     changed guards (collapse/retarget) that `analysis.dead_guards` lists at the same place
                   with the same verdict (n/a while porter has no `dead_guards`)
   time            wall seconds of the porter run
-Results: bench/results/replay.json; a Markdown table on stdout.
+Results: bench/results/replay.json (figures), bench/results/replay/<case>.json (porter's analysis per
+case, for judging alarms); a Markdown table on stdout.
 """
 
 from __future__ import annotations
@@ -123,7 +125,8 @@ class CaseScore:
     new: str
     items: int = 0
     live_items: int = 0
-    recalled: int = 0
+    recalled: int = 0  # live items some finding points at (the headline recall)
+    recalled_all: int = 0  # any item, the mined OLD-lane imports included
     live_breaking: int = 0
     moved: int = 0
     relocated: int = 0
@@ -230,7 +233,8 @@ def score_case(case: Case, analysis: dict[str, Any], seconds: float) -> CaseScor
         hits = [f for f in everything if finding_matches(f, item)]
         label = f"{item.id} {item.kind} {item.path}:{item.line} {item.symbol}"
         if hits:
-            score.recalled += 1
+            score.recalled_all += 1
+            score.recalled += item.live
         else:
             score.missed.append(label)
         if item.live:
@@ -338,7 +342,7 @@ def totals(scores: list[CaseScore]) -> dict[str, Any]:
     with_guards = [x for x in scores if x.guards_recalled is not None]
     return {
         "cases": len(scores),
-        "items": s("items"), "recalled": s("recalled"), "live_items": s("live_items"), "live_breaking": s("live_breaking"),
+        "items": s("items"), "recalled_all": s("recalled_all"), "recalled": s("recalled"), "live_items": s("live_items"), "live_breaking": s("live_breaking"),
         "moved": s("moved"), "relocated": s("relocated"),
         "false_alarms": s("false_alarms"), "false_alarms_unjudged": s("false_alarms_unjudged"),
         "false_alarms_per_case": round(s("false_alarms") / len(scores), 2) if scores else None,
@@ -356,14 +360,14 @@ def table(scores: list[CaseScore], by_split: dict[str, dict[str, Any]]) -> str:
     rows = [head]
     for x in scores:
         drop = pct(x.guards_recalled, x.guards_changed) if x.guards_recalled is not None else f"n/a ({x.guards_changed})"
-        rows.append(f"| {x.id[:10]} | {x.split} | {x.kind} | {x.old}→{x.new} | {pct(x.recalled, x.items)} | "
+        rows.append(f"| {x.id[:10]} | {x.split} | {x.kind} | {x.old}→{x.new} | {pct(x.recalled, x.live_items)} | "
                     f"{pct(x.live_breaking, x.live_items)} | {pct(x.relocated, x.moved)} | {x.false_alarms} | {drop} | "
                     f"{x.seconds:.1f} s{' ERROR ' + x.error[:60] if x.error else ''} |")
     rows += ["", "| split | cases | recall | live→breaking | reloc top-1 | false alarms / case | drop recall | time / case |",
              "|---|---|---|---|---|---|---|---|"]
     for name, t in by_split.items():
         drop = pct(t["guards_recalled"], t["guards_scored"]) if t["guards_recalled"] is not None else f"n/a ({t['guards_changed']} guards)"
-        rows.append(f"| {name} | {t['cases']} | {pct(t['recalled'], t['items'])} | {pct(t['live_breaking'], t['live_items'])} | "
+        rows.append(f"| {name} | {t['cases']} | {pct(t['recalled'], t['live_items'])} | {pct(t['live_breaking'], t['live_items'])} | "
                     f"{pct(t['relocated'], t['moved'])} | {t['false_alarms_per_case']} ({t['false_alarms_unjudged']} unjudged) | "
                     f"{drop} | {t['seconds_per_case']} s |")
     return "\n".join(rows)
@@ -395,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
         score, analysis = replay(case, args.repo, args.trees, args.cache)
         scores.append(score)
         raw[case.id] = {"summary": analysis.get("summary"), "dead_guards": analysis.get("dead_guards")}
+        (RESULTS / "replay").mkdir(parents=True, exist_ok=True)  # porter's whole analysis, for judging alarms
+        (RESULTS / "replay" / f"{case.id}.json").write_text(json.dumps(analysis, indent=1) + "\n", encoding="utf-8")
         if args.verbose:
             for label in score.missed:
                 print(f"  missed: {label}", file=sys.stderr)
