@@ -73,6 +73,7 @@ class CodeItem:
     end_line: int  # last line of the statement
     symbol: str  # the vllm symbol involved (dotted, as at OLD)
     names: tuple[str, ...]  # identifiers a finding about this item mentions
+    also_lines: tuple[int, ...] = ()  # other lines a correct finding may name (the class of an overridden method)
     new_home: str = ""  # import_moved: the module that holds the symbol at NEW
     live: bool = True  # False: the site is in a branch that is dead at NEW (an OLD-lane import a collapse removes)
     evidence: str = ""  # how it was checked in the OLD and NEW trees
@@ -133,6 +134,7 @@ class CaseScore:
     findings: int = 0
     false_alarms: int = 0
     false_alarms_unjudged: int = 0
+    real_unchanged: int = 0  # findings judged real breaks that the commit did not change (known_real)
     guards_changed: int = 0
     guards_recalled: int | None = None  # None: porter reports no dead_guards
     guard_verdicts_wrong: int | None = None  # kept guards porter would collapse/retarget
@@ -148,7 +150,8 @@ class CaseScore:
 def load_case(path: Path) -> Case:
     doc = json.loads(path.read_text(encoding="utf-8"))
     items = tuple(CodeItem(id=i["id"], kind=i["kind"], path=i["path"], line=int(i["line"]),
-                           end_line=int(i.get("end_line") or i["line"]), symbol=i["symbol"],
+                           end_line=int(i.get("end_line") or i["line"]),
+                           also_lines=tuple(int(x) for x in i.get("also_lines") or ()), symbol=i["symbol"],
                            names=tuple(i.get("names") or [i["symbol"].rsplit(".", 1)[-1]]),
                            new_home=i.get("new_home", ""), live=bool(i.get("live", True)),
                            evidence=i.get("evidence", "")) for i in doc.get("items", []))
@@ -185,7 +188,9 @@ def _words(finding: dict[str, Any]) -> set[str]:
 
 def _near(site: dict[str, Any], item: CodeItem) -> bool:
     line = int(site.get("line", -999))
-    return site.get("path") == item.path and item.line - LINE_SLACK <= line <= item.end_line + LINE_SLACK
+    if site.get("path") != item.path:
+        return False
+    return item.line - LINE_SLACK <= line <= item.end_line + LINE_SLACK or line in item.also_lines
 
 
 def finding_matches(finding: dict[str, Any], item: CodeItem) -> bool:
@@ -257,6 +262,7 @@ def score_case(case: Case, analysis: dict[str, Any], seconds: float) -> CaseScor
         if any(in_guard(s, g) for s in sites for g in changed):
             continue  # a finding inside a block the maintainers removed or retargeted: about that change
         if judged_as(finding, case.known_real):
+            score.real_unchanged += 1
             continue
         false = judged_as(finding, case.known_false)
         score.false_alarms += 1
@@ -345,6 +351,7 @@ def totals(scores: list[CaseScore]) -> dict[str, Any]:
         "items": s("items"), "recalled_all": s("recalled_all"), "recalled": s("recalled"), "live_items": s("live_items"), "live_breaking": s("live_breaking"),
         "moved": s("moved"), "relocated": s("relocated"),
         "false_alarms": s("false_alarms"), "false_alarms_unjudged": s("false_alarms_unjudged"),
+        "real_unchanged": s("real_unchanged"),
         "false_alarms_per_case": round(s("false_alarms") / len(scores), 2) if scores else None,
         "guards_changed": s("guards_changed"),
         "guards_recalled": sum(x.guards_recalled for x in with_guards) if with_guards else None,
