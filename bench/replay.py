@@ -310,13 +310,13 @@ def vllm_tree(trees: Path, version: str) -> Path:
     return tree
 
 
-def run_porter(case: Case, plugin: Path, trees: Path, cache: Path) -> tuple[dict[str, Any], float, str]:
+def run_porter(case: Case, plugin: Path, trees: Path, cache: Path, porter_root: Path) -> tuple[dict[str, Any], float, str]:
     argv = [sys.executable, "-m", "porter", "upgrade", "vllm-ascend", "--from", case.old, "--to", case.new,
             "--plugin-path", str(plugin), "--upstream-path", f"{case.old}={vllm_tree(trees, case.old)}",
             "--upstream-path", f"{case.new}={vllm_tree(trees, case.new)}", "--dry-run", "--json"]
-    env = dict(os.environ, PORTER_CACHE_DIR=str(cache), PORTER_OFFLINE="1")
+    env = dict(os.environ, PORTER_CACHE_DIR=str(cache), PORTER_OFFLINE="1", PYTHONPATH=str(porter_root))
     t0 = time.perf_counter()
-    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)
+    proc = subprocess.run(argv, cwd=porter_root, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - t0
     try:
         doc = json.loads(proc.stdout)
@@ -327,10 +327,10 @@ def run_porter(case: Case, plugin: Path, trees: Path, cache: Path) -> tuple[dict
     return doc.get("analysis") or {}, seconds, ""
 
 
-def replay(case: Case, repo: Path, trees: Path, cache: Path | None) -> tuple[CaseScore, dict[str, Any]]:
+def replay(case: Case, repo: Path, trees: Path, cache: Path | None, porter_root: Path = ROOT) -> tuple[CaseScore, dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="porter-replay-") as tmp:
         plugin = materialise_plugin(repo, case.parent, Path(tmp) / "plugin")
-        analysis, seconds, error = run_porter(case, plugin, trees, cache or Path(tmp) / "cache")
+        analysis, seconds, error = run_porter(case, plugin, trees, cache or Path(tmp) / "cache", porter_root)
     score = score_case(case, analysis, seconds)
     score.error = error
     return score, analysis
@@ -388,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trees", type=Path, default=DEFAULT_TREES, help="folder with vllm-X/ source trees")
     ap.add_argument("--cache", type=Path, help="porter cache to reuse (warm runs); default: a fresh one per case")
     ap.add_argument("--verbose", action="store_true", help="list missed items and alarms per case")
+    ap.add_argument("--porter-root", type=Path, default=ROOT,
+                    help="checkout whose porter runs (default: this one), e.g. another branch's worktree")
     args = ap.parse_args(argv)
     cases = [load_case(p) for p in sorted(CASES.glob("*.json"))]
     if args.case:
@@ -403,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     scores, raw = [], {}
     for case in cases:
         print(f"{case.id}: porter {case.old} -> {case.new} ...", file=sys.stderr, flush=True)
-        score, analysis = replay(case, args.repo, args.trees, args.cache)
+        score, analysis = replay(case, args.repo, args.trees, args.cache, args.porter_root.resolve())
         scores.append(score)
         raw[case.id] = {"summary": analysis.get("summary"), "dead_guards": analysis.get("dead_guards")}
         (RESULTS / "replay").mkdir(parents=True, exist_ok=True)  # porter's whole analysis, for judging alarms
