@@ -95,6 +95,7 @@ class Judged:
     symbol: str
     path: str = ""  # empty: any site
     reason: str = ""
+    family: str = ""  # empty: any family (F1 ... F11)
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,8 @@ def load_case(path: Path) -> Case:
                            evidence=i.get("evidence", "")) for i in doc.get("items", []))
     guards = tuple(GuardItem(path=g["path"], line=int(g["line"]), end_line=int(g["end_line"]), guard=g["guard"],
                              verdict=g["verdict"]) for g in doc.get("guards", []) if g["verdict"] in (*CHANGED, "keep"))
-    judged = lambda key: tuple(Judged(symbol=j["symbol"], path=j.get("path", ""), reason=j.get("reason", ""))
+    judged = lambda key: tuple(Judged(symbol=j["symbol"], path=j.get("path", ""), reason=j.get("reason", ""),
+                                      family=j.get("family", ""))
                                for j in doc.get(key, []))
     return Case(id=doc["id"], kind=doc.get("kind", "upgrade"), commit=doc["commit"], parent=doc["parent"],
                 title=doc.get("title", ""), old=doc["old"], new=doc["new"], split=doc["split"], items=items,
@@ -216,6 +218,8 @@ def in_guard(site: dict[str, Any], guard: GuardItem) -> bool:
 
 def judged_as(finding: dict[str, Any], judged: tuple[Judged, ...]) -> Judged | None:
     for j in judged:
+        if j.family and finding.get("family") != j.family:
+            continue
         if finding.get("symbol") == j.symbol and (not j.path or any(s.get("path") == j.path for s in finding.get("sites") or [])):
             return j
     return None
