@@ -1,7 +1,7 @@
 """Replay benchmark: porter's upgrade analysis against what vllm-ascend's maintainers really changed.
 
     .venv/bin/python bench/replay.py [--case ID ...] [--split dev|test] [--trees /work/cache]
-                                     [--repo MIRROR] [--cache DIR] [--json-only]
+                                     [--repo MIRROR] [--cache DIR] [--porter-root DIR] [--rescore] [--verbose]
 
 Each case in bench/replay/cases/*.json is one adaptation commit of vllm-ascend (2025-07 .. 2026-04):
 the plugin at the parent commit, the vllm release it was validated on (OLD) and the release the
@@ -27,8 +27,9 @@ Figures, per case and per split:
   live→breaking   truth items live at NEW (all but the mined OLD-lane imports) matched by a finding of
                   severity `breaking`
   reloc top-1     moved-import items whose matched finding's `new_location` is the item's new home
-  false alarms    findings (`records`: breaking or risky) that match no truth item, no guard the
-                  maintainers changed and no `known_real` entry (unjudged ones count: listed in JSON)
+  false alarms    findings (`records`: breaking or risky) that match no truth item, lie in no guard the
+                  maintainers retargeted and match no `known_real` entry (unjudged ones count: listed in
+                  JSON)
   drop recall     changed guards (collapse/retarget) that `analysis.dead_guards` lists at the same place
                   with the same verdict (n/a while porter has no `dead_guards`)
   time            wall seconds of the porter run
@@ -259,12 +260,13 @@ def score_case(case: Case, analysis: dict[str, Any], seconds: float) -> CaseScor
             else:
                 score.wrong_home.append(f"{label} -> {item.new_home} (porter: {[home_of(f) for f in hits] or 'no finding'})")
     changed = case.changed_guards
+    retargeted = tuple(g for g in changed if g.verdict == "retarget")
     for finding in records:
         sites = finding.get("sites") or []
         if any(finding_matches(finding, item) for item in case.items):
             continue
-        if any(in_guard(s, g) for s in sites for g in changed):
-            continue  # a finding inside a block the maintainers removed or retargeted: about that change
+        if any(in_guard(s, g) for s in sites for g in retargeted):
+            continue  # inside a guard the maintainers retargeted: the break at NEW is why they did
         if judged_as(finding, case.known_real):
             score.real_unchanged += 1
             continue
@@ -392,6 +394,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trees", type=Path, default=DEFAULT_TREES, help="folder with vllm-X/ source trees")
     ap.add_argument("--cache", type=Path, help="porter cache to reuse (warm runs); default: a fresh one per case")
     ap.add_argument("--verbose", action="store_true", help="list missed items and alarms per case")
+    ap.add_argument("--rescore", action="store_true",
+                    help="score porter's analyses saved by the last run (bench/results/replay/<case>.json) without rerunning porter")
     ap.add_argument("--porter-root", type=Path, default=ROOT,
                     help="checkout whose porter runs (default: this one), e.g. another branch's worktree")
     args = ap.parse_args(argv)
@@ -409,11 +413,20 @@ def main(argv: list[str] | None = None) -> int:
     scores, raw = [], {}
     for case in cases:
         print(f"{case.id}: porter {case.old} -> {case.new} ...", file=sys.stderr, flush=True)
-        score, analysis = replay(case, args.repo, args.trees, args.cache, args.porter_root.resolve())
+        saved = RESULTS / "replay" / f"{case.id}.json"
+        if args.rescore:
+            if not saved.is_file():
+                print(f"no saved analysis {saved} (run without --rescore first)", file=sys.stderr)
+                return 2
+            analysis = json.loads(saved.read_text(encoding="utf-8"))
+            score = score_case(case, analysis, 0.0)
+        else:
+            score, analysis = replay(case, args.repo, args.trees, args.cache, args.porter_root.resolve())
         scores.append(score)
         raw[case.id] = {"summary": analysis.get("summary"), "dead_guards": analysis.get("dead_guards")}
-        (RESULTS / "replay").mkdir(parents=True, exist_ok=True)  # porter's whole analysis, for judging alarms
-        (RESULTS / "replay" / f"{case.id}.json").write_text(json.dumps(analysis, indent=1) + "\n", encoding="utf-8")
+        if not args.rescore:  # porter's whole analysis, for judging alarms and --rescore
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            saved.write_text(json.dumps(analysis, indent=1) + "\n", encoding="utf-8")
         if args.verbose:
             for label in score.missed:
                 print(f"  missed: {label}", file=sys.stderr)
