@@ -7,9 +7,13 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from enum import Enum
+
 import typer
+from typer.core import TyperGroup
 
 from porter import __version__
+from porter.cliargs import hoist_global_options
 from porter.cliutil import app_state
 from porter.commands import register_all
 from porter.errors import ExitCode, Interrupted, PorterError, UsageError
@@ -17,11 +21,28 @@ from porter.output import Reporter
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok; 1 findings, failed checks or unknown diagnosis; 2 usage or input error; "
-    "3 environment or host error; 4 internal error (a porter bug); 130 interrupted."
+    "3 environment or host error; 4 internal error (a porter bug); 130 interrupted.\n\n"
+    "--json, --format, -q and -v may also follow the command (porter smoke --host a3 -q --format junit)."
 )
+
+class OutputFormat(str, Enum):
+    text = "text"
+    json = "json"
+    sarif = "sarif"
+    junit = "junit"
+    github = "github"
+
+
+class PorterGroup(TyperGroup):
+    """The root group: global options may follow the subcommand (porter.cliargs)."""
+
+    def parse_args(self, ctx, args):  # noqa: ANN001 - click's signature
+        return super().parse_args(ctx, hoist_global_options(self, list(args)))
+
 
 app = typer.Typer(
     name="porter",
+    cls=PorterGroup,
     help="Keep AI software running on Huawei Ascend NPUs while its upstreams move.\n\n" + EXIT_CODES_HELP,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -38,8 +59,13 @@ def _version(value: bool) -> None:
 @app.callback()
 def root(
     ctx: typer.Context,
-    json_: bool = typer.Option(False, "--json", help="JSON output for every command (same as the per-command flag)."),
+    json_: bool = typer.Option(False, "--json", help="JSON output for every command (same as --format json)."),
+    format_: OutputFormat = typer.Option(
+        OutputFormat.text, "--format", case_sensitive=False,
+        help="text (tables), json, sarif (upgrade findings), junit (smoke checks), github (Actions annotations "
+             "for upgrade and smoke)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or status lines on stderr."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Print every command porter runs (git, pip, ssh, ...) on stderr."),
     config: Optional[Path] = typer.Option(None, "--config", help="Use this porter.yaml instead of searching upward."),
     trust_project: bool = typer.Option(
         False, "--trust-project",
@@ -49,6 +75,8 @@ def root(
 ) -> None:
     state = app_state(ctx)
     state.json_mode = json_
+    state.format = format_.value
+    state.verbose = verbose
     state.quiet = quiet
     state.config_path = config
     state.trust_project = trust_project
@@ -76,9 +104,15 @@ def _command_name(argv: list[str]) -> str:
     return ".".join(parts) or "error"
 
 
+def _wants_json(argv: list[str]) -> bool:
+    if "--json" in argv or "--format=json" in argv:
+        return True
+    return any(a == "--format" and b.lower() == "json" for a, b in zip(argv, argv[1:]))
+
+
 def main() -> None:
     argv = sys.argv[1:]
-    json_mode = "--json" in argv
+    json_mode = _wants_json(argv)
     try:
         if not json_mode:
             app()  # standalone: typer renders usage errors for people

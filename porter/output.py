@@ -47,11 +47,30 @@ class Reporter:
     quiet: bool = False
     console: Console = field(default_factory=lambda: Console(soft_wrap=False, highlight=False))
     err: Console = field(default_factory=lambda: Console(stderr=True, highlight=False))
+    format: str = "text"  # text | json | sarif | junit | github (porter.formats)
+
+    def __post_init__(self) -> None:
+        if self.json_mode and self.format == "text":
+            self.format = "json"
+        self.json_mode = self.format == "json"
 
     def emit(self, command: str, payload: dict[str, Any], render: Callable[[Console], None]) -> None:
         """Secrets are masked on the values before serialising (so the JSON stays valid) and on
-        the rendered text for people (tables are built from values the command holds)."""
-        if self.json_mode:
+        the rendered text for people (tables are built from values the command holds).
+        The CI formats (SARIF, JUnit, GitHub annotations) are built from the same redacted document."""
+        from porter.formats import MACHINE_FORMATS
+
+        if self.format in MACHINE_FORMATS:
+            from porter.errors import UsageError
+            from porter.formats import converter, unsupported_message
+
+            convert = converter(command, self.format)
+            if convert is None:
+                raise UsageError(*unsupported_message(command, self.format))
+            doc = {"schema": schema_id(command), "porter_version": __version__, **payload}
+            sys.stdout.write(convert(json.loads(to_json(redact_data(doc)))))
+            sys.stdout.flush()
+        elif self.json_mode:
             doc = {"schema": schema_id(command), "porter_version": __version__, **payload}
             sys.stdout.write(to_json(redact_data(doc)) + "\n")
             sys.stdout.flush()
@@ -66,9 +85,24 @@ class Reporter:
             doc = {"schema": schema_id(command), "porter_version": __version__, "error": exc.to_dict()}
             sys.stdout.write(to_json(redact_data(doc)) + "\n")
         else:
+            if self.format == "github":  # the workflow shows it on the run's summary
+                from porter.formats.github import command as annotation
+
+                sys.stdout.write(annotation("error", redact_text(exc.message + (f" (hint: {exc.hint})" if exc.hint else "")),
+                                            title=f"porter {command.replace('.', ' ')}") + "\n")
+                sys.stdout.flush()
             self.err.print(f"[bold red]error:[/] {escape(redact_text(exc.message))}", markup=True)
             if exc.hint:
                 self.err.print(f"[yellow]hint:[/] {escape(redact_text(exc.hint))}", markup=True)
+
+    def trace(self, argv: Any, cwd: Any = None) -> None:
+        """`-v`: one line per subprocess, secrets masked, whole (never wrapped) on stderr."""
+        import shlex
+
+        from porter.redact import sanitize_terminal
+
+        line = "porter: $ " + shlex.join(str(a) for a in argv) + (f"   (in {cwd})" if cwd else "")
+        self.err.print(sanitize_terminal(redact_text(line)), markup=False, highlight=False, soft_wrap=True)
 
     def status(self, message: str) -> None:
         if not self.quiet and not self.json_mode:

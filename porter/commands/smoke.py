@@ -299,7 +299,7 @@ def _render_comparison(console, comparison) -> None:
                   + ("[red]regressed[/]" if comparison.regressed else "[green]no new failures[/]"))
     for label, items in (("new failures", comparison.new_failures), ("fixed", comparison.fixed),
                          ("still failing", comparison.still_failing), ("new checks", comparison.added),
-                         ("gone", comparison.removed)):
+                         ("gone", comparison.removed), ("not reached (the run broke first)", comparison.not_reached)):
         if items:
             console.print(f"  {label}: {escape(', '.join(items))}")
     if comparison.error_change:
