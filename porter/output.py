@@ -91,9 +91,10 @@ class Reporter:
                 sys.stdout.write(annotation("error", redact_text(exc.message + (f" (hint: {exc.hint})" if exc.hint else "")),
                                             title=f"porter {command.replace('.', ' ')}") + "\n")
                 sys.stdout.flush()
-            self.err.print(f"[bold red]error:[/] {escape(redact_text(exc.message))}", markup=True)
+            # soft_wrap: a path or command in the message stays one piece (the terminal wraps it, we never fold it)
+            self.err.print(f"[bold red]error:[/] {escape(redact_text(exc.message))}", markup=True, soft_wrap=True)
             if exc.hint:
-                self.err.print(f"[yellow]hint:[/] {escape(redact_text(exc.hint))}", markup=True)
+                self.err.print(f"[yellow]hint:[/] {escape(redact_text(exc.hint))}", markup=True, soft_wrap=True)
 
     def trace(self, argv: Any, cwd: Any = None) -> None:
         """`-v`: one line per subprocess, secrets masked, whole (never wrapped) on stderr."""

@@ -22,13 +22,18 @@ OUTCOME_STYLE = {
 SEVERITY_STYLE = {"breaking": "red", "risky": "dark_orange", "note": "dim"}
 
 
+SEVERITY_ORDER = {"breaking": 0, "risky": 1, "note": 2}
+
+
 def grouped(records: list[DriftRecord]) -> list[tuple[str, list[DriftRecord]]]:
-    """Records grouped by family, in taxonomy order."""
+    """Records grouped by family, breaking first: families with a breaking finding before the
+    others (taxonomy order within each), and breaking rows first inside a family."""
     out = []
     for family in DriftFamily:
-        members = [r for r in records if r.family == family]
+        members = sorted((r for r in records if r.family == family), key=lambda r: SEVERITY_ORDER.get(r.severity.value, 3))
         if members:
             out.append((family.value, members))
+    out.sort(key=lambda group: min(SEVERITY_ORDER.get(r.severity.value, 3) for r in group[1]))
     return out
 
 
@@ -110,9 +115,10 @@ def check_report_path(path: Path, option: str) -> None:
     if path.is_dir():
         raise UsageError(f"{option} {path} is a directory", hint=f"give a file name, e.g. {option} {path / 'report'}")
     parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+    if not parent.is_dir():  # a typo in a directory name must not become a new directory tree
+        raise UsageError(f"{option} {path}: directory {parent} does not exist",
+                         hint=f"create it first (mkdir -p {parent}) or pick an existing directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
         raise UsageError(f"{option} {path}: cannot write under {parent}", hint="pick a writable location")
 
 

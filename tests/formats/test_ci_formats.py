@@ -231,3 +231,17 @@ def test_quiet_and_json_anywhere_keep_option_values(smoke_project):
         ["--format", "junit", "-v", "smoke", "--host", "a"]
     assert hoist_global_options(root, ["diagnose", "--", "-q"]) == ["diagnose", "--", "-q"]
     assert hoist_global_options(root, ["config", "--json"]) == ["config", "--json"]  # its own --json
+
+
+def test_report_into_a_missing_directory_is_a_usage_error(upgrade_project, trees, tmp_path):
+    missing = tmp_path / "nonexistent" / "dir" / "x.html"
+    result = invoke(*upgrade_args(trees), "--html", str(missing))
+    assert result.exit_code == 2 and "does not exist" in result.output
+    assert not missing.parent.parent.exists()
+
+
+def test_smoke_report_into_a_missing_directory_is_a_usage_error(smoke_project, tmp_path):
+    missing = tmp_path / "nonexistent" / "x.html"
+    result = invoke("smoke", "--report", str(missing))
+    assert result.exit_code == 2 and "does not exist" in result.output
+    assert not missing.parent.exists()
