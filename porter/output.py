@@ -41,6 +41,36 @@ def to_json(payload: dict[str, Any]) -> str:
     return json.dumps(payload, indent=2, default=_default, ensure_ascii=False)
 
 
+WIDE_TABLE_LIMIT = 240
+
+
+def print_whole(console: Console, renderable: Any) -> None:
+    """Print a table without cutting its no-wrap cells (identifiers, symbol paths, commands):
+    wider than the console when it must be, so a piped line is long instead of folded or
+    ellipsised, and every name can be copied."""
+    from rich.measure import Measurement
+
+    expand = getattr(renderable, "expand", None)
+    if expand:
+        renderable.expand = False  # an expanding table measures as the whole console width
+    try:
+        measured = Measurement.get(console, console.options.update(max_width=10_000), renderable)
+        # the natural width when it is reasonable (no cell wraps), else the least that cuts nothing
+        needed = measured.maximum if measured.maximum <= WIDE_TABLE_LIMIT else measured.minimum + 2
+    finally:
+        if expand:
+            renderable.expand = expand
+    if needed <= console.width:
+        console.print(renderable)
+        return
+    saved = console._width  # print(width=) is capped at the console's width: widen it for this table
+    console.width = needed
+    try:
+        console.print(renderable)
+    finally:
+        console._width = saved
+
+
 @dataclass
 class Reporter:
     json_mode: bool = False

@@ -167,14 +167,18 @@ def register(app: typer.Typer) -> None:
                 from rich.markup import escape
                 from rich.table import Table
 
+                from porter.output import print_whole
+
                 table = Table(title=f"host {name}", show_header=False)
+                table.add_column("field", no_wrap=True)
+                table.add_column("value", no_wrap=True, overflow="ignore")  # commands to copy: never cut
                 for key, value in profile.to_dict().items():
                     if value in (None, "", [], {}, ()):
                         continue
                     table.add_row(key, escape(json.dumps(value) if isinstance(value, (dict, list)) else str(value)))
                 for key, command in commands.items():
                     table.add_row(f"{key} command", escape(command))
-                console.print(table)
+                print_whole(console, table)
 
             reporter.emit("hosts.show", payload, render)
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from porter.errors import UsageError
 from porter.fsutil import atomic_write_text
+from porter.output import print_whole
 from porter.upgrade.analyze import AnalysisReport
 from porter.upgrade.models import DriftFamily, DriftRecord, Outcome
 
@@ -61,25 +62,26 @@ def render_rich(report: AnalysisReport, console: Any) -> None:
         console.print(f"  • {reason}", markup=False)
     for family, records in grouped(report.records):
         table = Table(title=f"{family} {records[0].family.label} ({len(records)})", title_justify="left", expand=True)
-        table.add_column("symbol", overflow="fold", ratio=3)
+        # identifiers and paths are never folded or cut (porter.output.print_whole); the prose wraps
+        table.add_column("symbol", no_wrap=True, overflow="ignore")
         table.add_column("sev", no_wrap=True)
-        table.add_column("new home", overflow="fold", ratio=3)
-        table.add_column("sites", overflow="fold", ratio=2)
-        table.add_column("finding", overflow="fold", ratio=4)
+        table.add_column("new home", no_wrap=True, overflow="ignore")
+        table.add_column("sites", no_wrap=True, overflow="ignore")
+        table.add_column("finding", min_width=30)
         for rec in records:
             home = f"{rec.new_location.dotted} ({rec.confidence:.2f})" if rec.new_location else "—"
             table.add_row(rec.symbol, Text(rec.severity.value, style=SEVERITY_STYLE[rec.severity.value]), home, _sites(rec),
                           Text(rec.message))
-        console.print(table)
+        print_whole(console, table)
     if report.notes:
         table = Table(title=f"notes: dead guards and absorbed fallbacks ({len(report.notes)})", title_justify="left", expand=True)
         table.add_column("family", no_wrap=True)
-        table.add_column("symbol", overflow="fold", ratio=3)
-        table.add_column("sites", overflow="fold", ratio=2)
-        table.add_column("why", overflow="fold", ratio=4)
+        table.add_column("symbol", no_wrap=True, overflow="ignore")
+        table.add_column("sites", no_wrap=True, overflow="ignore")
+        table.add_column("why", min_width=30)
         for rec in report.notes:
             table.add_row(rec.family.value, rec.symbol, _sites(rec), Text(rec.message))
-        console.print(table)
+        print_whole(console, table)
     for notice in report.notices:
         console.print(f"[yellow]notice:[/] {notice}")
     timings = ", ".join(f"{k} {v:.2f}s" for k, v in report.timings.items())

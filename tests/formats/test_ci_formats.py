@@ -245,3 +245,46 @@ def test_smoke_report_into_a_missing_directory_is_a_usage_error(smoke_project, t
     result = invoke("smoke", "--report", str(missing))
     assert result.exit_code == 2 and "does not exist" in result.output
     assert not missing.parent.exists()
+
+
+def test_piped_upgrade_tables_never_fold_or_cut_identifiers(upgrade_project, trees, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    text = invoke(*upgrade_args(trees)).stdout
+    doc = json.loads(invoke(*upgrade_args(trees), "--json").stdout)["analysis"]
+    import re
+
+    assert not re.search(r"\S…\s*[│┃]", text)  # no cell cut with an ellipsis (messages may hold one)
+    for record in doc["records"] + doc["notes"]:
+        assert record["symbol"] in text, record["symbol"]  # whole, on one line
+        if record["new_location"]:
+            assert record["new_location"]["dotted"] in text
+        for site in record["sites"][:3]:
+            assert f"{site['path']}:{site['line']}" in text
+    # breaking first: no risky row is printed before the last breaking row's table ends
+    rows = [l for l in text.splitlines() if " breaking " in l or " risky " in l]
+    severities = ["breaking" if " breaking " in l else "risky" for l in rows]
+    assert severities == sorted(severities)  # 'breaking' < 'risky'
+
+
+def test_upgrade_summary(upgrade_project, trees, monkeypatch):
+    import re
+
+    monkeypatch.setenv("COLUMNS", "80")
+    full = invoke(*upgrade_args(trees))
+    result = invoke(*upgrade_args(trees), "--summary")
+    assert result.exit_code == 1
+    text = result.stdout
+    doc = json.loads(invoke(*upgrade_args(trees), "--json").stdout)["analysis"]
+    assert "outcome C_PATCH" in text and f"{doc['summary']['breaking']} breaking" in text
+    for family, count in doc["summary"]["by_family"].items():
+        assert any(line.split()[:1] == [family] for line in text.splitlines() if "│" not in line) or family in text
+    assert "top findings (10 of" in text and not re.search(r"\S…\s*[│┃]", text)
+    assert len(text.splitlines()) < len(full.stdout.splitlines()) / 2
+    from porter.formats.summary import family_counts, top_findings
+
+    top = top_findings(doc)
+    assert [r["severity"] for r in top] == sorted(r["severity"] for r in top)
+    assert all(r["symbol"] in text for r in top)
+    counts = {f: (b, r, n) for f, _, b, r, n in family_counts(doc)}
+    assert sum(b for b, _, _ in counts.values()) == doc["summary"]["breaking"]
+    assert sum(n for _, _, n in counts.values()) == doc["summary"]["notes"]
