@@ -288,3 +288,4 @@ def test_upgrade_summary(upgrade_project, trees, monkeypatch):
     counts = {f: (b, r, n) for f, _, b, r, n in family_counts(doc)}
     assert sum(b for b, _, _ in counts.values()) == doc["summary"]["breaking"]
     assert sum(n for _, _, n in counts.values()) == doc["summary"]["notes"]
+
