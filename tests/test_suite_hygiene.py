@@ -46,7 +46,7 @@ def test_setup_stops_when_an_extra_fails(tmp_path):
     project = _fake_project(tmp_path, failing="-e")
     done = subprocess.run(["bash", "scripts/setup"], cwd=project, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
-    assert "porter[vime,dev,parity]" in done.stderr
+    assert "ascend-porter[vime,dev,parity]" in done.stderr
 
 
 def test_setup_succeeds_when_every_install_does(tmp_path):
