@@ -34,10 +34,36 @@ class OutputFormat(str, Enum):
 
 
 class PorterGroup(TyperGroup):
-    """The root group: global options may follow the subcommand (porter.cliargs)."""
+    """The root group: global options may follow the subcommand (porter.cliargs), and every
+    command lists `--format` in its own help (a copy of the global option that sets the same state)."""
+
+    def __init__(self, *args, **kwargs):  # noqa: ANN002, ANN003 - click's signature
+        super().__init__(*args, **kwargs)
+        root_format = next((p for p in self.params if "--format" in getattr(p, "opts", ())), None)
+        if root_format is not None:
+            _add_format_option(self, root_format)
 
     def parse_args(self, ctx, args):  # noqa: ANN001 - click's signature
         return super().parse_args(ctx, hoist_global_options(self, list(args)))
+
+
+def _set_format(ctx, param, value):  # noqa: ANN001, ARG001 - a click option callback
+    if value is not None:
+        app_state(ctx).format = getattr(value, "value", str(value)).lower()
+    return value
+
+
+def _add_format_option(group, root_format) -> None:
+    import copy
+
+    for command in (getattr(group, "commands", None) or {}).values():
+        if getattr(command, "commands", None):
+            _add_format_option(command, root_format)
+        elif not any("--format" in getattr(p, "opts", ()) for p in command.params):
+            option = copy.copy(root_format)
+            option.default, option.expose_value, option.callback = None, False, _set_format
+            option.help = "text, json (same as --json), sarif, junit or github; see `porter --help`."
+            command.params.append(option)
 
 
 app = typer.Typer(

@@ -227,8 +227,11 @@ def test_quiet_and_json_anywhere_keep_option_values(smoke_project):
 
     root = typer.main.get_command(app)
     assert hoist_global_options(root, ["upgrade", "x", "--to", "-v", "-q"]) == ["-q", "upgrade", "x", "--to", "-v"]
+    # every command has its own --format (same state): it stays; -v moves
     assert hoist_global_options(root, ["smoke", "--host", "a", "--format", "junit", "-v"]) == \
-        ["--format", "junit", "-v", "smoke", "--host", "a"]
+        ["-v", "smoke", "--host", "a", "--format", "junit"]
+    assert "--format" in runner.invoke(app, ["smoke", "--help"], terminal_width=200).stdout
+    assert "--format" in runner.invoke(app, ["hosts", "list", "--help"], terminal_width=200).stdout
     assert hoist_global_options(root, ["diagnose", "--", "-q"]) == ["diagnose", "--", "-q"]
     assert hoist_global_options(root, ["config", "--json"]) == ["config", "--json"]  # its own --json
 
