@@ -40,6 +40,7 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="Replace a port branch that has commits porter did not make."),
         allow_dirty: bool = typer.Option(False, "--allow-dirty", help="Port the committed baseline even if the fork checkout has uncommitted changes (they stay untouched)."),
         fork_ref: Optional[str] = typer.Option(None, "--fork-ref", help="Fork commit or branch to start from (default: the checked-out branch)."),
+        summary: bool = typer.Option(False, "--summary", help="Only the outcome, counts per family and the top findings."),
         json_: bool = json_option(),
     ) -> None:
         """Analyse a plugin against a new upstream version: every use that breaks, where it went, the outcome.
@@ -80,6 +81,13 @@ def register(app: typer.Typer) -> None:
                 write_report(markdown, render_markdown(report), "--markdown")
                 reporter.status(f"Markdown report: {markdown}")
             payload = {"dry_run": dry_run, "analysis": report.to_dict()}
+            from porter.formats.summary import render_upgrade_summary
+
+            def render_analysis(console) -> None:
+                if summary:
+                    render_upgrade_summary(payload, console)
+                else:
+                    render_rich(report, console)
             if not dry_run:
                 from porter.port.console import render_port
                 from porter.port.dispatch import port_after_analysis
@@ -98,11 +106,11 @@ def register(app: typer.Typer) -> None:
                 payload["port"] = port_result.to_dict()
 
                 def render_both(console) -> None:
-                    render_rich(report, console)
+                    render_analysis(console)
                     render_port(port_result, console)
 
                 reporter.emit("upgrade", payload, render_both)
                 exit_with(port_result.exit_code)
-            reporter.emit("upgrade", payload, lambda console: render_rich(report, console))
+            reporter.emit("upgrade", payload, render_analysis)
             if report.breaking:
                 exit_with(ExitCode.FINDINGS)

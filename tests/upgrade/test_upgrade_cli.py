@@ -29,6 +29,7 @@ def paths(trees):
 
 def test_dry_run_json_html_markdown(project, trees, tmp_path):
     html, md = tmp_path / "out" / "r.html", tmp_path / "out" / "r.md"
+    html.parent.mkdir()  # report paths need an existing directory
     result = invoke("upgrade", "myplug", "--to", "2.0", "--from", "1.0", *paths(trees), "--dry-run",
                     "--json", "--html", str(html), "--markdown", str(md))
     assert result.exit_code == 1, result.output  # breaking findings
