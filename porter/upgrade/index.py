@@ -21,7 +21,7 @@ from typing import Callable, Iterable
 
 from porter.fsutil import atomic_write_bytes
 
-INDEX_VERSION = 8
+INDEX_VERSION = 9
 _PARALLEL_THRESHOLD = 48  # below this many uncached modules a process pool costs more than it saves
 
 
@@ -97,6 +97,7 @@ class Definition:
     shape: str = ""  # top-level statement kinds of the body: a cheap fingerprint for "same body"
     abstract_kind: str = ""  # "abstract" (@abstractmethod) | "not_implemented" (body raises it) | ""
     reads: tuple[str, ...] = ()  # for a class: self.<attr> read by its methods other than __init__
+    method_kind: str = ""  # for a function in a class body: "" | classmethod | staticmethod
 
     def member(self, name: str) -> "Definition | None":
         for m in self.members:
@@ -225,9 +226,33 @@ def _abstract_kind(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     return "not_implemented" if _raises_not_implemented(fn) else ""
 
 
+def _method_kind(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    for dec in fn.decorator_list:
+        name = (dotted_name(dec) or "").rsplit(".", 1)[-1]
+        if name in ("classmethod", "staticmethod"):
+            return name
+    return ""
+
+
+def _class_statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    """A class body with the bodies of its if/try blocks inlined (members defined per version)."""
+    out: list[ast.stmt] = []
+    for stmt in body:
+        if isinstance(stmt, ast.If):
+            out.extend(_class_statements(stmt.body) + _class_statements(stmt.orelse))
+        elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+            out.extend(_class_statements(stmt.body) + _class_statements(stmt.orelse))  # type: ignore[attr-defined]
+            for handler in stmt.handlers:  # type: ignore[attr-defined]
+                out.extend(_class_statements(handler.body))
+        else:
+            out.append(stmt)
+    return out
+
+
 def _function_def(fn: ast.FunctionDef | ast.AsyncFunctionDef, conditional: str) -> Definition:
     kind = _abstract_kind(fn)
     return Definition(
+        method_kind=_method_kind(fn),
         name=fn.name,
         kind="property" if _is_property(fn) else "function",
         line=fn.lineno,
@@ -384,7 +409,7 @@ class _ModuleVisitor:
         members: list[Definition] = []
         instance_attrs: list[str] = []
         reads: set[str] = set()
-        for stmt in node.body:
+        for stmt in _class_statements(node.body):
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 members.append(_function_def(stmt, ""))
                 if stmt.name == "__init__":
