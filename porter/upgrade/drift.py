@@ -159,9 +159,12 @@ class DriftAnalyzer:
         importers: dict[str, list[tuple[str, bool, str]]] = defaultdict(list)
         for usage in files:
             for module, conditions in usage.internal_imports:
-                if module in known and module != usage.module:
-                    guard = combine(conditions, self.conventions, self.versions, self._hasattr, usage.aliases)
-                    importers[module].append((usage.module, guard.live, guard.expression))
+                guard = combine(conditions, self.conventions, self.versions, self._hasattr, usage.aliases)
+                parts = module.split(".")
+                for i in range(1, len(parts) + 1):  # importing a.b.c imports the packages a and a.b too
+                    name = ".".join(parts[:i])
+                    if name in known and name != usage.module:
+                        importers[name].append((usage.module, guard.live, guard.expression))
         dead: dict[str, str] = {}
         changed = True
         while changed:
