@@ -101,6 +101,27 @@ def innermost_version_block(conditions: tuple[Condition, ...], conventions: Guar
     return None
 
 
+def is_version_guard(source: str, conventions: GuardConventions) -> bool:
+    """Does the test read an upstream's version: a version helper (`vllm_version_is`), a version
+    name the registry lists (`CURRENT_VERSION`) or `<upstream package>.__version__`?"""
+    try:
+        expr = ast.parse(source, mode="eval").body
+    except SyntaxError:
+        return False
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call) and ast.unparse(node.func).rsplit(".", 1)[-1] in conventions.version_functions:
+            return True
+        if isinstance(node, ast.Name) and node.id in conventions.version_names:
+            return True
+        if isinstance(node, ast.Attribute):
+            text = ast.unparse(node)
+            if node.attr in conventions.version_names:
+                return True
+            if node.attr == "__version__" and text.split(".")[0] in conventions.packages:
+                return True
+    return False
+
+
 def _retargetable(source: str, conventions: GuardConventions) -> bool:
     """Does the test call a version helper with a literal (so `vllm_version_is("NEW")` can replace it)?"""
     try:
@@ -128,7 +149,7 @@ def guard_verdicts(
     aliases_of = aliases_of or {}
     for block in blocks:
         cond = Condition("if", block.source, False, line=block.line)
-        if guard_kind(cond, conventions) is not GuardKind.VERSION:
+        if not is_version_guard(block.source, conventions):
             continue
         aliases = aliases_of.get(block.path, {})
         at_release = evaluate_condition(cond, conventions, lanes.release, hasattr_fn, aliases)
