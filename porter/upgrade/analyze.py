@@ -387,7 +387,7 @@ def run_analysis(request: AnalysisRequest, progress: Any = None) -> AnalysisRepo
     if result is None:
         result = compute_drift(files, target_index, baseline_index, conventions, TargetVersions(versions),
                                stage=lambda description, total: _stage(progress, description, total), lanes=lanes)
-        atomic_write_bytes(result_path, pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+        atomic_write_bytes(result_path, pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL), durable=False)
     timings["drift"] = time.perf_counter() - t0
 
     pairs = [p.plugin for p in spec.pairs_for(upstream_name, str(target.version))] if target.version else []

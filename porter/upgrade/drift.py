@@ -112,7 +112,7 @@ class DriftAnalyzer:
         self._search_new_homes(files)
         # A call to a function the plugin replaces runs the plugin's replacement, not upstream's.
         self._patched = {u.symbol for f in files for u in f.uses if u.kind in ("monkeypatch", "patch")}
-        self._bodies: dict[tuple[int, str], dict[str, str]] = {}
+        self._bodies: dict[tuple[int, str], list[str]] = {}
         dead_modules = self._dead_modules(files)
         per_use: list[tuple[Use, Guard, list[Finding], bool]] = []
         self._use_lane: dict[int, tuple[str, Any]] = {}
@@ -661,36 +661,29 @@ class DriftAnalyzer:
 
     # ------------------------------------------------------------------ copied bodies and installed patches
 
-    def _module_bodies(self, index: TreeIndex, module: str) -> dict[str, str]:
-        """`qualname -> body text` of the functions and methods of one upstream module (parsed on demand)."""
-        import ast as _ast
-
-        from porter.upgrade.usage import body_text
-
+    def _module_lines(self, index: TreeIndex, module: str) -> list[str]:
         key = (id(index), module)
-        if key in self._bodies:
-            return self._bodies[key]
-        out: dict[str, str] = {}
-        path = index.files.get(module)
-        if path is not None and path.is_file():
+        if key not in self._bodies:
+            path = index.files.get(module)
             try:
-                tree = _ast.parse(path.read_bytes())
-            except (SyntaxError, ValueError, OSError):
-                tree = None
-            for node in (tree.body if tree is not None else []):
-                if isinstance(node, (_ast.FunctionDef, _ast.AsyncFunctionDef)):
-                    out[node.name] = body_text(node)
-                elif isinstance(node, _ast.ClassDef):
-                    for stmt in node.body:
-                        if isinstance(stmt, (_ast.FunctionDef, _ast.AsyncFunctionDef)):
-                            out.setdefault(f"{node.name}.{stmt.name}", body_text(stmt))
-        self._bodies[key] = out
-        return out
+                text = path.read_text(encoding="utf-8", errors="replace") if path is not None and path.is_file() else ""
+            except OSError:
+                text = ""
+            self._bodies[key] = text.splitlines()  # type: ignore[assignment]
+        return self._bodies[key]  # type: ignore[return-value]
+
+    def _definition_body(self, index: TreeIndex, module: str, definition: Definition | None) -> str | None:
+        from porter.upgrade.index import body_text
+
+        if definition is None or not definition.body_span:
+            return None
+        return body_text(self._module_lines(index, module), definition.body_span)
 
     def _member_body(self, index: TreeIndex, cls: Definition, module: str, name: str) -> str | None:
         for klass, where in index.mro(cls, module):
-            if klass.member(name) is not None:
-                return self._module_bodies(index, where).get(f"{klass.name}.{name}")
+            member = klass.member(name)
+            if member is not None:
+                return self._definition_body(index, where, member)
         return None
 
     def _copied_finding(self, use: Use, symbol: str, plugin_body: str, old_body: str | None, new_body: str | None,
@@ -779,11 +772,8 @@ class DriftAnalyzer:
                         detail={"change": "stand_in", "missing": lacking}, subject="stand_in"))
         body = use.detail.get("replacement_body")
         if body and old is not None and old.status == "found" and old.definition is not None and definition is not None:
-            qual_old = old.name if old.name else ""
-            old_body = self._module_bodies(self.baseline, old.defined_in or old.module).get(  # type: ignore[arg-type]
-                qual_old if "." in qual_old else (old.definition.name if old.definition else qual_old))
-            new_body = self._module_bodies(self.target, new.defined_in or new.module).get(
-                new.name if "." in (new.name or "") else definition.name)
+            old_body = self._definition_body(self.baseline, old.defined_in or old.module, old.definition)  # type: ignore[arg-type]
+            new_body = self._definition_body(self.target, new.defined_in or new.module, definition)
             finding = self._copied_finding(use, use.symbol, body, old_body, new_body, loc,
                                            f"replacement {use.detail.get('replacement')}")
             if finding is not None:

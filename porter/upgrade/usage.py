@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable
 
 from porter.fsutil import atomic_write_bytes
 from porter.upgrade.guards import Condition
-from porter.upgrade.index import Signature, dotted_name, signature_of
+from porter.upgrade.index import Signature, body_span, body_text, dotted_name, signature_of
 from porter.upgrade.models import Site
 
 USAGE_VERSION = 4
@@ -181,14 +181,6 @@ def _class_assigned_names(body: list[ast.stmt]) -> list[str]:
     return out
 
 
-def body_text(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
-    """A function's body without its docstring, unparsed: comparable across formatting changes."""
-    body = list(fn.body)
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
-        body = body[1:]
-    return "\n".join(ast.unparse(s) for s in body)
-
-
 class _UseVisitor(ast.NodeVisitor):
     def __init__(self, path: str, lines: list[str], packages: frozenset[str], aliases: dict[str, str],
                  module: str = "", is_package: bool = False, plugin_packages: frozenset[str] = frozenset(),
@@ -331,36 +323,51 @@ class _UseVisitor(ast.NodeVisitor):
         defs = _function_defs(node.body)
         plugin_methods = {stmt.name for stmt in defs}
         assigned: set[str] = set(_class_assigned_names(node.body))
-        for stmt in defs:
+        self_types: dict[str, str] = {}
+        calls_super_init = False
+        for stmt in defs:  # one walk per method: self.<x> stores (with their types), super().__init__ calls
+            params = None
             for sub in ast.walk(stmt):
-                if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store) and dotted_name(sub.value) == "self":
+                if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store) and isinstance(sub.value, ast.Name) \
+                        and sub.value.id == "self":
                     assigned.add(sub.attr)
+                elif stmt.name == "__init__" and isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) \
+                        and sub.func.attr == "__init__":
+                    calls_super_init = True
+                elif isinstance(sub, (ast.Assign, ast.AnnAssign)):
+                    target = sub.targets[0] if isinstance(sub, ast.Assign) and len(sub.targets) == 1 else getattr(sub, "target", None)
+                    if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"):
+                        continue
+                    value = sub.value
+                    found = self.type_of_annotation(getattr(sub, "annotation", None)) or self.type_of_value(value)
+                    if found is None and isinstance(value, ast.Name):
+                        if params is None:
+                            params = {a.arg: a.annotation for a in [*stmt.args.posonlyargs, *stmt.args.args, *stmt.args.kwonlyargs]}
+                        if value.id in params:
+                            found = self.type_of_annotation(params[value.id])  # self.runner = runner  (runner: Cls)
+                    if found:
+                        self_types.setdefault(target.attr, found)
         facts: dict[str, Any] | None = None
         for base in node.bases:
             target = base.value if isinstance(base, ast.Subscript) else base
             dotted = self.upstream_dotted(target)
             if dotted:
+                if upstream_base is None:
+                    methods: dict[str, Signature] = {}
+                    bodies: dict[str, str] = {}
+                    for stmt in defs:  # methods under `if vllm_version_is(...)` count too
+                        methods.setdefault(stmt.name, signature_of(stmt))
+                        bodies.setdefault(stmt.name, body_text(self.lines, body_span(stmt)))
                 upstream_base = upstream_base or dotted
-                methods: dict[str, Signature] = {}
-                bodies: dict[str, str] = {}
-                calls_super_init = False
-                for stmt in defs:  # methods under `if vllm_version_is(...)` count too
-                    methods.setdefault(stmt.name, signature_of(stmt))
-                    bodies.setdefault(stmt.name, body_text(stmt))
-                    for sub in ast.walk(stmt):
-                        if (stmt.name == "__init__" and isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute)
-                                and sub.func.attr == "__init__"):
-                            calls_super_init = True
                 self.add("subclass", dotted, node, cls=node.name, methods=methods, attrs=sorted(assigned),
-                         defines_init="__init__" in methods, calls_super_init=calls_super_init, bodies=bodies,
-                         decorators={stmt.name: [dotted_name(d) or "" for d in stmt.decorator_list] for stmt in defs})
+                         defines_init="__init__" in methods, calls_super_init=calls_super_init, bodies=bodies)
             else:
                 self.visit(base)
         if upstream_base is not None and all(self.upstream_dotted(b.value if isinstance(b, ast.Subscript) else b)
                                              or dotted_name(b) in ("object", "ABC", "Generic") for b in node.bases):
             # Every base is upstream: a `self.x` the class neither defines nor sets comes from upstream.
             facts = {"base": upstream_base, "cls": node.name, "known": plugin_methods | assigned, "seen": Counter()}
-        self.self_types.append(self._self_attr_types(defs))
+        self.self_types.append(self_types)
         self.self_class.append(facts)
         self.class_bases.append(upstream_base)
         for stmt in node.body:
@@ -397,25 +404,6 @@ class _UseVisitor(ast.NodeVisitor):
         if isinstance(node, (ast.Name, ast.Attribute)):
             return self.receiver_type(node)
         return None
-
-    def _self_attr_types(self, defs: list[ast.FunctionDef | ast.AsyncFunctionDef]) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for fn in defs:
-            params = {a.arg: a.annotation for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
-            for sub in ast.walk(fn):
-                target, value, annotation = None, None, None
-                if isinstance(sub, ast.Assign) and len(sub.targets) == 1:
-                    target, value = sub.targets[0], sub.value
-                elif isinstance(sub, ast.AnnAssign):
-                    target, value, annotation = sub.target, sub.value, sub.annotation
-                if not (isinstance(target, ast.Attribute) and dotted_name(target.value) == "self"):
-                    continue
-                found = self.type_of_annotation(annotation) or self.type_of_value(value)
-                if found is None and isinstance(value, ast.Name) and value.id in params:
-                    found = self.type_of_annotation(params[value.id])  # self.runner = runner  (runner: Cls)
-                if found:
-                    out.setdefault(target.attr, found)
-        return out
 
     def receiver_type(self, node: ast.AST) -> str | None:
         if isinstance(node, ast.Name):
@@ -471,7 +459,7 @@ class _UseVisitor(ast.NodeVisitor):
             detail = {"replacement": "<lambda>", "replacement_signature": signature_of(SimpleNamespace(args=value.args, returns=None))}  # type: ignore[arg-type]
         elif name and name in self.functions:
             fn = self.functions[name]
-            detail = {"replacement": name, "replacement_signature": signature_of(fn), "replacement_body": body_text(fn),
+            detail = {"replacement": name, "replacement_signature": signature_of(fn), "replacement_body": body_text(self.lines, body_span(fn)),
                       "replacement_decorators": [dotted_name(d) or "" for d in fn.decorator_list]}
         elif name and name in self.classes:
             cls = self.classes[name]
@@ -590,6 +578,69 @@ class _UseVisitor(ast.NodeVisitor):
         self.generic_visit(node)
 
 
+class _LightScan:
+    """Statements only: plugin-internal imports under their conditions, and version guard blocks."""
+
+    def __init__(self, path: str, lines: list[str], module: str, is_package: bool, plugin_packages: frozenset[str]):
+        self.path, self.lines, self.module, self.is_package = path, lines, module, is_package
+        self.plugin_packages = plugin_packages
+        self.conditions: list[Condition] = []
+        self.guard_blocks: list[GuardBlock] = []
+        self.internal_imports: list[tuple[str, tuple[Condition, ...]]] = []
+        self.try_counter = 0
+
+    def block(self, body: list[ast.stmt], cond: Condition | None) -> None:
+        if cond is not None:
+            self.conditions.append(cond)
+        self.body(body)
+        if cond is not None:
+            self.conditions.pop()
+
+    def body(self, body: list[ast.stmt]) -> None:
+        for stmt in body:
+            if isinstance(stmt, ast.If):
+                source = ast.unparse(stmt.test)
+                kind = "type_checking" if source.rsplit(".", 1)[-1] == "TYPE_CHECKING" else "if"
+                if kind == "if" and _VERSIONISH_TEST.search(source):
+                    first = self.lines[stmt.lineno - 1].lstrip() if 0 < stmt.lineno <= len(self.lines) else ""
+                    self.guard_blocks.append(GuardBlock(self.path, stmt.lineno, stmt.end_lineno or stmt.lineno, source,
+                                                        "elif" if first.startswith("elif") else "if", bool(stmt.orelse),
+                                                        tuple(self.conditions)))
+                self.block(stmt.body, Condition(kind, source, False, line=stmt.lineno))
+                self.block(stmt.orelse, Condition(kind, source, True, line=stmt.lineno))
+            elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+                self.try_counter += 1
+                guarded = any(_catches_import_error(h) for h in stmt.handlers)  # type: ignore[attr-defined]
+                self.block(stmt.body, Condition("try", "ImportError", False, self.try_counter) if guarded else None)  # type: ignore[attr-defined]
+                for handler in stmt.handlers:  # type: ignore[attr-defined]
+                    self.block(handler.body, Condition("handler", "", False, self.try_counter) if guarded else None)
+                self.body(stmt.orelse + stmt.finalbody)  # type: ignore[attr-defined]
+            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.With, ast.AsyncWith,
+                                   ast.For, ast.AsyncFor, ast.While)):
+                self.body(stmt.body + getattr(stmt, "orelse", []))
+            elif isinstance(stmt, ast.Import):
+                for alias in stmt.names:
+                    if alias.name.split(".")[0] in self.plugin_packages:
+                        self.internal_imports.append((alias.name, tuple(self.conditions)))
+            elif isinstance(stmt, ast.ImportFrom):
+                if stmt.level or (stmt.module and stmt.module.split(".")[0] in self.plugin_packages):
+                    from porter.upgrade.index import _absolute
+
+                    base = _absolute(self.module, self.is_package, stmt.level, stmt.module) if stmt.level else stmt.module or ""
+                    if base:
+                        self.internal_imports.append((base, tuple(self.conditions)))
+                        self.internal_imports.extend((f"{base}.{a.name}", tuple(self.conditions)) for a in stmt.names
+                                                     if a.name != "*")
+
+    def ternaries(self, tree: ast.AST) -> None:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.IfExp):
+                source = ast.unparse(node.test)
+                if _VERSIONISH_TEST.search(source):
+                    self.guard_blocks.append(GuardBlock(self.path, node.lineno, node.end_lineno or node.lineno, source,
+                                                        "ifexp", True, ()))
+
+
 def module_of(path: str) -> tuple[str, bool]:
     """`pkg/sub/mod.py` -> (`pkg.sub.mod`, False); `pkg/__init__.py` -> (`pkg`, True)."""
     parts = path[:-3].split("/") if path.endswith(".py") else path.split("/")
@@ -616,12 +667,14 @@ def scan_source(path: str, source: bytes, packages: Iterable[str], plugin_packag
     plugin_packages = frozenset(plugin_packages)
     lines = source.decode("utf-8", errors="replace").splitlines()
     if not collector.aliases and not any(p.encode() in source for p in packages):
-        if not plugin_packages and b"import" not in source:
-            return FileUsage(path, [], {}, module=module)
-        packages_for_scan: frozenset[str] = frozenset()  # still collect guard blocks and internal imports
-    else:
-        packages_for_scan = packages
-    visitor = _UseVisitor(path, lines, packages_for_scan, collector.aliases, module, is_package, plugin_packages,
+        # No upstream use: only the plugin-internal imports and the guard blocks matter (a statement walk).
+        light = _LightScan(path, lines, module, is_package, plugin_packages)
+        light.body(tree.body)
+        if b"version" in source.lower():
+            light.ternaries(tree)
+        return FileUsage(path, [], {}, guard_blocks=light.guard_blocks, internal_imports=light.internal_imports,
+                         module=module)
+    visitor = _UseVisitor(path, lines, packages, collector.aliases, module, is_package, plugin_packages,
                           singletons, tree)
     visitor.visit(tree)
     return FileUsage(path, visitor.uses, collector.aliases, guard_blocks=visitor.guard_blocks,
@@ -710,7 +763,7 @@ def scan_plugin(
         else:
             usage = pickle.loads(blob)
         if cache_path is not None:
-            atomic_write_bytes(cache_path, blob)
+            atomic_write_bytes(cache_path, blob, durable=False)
         results[rel] = usage
         if progress:
             progress(1)

@@ -68,7 +68,7 @@ def test_installed_patches(lanes_report):
     assert records["upkg.core.aliased"].detail["change"] == "patch_alias"
     assert records["upkg.core.Thing"].detail["missing"] == ["stop"]
     copied = records["upkg.core.compute"]
-    assert copied.detail["change"] == "copied_body_changed" and "max(temperature, 1e-05)" in copied.detail["upstream_diff"]
+    assert copied.detail["change"] == "copied_body_changed" and "+scaled = logits / max(temperature, 1e-5)" in copied.detail["upstream_diff"]
 
 
 def test_false_alarm_rules(lanes_report):
