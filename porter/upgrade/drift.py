@@ -27,7 +27,7 @@ from porter.upgrade.models import (
     Severity,
     Site,
 )
-from porter.upgrade.usage import FileUsage, Use
+from porter.upgrade.usage import FACTORY, FileUsage, Use
 
 STRATEGIES = {
     DriftFamily.REMOVED: "todo_stub",
@@ -113,6 +113,7 @@ class DriftAnalyzer:
         # A call to a function the plugin replaces runs the plugin's replacement, not upstream's.
         self._patched = {u.symbol for f in files for u in f.uses if u.kind in ("monkeypatch", "patch")}
         self._bodies: dict[tuple[int, str], list[str]] = {}
+        self._factories: dict[str, str | None] = {}
         dead_modules = self._dead_modules(files)
         per_use: list[tuple[Use, Guard, list[Finding], bool]] = []
         self._use_lane: dict[int, tuple[str, Any]] = {}
@@ -243,7 +244,40 @@ class DriftAnalyzer:
 
     # ------------------------------------------------------------------ per use
 
+    def _factory_class(self, function: str) -> str | None:
+        """The upstream class an upstream function's return annotation names (`-> Logger | None`)."""
+        if function in self._factories:
+            return self._factories[function]
+        found = None
+        for index in (self.baseline, self.target):
+            if index is None:
+                continue
+            res = index.resolve_dotted(function)
+            definition = res.definition
+            if res.status != "found" or definition is None or definition.kind != "function" or definition.signature is None:
+                continue
+            returns = definition.signature.returns or ""
+            names = [m for m in normalize_annotation(returns) if m != "None" and "[" not in m] if returns else []
+            if len(names) != 1:
+                continue
+            module = res.defined_in or res.module
+            cls = index.class_of(f"{module}.{names[0]}")
+            if cls is None:
+                ref = index.resolve(module, names[0])
+                cls = index.class_of(f"{ref.defined_in}.{names[0]}") if ref.status == "found" and ref.defined_in else None
+            if cls is not None:
+                found = f"{cls[1]}.{cls[0].name}"
+                break
+        self._factories[function] = found
+        return found
+
     def check(self, use: Use, verdicts: dict[str, Verdict], unresolved: set[str]) -> tuple[list[Finding], bool]:
+        if use.symbol.startswith(FACTORY):
+            function, _, member = use.symbol[len(FACTORY):].rpartition(".")
+            cls = self._factory_class(function)
+            if cls is None:
+                return [], False  # no usable return annotation: the receiver stays untyped
+            use = replace(use, symbol=f"{cls}.{member}")
         if use.kind == "import":
             res = self.target.resolve(use.detail["module"], use.detail["name"])
             verdicts.setdefault(use.symbol, Verdict(use.symbol, res.status, use.detail["module"], use.detail["name"]))

@@ -151,6 +151,7 @@ class _AliasCollector(ast.NodeVisitor):
 
 
 _VERSIONISH_TEST = re.compile(r"version|VERSION")
+FACTORY = "@returns:"  # receiver typed by the return annotation of an upstream function, resolved against the index
 _SELF_SITES = 3  # sites kept per (class, self attribute): enough to find it, not one per read
 
 
@@ -400,6 +401,8 @@ class _UseVisitor(ast.NodeVisitor):
             dotted = self.upstream_dotted(node.func)
             if dotted and dotted.rsplit(".", 1)[-1][:1].isupper():
                 return dotted  # Cls(...)
+            if dotted:
+                return f"{FACTORY}{dotted}"  # upstream_fn(...): its return annotation decides (drift.py)
             return None
         if isinstance(node, (ast.Name, ast.Attribute)):
             return self.receiver_type(node)

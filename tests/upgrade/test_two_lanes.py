@@ -58,6 +58,8 @@ def test_typed_receivers_kwargs_dicts_and_self_uses(lanes_report):
     records = _records(lanes_report)
     execute = records["upkg.core.Runner.execute"]  # self.runner.execute(**{"batch": 1}), runner: Runner
     assert execute.family is DriftFamily.SIGNATURE and "'batch'" in execute.message
+    lines = {s.line for s in execute.sites if s.path == "myplug/typed.py"}
+    assert any("runner.execute(batch=3)" in s.code for s in execute.sites), lines  # receiver from an upstream factory
     assert records["upkg.core.Runner.prepare"].family is DriftFamily.REMOVED  # self.prepare() in a subclass
     assert records["upkg.core.Runner.cache"].severity is Severity.BREAKING  # the base __init__ stopped setting it
 

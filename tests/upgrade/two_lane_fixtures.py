@@ -48,6 +48,9 @@ OLD = {
             def hook(self, a):
                 return a
 
+        def make_runner(size) -> "Runner | None":
+            return Runner(size)
+
         class Worker(ABC):
             @abstractmethod
             def run(self):
@@ -74,6 +77,7 @@ NEW = {
         """,
     "upkg/core.py": """
         from abc import ABC, abstractmethod
+        from typing import Optional
         from upkg._impl import aliased
 
         def new_api():
@@ -107,6 +111,9 @@ NEW = {
 
             def hook(self, a, scale=1.0):
                 return a
+
+        def make_runner(size) -> Optional[Runner]:
+            return Runner(size)
 
         class Worker(ABC):
             @abstractmethod
@@ -154,7 +161,7 @@ PLUGIN = {
     "myplug/legacy_path.py": "from upkg.core import old_api as legacy\n",
     "myplug/typed.py": """
         import upkg.core
-        from upkg.core import Runner, Worker, Thing, make2
+        from upkg.core import Runner, Worker, Thing, make2, make_runner
         from myplug.utils import upkg_version_is
 
 
@@ -219,6 +226,8 @@ PLUGIN = {
 
         def use():
             make2(1, flag=True)  # runs my_make2: no upstream signature to check
+            runner = make_runner(2)
+            runner.execute(batch=3)  # typed by make_runner's return annotation
         """,
     "myplug/moved.py": """
         from upkg.core import Mover
