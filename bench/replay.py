@@ -21,16 +21,19 @@ Per case: the plugin is materialised with `git archive` of the parent from the v
 with a fresh cache (cold) unless `--cache` names one.
 
 Figures, per case and per split:
-  recall          truth items that some finding (records or notes) points at: a site in the same file
-                  within LINE_SLACK lines whose symbol or detail names one of the item's `names`
-  live→breaking   truth items (all live at NEW) matched by a finding of severity `breaking`
+  recall          live truth items (all but the mined OLD-lane imports, which only score relocation) that
+                  some finding (records or notes) points at: a site in the same file within LINE_SLACK
+                  lines of the statement, whose symbol or detail names one of the item's `names`
+  live→breaking   truth items live at NEW (all but the mined OLD-lane imports) matched by a finding of
+                  severity `breaking`
   reloc top-1     moved-import items whose matched finding's `new_location` is the item's new home
   false alarms    findings (`records`: breaking or risky) that match no truth item, no guard the
                   maintainers changed and no `known_real` entry (unjudged ones count: listed in JSON)
   drop recall     changed guards (collapse/retarget) that `analysis.dead_guards` lists at the same place
                   with the same verdict (n/a while porter has no `dead_guards`)
   time            wall seconds of the porter run
-Results: bench/results/replay.json; a Markdown table on stdout.
+Results: bench/results/replay.json (figures), bench/results/replay/<case>.json (porter's analysis per
+case, for judging alarms); a Markdown table on stdout.
 """
 
 from __future__ import annotations
@@ -70,7 +73,9 @@ class CodeItem:
     end_line: int  # last line of the statement
     symbol: str  # the vllm symbol involved (dotted, as at OLD)
     names: tuple[str, ...]  # identifiers a finding about this item mentions
+    also_lines: tuple[int, ...] = ()  # other lines a correct finding may name (the class of an overridden method)
     new_home: str = ""  # import_moved: the module that holds the symbol at NEW
+    live: bool = True  # False: the site is in a branch that is dead at NEW (an OLD-lane import a collapse removes)
     evidence: str = ""  # how it was checked in the OLD and NEW trees
 
 
@@ -120,13 +125,16 @@ class CaseScore:
     old: str
     new: str
     items: int = 0
-    recalled: int = 0
+    live_items: int = 0
+    recalled: int = 0  # live items some finding points at (the headline recall)
+    recalled_all: int = 0  # any item, the mined OLD-lane imports included
     live_breaking: int = 0
     moved: int = 0
     relocated: int = 0
     findings: int = 0
     false_alarms: int = 0
     false_alarms_unjudged: int = 0
+    real_unchanged: int = 0  # findings judged real breaks that the commit did not change (known_real)
     guards_changed: int = 0
     guards_recalled: int | None = None  # None: porter reports no dead_guards
     guard_verdicts_wrong: int | None = None  # kept guards porter would collapse/retarget
@@ -142,9 +150,11 @@ class CaseScore:
 def load_case(path: Path) -> Case:
     doc = json.loads(path.read_text(encoding="utf-8"))
     items = tuple(CodeItem(id=i["id"], kind=i["kind"], path=i["path"], line=int(i["line"]),
-                           end_line=int(i.get("end_line") or i["line"]), symbol=i["symbol"],
+                           end_line=int(i.get("end_line") or i["line"]),
+                           also_lines=tuple(int(x) for x in i.get("also_lines") or ()), symbol=i["symbol"],
                            names=tuple(i.get("names") or [i["symbol"].rsplit(".", 1)[-1]]),
-                           new_home=i.get("new_home", ""), evidence=i.get("evidence", "")) for i in doc.get("items", []))
+                           new_home=i.get("new_home", ""), live=bool(i.get("live", True)),
+                           evidence=i.get("evidence", "")) for i in doc.get("items", []))
     guards = tuple(GuardItem(path=g["path"], line=int(g["line"]), end_line=int(g["end_line"]), guard=g["guard"],
                              verdict=g["verdict"]) for g in doc.get("guards", []) if g["verdict"] in (*CHANGED, "keep"))
     judged = lambda key: tuple(Judged(symbol=j["symbol"], path=j.get("path", ""), reason=j.get("reason", ""))
@@ -178,7 +188,9 @@ def _words(finding: dict[str, Any]) -> set[str]:
 
 def _near(site: dict[str, Any], item: CodeItem) -> bool:
     line = int(site.get("line", -999))
-    return site.get("path") == item.path and item.line - LINE_SLACK <= line <= item.end_line + LINE_SLACK
+    if site.get("path") != item.path:
+        return False
+    return item.line - LINE_SLACK <= line <= item.end_line + LINE_SLACK or line in item.also_lines
 
 
 def finding_matches(finding: dict[str, Any], item: CodeItem) -> bool:
@@ -226,13 +238,16 @@ def score_case(case: Case, analysis: dict[str, Any], seconds: float) -> CaseScor
         hits = [f for f in everything if finding_matches(f, item)]
         label = f"{item.id} {item.kind} {item.path}:{item.line} {item.symbol}"
         if hits:
-            score.recalled += 1
+            score.recalled_all += 1
+            score.recalled += item.live
         else:
             score.missed.append(label)
-        if any(f.get("severity") == "breaking" for f in hits):
-            score.live_breaking += 1
-        elif hits:
-            score.not_breaking.append(label)
+        if item.live:
+            score.live_items += 1
+            if any(f.get("severity") == "breaking" for f in hits):
+                score.live_breaking += 1
+            else:
+                score.not_breaking.append(label)
         if item.kind == "import_moved":
             score.moved += 1
             if any(relocated(f, item) for f in hits):
@@ -247,6 +262,7 @@ def score_case(case: Case, analysis: dict[str, Any], seconds: float) -> CaseScor
         if any(in_guard(s, g) for s in sites for g in changed):
             continue  # a finding inside a block the maintainers removed or retargeted: about that change
         if judged_as(finding, case.known_real):
+            score.real_unchanged += 1
             continue
         false = judged_as(finding, case.known_false)
         score.false_alarms += 1
@@ -294,13 +310,13 @@ def vllm_tree(trees: Path, version: str) -> Path:
     return tree
 
 
-def run_porter(case: Case, plugin: Path, trees: Path, cache: Path) -> tuple[dict[str, Any], float, str]:
+def run_porter(case: Case, plugin: Path, trees: Path, cache: Path, porter_root: Path) -> tuple[dict[str, Any], float, str]:
     argv = [sys.executable, "-m", "porter", "upgrade", "vllm-ascend", "--from", case.old, "--to", case.new,
             "--plugin-path", str(plugin), "--upstream-path", f"{case.old}={vllm_tree(trees, case.old)}",
             "--upstream-path", f"{case.new}={vllm_tree(trees, case.new)}", "--dry-run", "--json"]
-    env = dict(os.environ, PORTER_CACHE_DIR=str(cache), PORTER_OFFLINE="1")
+    env = dict(os.environ, PORTER_CACHE_DIR=str(cache), PORTER_OFFLINE="1", PYTHONPATH=str(porter_root))
     t0 = time.perf_counter()
-    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)
+    proc = subprocess.run(argv, cwd=porter_root, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - t0
     try:
         doc = json.loads(proc.stdout)
@@ -311,10 +327,10 @@ def run_porter(case: Case, plugin: Path, trees: Path, cache: Path) -> tuple[dict
     return doc.get("analysis") or {}, seconds, ""
 
 
-def replay(case: Case, repo: Path, trees: Path, cache: Path | None) -> tuple[CaseScore, dict[str, Any]]:
+def replay(case: Case, repo: Path, trees: Path, cache: Path | None, porter_root: Path = ROOT) -> tuple[CaseScore, dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="porter-replay-") as tmp:
         plugin = materialise_plugin(repo, case.parent, Path(tmp) / "plugin")
-        analysis, seconds, error = run_porter(case, plugin, trees, cache or Path(tmp) / "cache")
+        analysis, seconds, error = run_porter(case, plugin, trees, cache or Path(tmp) / "cache", porter_root)
     score = score_case(case, analysis, seconds)
     score.error = error
     return score, analysis
@@ -332,9 +348,10 @@ def totals(scores: list[CaseScore]) -> dict[str, Any]:
     with_guards = [x for x in scores if x.guards_recalled is not None]
     return {
         "cases": len(scores),
-        "items": s("items"), "recalled": s("recalled"), "live_breaking": s("live_breaking"),
+        "items": s("items"), "recalled_all": s("recalled_all"), "recalled": s("recalled"), "live_items": s("live_items"), "live_breaking": s("live_breaking"),
         "moved": s("moved"), "relocated": s("relocated"),
         "false_alarms": s("false_alarms"), "false_alarms_unjudged": s("false_alarms_unjudged"),
+        "real_unchanged": s("real_unchanged"),
         "false_alarms_per_case": round(s("false_alarms") / len(scores), 2) if scores else None,
         "guards_changed": s("guards_changed"),
         "guards_recalled": sum(x.guards_recalled for x in with_guards) if with_guards else None,
@@ -350,14 +367,14 @@ def table(scores: list[CaseScore], by_split: dict[str, dict[str, Any]]) -> str:
     rows = [head]
     for x in scores:
         drop = pct(x.guards_recalled, x.guards_changed) if x.guards_recalled is not None else f"n/a ({x.guards_changed})"
-        rows.append(f"| {x.id[:10]} | {x.split} | {x.kind} | {x.old}→{x.new} | {pct(x.recalled, x.items)} | "
-                    f"{pct(x.live_breaking, x.items)} | {pct(x.relocated, x.moved)} | {x.false_alarms} | {drop} | "
+        rows.append(f"| {x.id[:10]} | {x.split} | {x.kind} | {x.old}→{x.new} | {pct(x.recalled, x.live_items)} | "
+                    f"{pct(x.live_breaking, x.live_items)} | {pct(x.relocated, x.moved)} | {x.false_alarms} | {drop} | "
                     f"{x.seconds:.1f} s{' ERROR ' + x.error[:60] if x.error else ''} |")
     rows += ["", "| split | cases | recall | live→breaking | reloc top-1 | false alarms / case | drop recall | time / case |",
              "|---|---|---|---|---|---|---|---|"]
     for name, t in by_split.items():
         drop = pct(t["guards_recalled"], t["guards_scored"]) if t["guards_recalled"] is not None else f"n/a ({t['guards_changed']} guards)"
-        rows.append(f"| {name} | {t['cases']} | {pct(t['recalled'], t['items'])} | {pct(t['live_breaking'], t['items'])} | "
+        rows.append(f"| {name} | {t['cases']} | {pct(t['recalled'], t['live_items'])} | {pct(t['live_breaking'], t['live_items'])} | "
                     f"{pct(t['relocated'], t['moved'])} | {t['false_alarms_per_case']} ({t['false_alarms_unjudged']} unjudged) | "
                     f"{drop} | {t['seconds_per_case']} s |")
     return "\n".join(rows)
@@ -371,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trees", type=Path, default=DEFAULT_TREES, help="folder with vllm-X/ source trees")
     ap.add_argument("--cache", type=Path, help="porter cache to reuse (warm runs); default: a fresh one per case")
     ap.add_argument("--verbose", action="store_true", help="list missed items and alarms per case")
+    ap.add_argument("--porter-root", type=Path, default=ROOT,
+                    help="checkout whose porter runs (default: this one), e.g. another branch's worktree")
     args = ap.parse_args(argv)
     cases = [load_case(p) for p in sorted(CASES.glob("*.json"))]
     if args.case:
@@ -386,9 +405,11 @@ def main(argv: list[str] | None = None) -> int:
     scores, raw = [], {}
     for case in cases:
         print(f"{case.id}: porter {case.old} -> {case.new} ...", file=sys.stderr, flush=True)
-        score, analysis = replay(case, args.repo, args.trees, args.cache)
+        score, analysis = replay(case, args.repo, args.trees, args.cache, args.porter_root.resolve())
         scores.append(score)
         raw[case.id] = {"summary": analysis.get("summary"), "dead_guards": analysis.get("dead_guards")}
+        (RESULTS / "replay").mkdir(parents=True, exist_ok=True)  # porter's whole analysis, for judging alarms
+        (RESULTS / "replay" / f"{case.id}.json").write_text(json.dumps(analysis, indent=1) + "\n", encoding="utf-8")
         if args.verbose:
             for label in score.missed:
                 print(f"  missed: {label}", file=sys.stderr)

@@ -107,14 +107,63 @@ def verdict(guard: dict, hunks, new: str, file_gone: bool) -> str:
     return "keep"
 
 
-def mine(repo: Path, commit: str, old: str, new: str) -> dict:
+def _imports(stmts: list[ast.stmt]) -> dict[str, tuple[str, int]]:
+    """name -> (module, line) for `from vllm... import name` statements directly in a branch."""
+    out = {}
+    for st in stmts:
+        if isinstance(st, ast.ImportFrom) and st.module and st.module.split(".")[0] == "vllm" and not st.level:
+            for alias in st.names:
+                out[alias.asname or alias.name] = (st.module, alias.name, st.lineno)
+    return out
+
+
+def _module_text(tree: Path, module: str) -> str | None:
+    base = tree.joinpath(*module.split("."))
+    for f in (base.with_suffix(".py"), base / "__init__.py"):
+        if f.is_file():
+            return f.read_text(encoding="utf-8", errors="replace")
+    return None
+
+
+def _defines(text: str | None, name: str) -> bool:
+    return text is not None and re.search(rf"^\s*(?:class|def|async def)\s+{name}\b|^\s*{name}\s*[:=]|\bimport\b[^\n]*\b{name}\b"
+                                          rf"|^\s+{name},?\s*$", text, re.M) is not None
+
+
+def moved_imports(path: str, text: str, guard: dict, new_tree: Path) -> list[dict]:
+    """Imports that a collapsed guard switches between two homes: the dead branch imports a name from a
+    module that lacks it at NEW, the live branch the same name from a module that has it at NEW."""
+    node = next((n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.If) and n.lineno == guard["line"]), None)
+    if node is None or not node.orelse:
+        return []
+    negated = isinstance(node.test, ast.UnaryOp) and isinstance(node.test.op, ast.Not)
+    dead, live = (node.orelse, node.body) if negated else (node.body, node.orelse)
+    out = []
+    for local, (old_mod, name, line) in _imports(dead).items():
+        target = _imports(live).get(local)
+        if not target or target[0] == old_mod or target[1] != name:
+            continue
+        old_text = _module_text(new_tree, old_mod)
+        if _defines(_module_text(new_tree, target[0]), name) and not _defines(old_text, name):
+            alias = old_text is not None and re.search(rf"""["']{name}["']""", old_text) is not None
+            how = (f"{old_mod} names it only as a string (a deprecation table served by its module __getattr__)"
+                   if alias else f"{old_mod} does not" if old_text is not None else f"{old_mod} no longer exists")
+            out.append({"kind": "import_moved", "path": path, "line": line, "symbol": f"{old_mod}.{name}",
+                        "names": [name], "new_home": target[0], "live": False,
+                        "evidence": f"auto (mine.py): at NEW {target[0]} defines or re-exports {name} and "
+                                    f"{how} (module text checked in the NEW tree); the guard at line "
+                                    f"{guard['line']} switches between the two imports and the commit collapses it"})
+    return out
+
+
+def mine(repo: Path, commit: str, old: str, new: str, new_tree: Path | None = None) -> dict:
     sha = git(repo, "rev-parse", commit).strip()
     parent = git(repo, "rev-parse", f"{sha}^").strip()
     files = [f for f in git(repo, "ls-tree", "-r", "--name-only", parent, PACKAGE).splitlines()
              if f.endswith(".py") and not SKIP_PARTS & set(f.split("/"))]
     after = set(git(repo, "ls-tree", "-r", "--name-only", sha, PACKAGE).splitlines())
     changed = set(git(repo, "diff", "--name-only", parent, sha, "--", PACKAGE).splitlines())
-    guards = []
+    guards, moved = [], []
     for path in files:
         text = git(repo, "show", f"{parent}:{path}").lstrip("\ufeff")  # some files start with a BOM
         if GUARD_FN not in text:
@@ -126,9 +175,11 @@ def mine(repo: Path, commit: str, old: str, new: str) -> dict:
         for g in found:
             g["verdict"] = verdict(g, hunks, new, path not in after)
             guards.append(g)
+            if new_tree and g["verdict"] == "collapse" and g["form"] == "if":
+                moved += moved_imports(path, text, g, new_tree)
     meta = git(repo, "show", "-s", "--format=%cs%n%s", sha).splitlines()
     return {"commit": sha, "parent": parent, "date": meta[0], "title": meta[1], "old": old, "new": new,
-            "split": split_of(sha), "guards": guards}
+            "split": split_of(sha), "guards": guards, "moved": moved}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,9 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repo", type=Path, default=DEFAULT_REPO)
     ap.add_argument("--kind", choices=["upgrade", "drop"], default="upgrade")
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--trees", type=Path, default=Path("/work/cache"), help="folder with vllm-X/ trees (moved imports)")
     ap.add_argument("--diff", action="store_true", help="print the commit's diff of the plugin package")
     args = ap.parse_args(argv)
-    case = mine(args.repo, args.commit, args.old, args.new)
+    new_tree = args.trees / f"vllm-{args.new}"
+    case = mine(args.repo, args.commit, args.old, args.new, new_tree if (new_tree / "vllm").is_dir() else None)
     case_id = f"{case['commit'][:10]}-{args.old}-to-{args.new}"
     case = {"id": case_id, "kind": args.kind, **case}
     path = HERE / "cases" / f"{case_id}.json"
@@ -149,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
             if key in kept:
                 case[key] = kept[key]
     case.setdefault("items", []), case.setdefault("known_real", []), case.setdefault("known_false", [])
+    hand = [i for i in case["items"] if not i["id"].startswith("m")]  # m*: mined moved imports, rebuilt each run
+    case["items"] = hand + [{"id": f"m{n}", **m} for n, m in enumerate(case.pop("moved"), 1)]
     for g in case["guards"]:
         print(f"{g['verdict']:12} {g['path']}:{g['line']}-{g['end_line']} {g['form']:5} {g['guard'][:90]}")
     print(f"{case_id}: split {case['split']}, {len(case['guards'])} guards, "
