@@ -74,6 +74,7 @@ class AnalysisReport:
     plugin_spec: PluginSpec | None = None
     dead_guards: list[Any] = field(default_factory=list)  # GuardVerdict per version guard of the plugin
     dead_modules: dict[str, str] = field(default_factory=dict)
+    copies: list[DriftRecord] = field(default_factory=list)  # copied upstream bodies whose original changed
     lanes: dict[str, Any] = field(default_factory=dict)  # release / main lane versions after the move
 
     @property
@@ -108,11 +109,13 @@ class AnalysisReport:
                 "by_family": counts,
                 "import_verdicts": verdict_counts,
                 "unresolved_at_both": len(self.unresolved),
+                "copies": len(self.copies),
                 "guards": {v: sum(1 for g in self.dead_guards if g.verdict == v) for v in ("collapse", "retarget", "keep")},
             },
             "lanes": self.lanes,
             "dead_guards": [g.to_dict() for g in self.dead_guards],
             "dead_modules": self.dead_modules,
+            "copies": [r.to_dict() for r in self.copies],
             "records": [r.to_dict() for r in self.records],
             "notes": [r.to_dict() for r in self.notes],
             "usage": self.usage.to_dict(),
@@ -417,6 +420,7 @@ def run_analysis(request: AnalysisRequest, progress: Any = None) -> AnalysisRepo
         plugin_spec=spec,
         dead_guards=list(getattr(result, "dead_guards", [])),
         dead_modules=dict(getattr(result, "dead_modules", {})),
+        copies=list(getattr(result, "copies", [])),
         lanes={"target": lanes.target_label, "release": str(lanes.release.of(upstream_name)),
                "main": str(lanes.main.of(upstream_name)), "current_release": str(lanes.current_release.of(upstream_name)),
                "retarget_to": lanes.retarget_to},

@@ -79,6 +79,7 @@ class DriftResult:
     unresolved: list[str]  # uses missing at the baseline too (index gap or other-version code)
     dead_guards: list[GuardVerdict] = field(default_factory=list)  # every version guard with its verdict at the target
     dead_modules: dict[str, str] = field(default_factory=dict)  # plugin module -> why it is never imported at the target
+    copies: list[DriftRecord] = field(default_factory=list)  # plugin bodies copied from upstream whose original changed
 
 
 _BREAKS_AT_TARGET = "breaks at {target}"
@@ -139,8 +140,12 @@ class DriftAnalyzer:
         per_use = self._drop_uncalled_optional(per_use)
         guards = self._guard_verdicts(files, per_use)
         records, notes = self._merge(per_use, guards)
+        # A copied body whose upstream original changed breaks nothing by itself: a sync hint, kept apart.
+        copies = [r for r in records + notes if r.detail.get("change") == "copied_body_changed"]
+        records = [r for r in records if r.detail.get("change") != "copied_body_changed"]
+        notes = [r for r in notes if r.detail.get("change") != "copied_body_changed"]
         return DriftResult(records, notes, sorted(verdicts.values(), key=lambda v: v.symbol), sorted(unresolved),
-                           guards, dead_modules)
+                           guards, dead_modules, copies)
 
     # ------------------------------------------------------------------ lanes and guards
 
