@@ -682,6 +682,7 @@ class DriftAnalyzer:
                                     + ("" if hard else " (the base raises NotImplementedError: fails when called)"),
                                     detail={"methods": missing, "plugin_class": plugin_cls,
                                             "kinds": {m: new_abstract[m] for m in missing}}, subject=f"abstract:{plugin_cls}"))
+        findings.extend(self._rpc_methods(use, target_cls, plugin_members, loc))
         # F7: attributes the base's __init__ now sets, when the subclass replaces __init__ without calling it.
         if use.detail.get("defines_init") and not use.detail.get("calls_super_init"):
             new_attrs = self._init_attrs(self.target, *target_cls)
@@ -867,6 +868,43 @@ class DriftAnalyzer:
                 kept.append(f)
             out.append((use, guard, kept, broken))
         return out
+
+    def _rpc_calls(self, index: TreeIndex) -> set[str]:
+        """Method names the upstream invokes on every worker by name (`collective_rpc("name", ...)`)."""
+        import re as _re
+
+        key = (id(index), "rpc")
+        if key not in self._bodies:
+            pattern = _re.compile(rb"collective_rpc\(\s*[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']")
+            names: set[str] = set()
+            for path in index.files.values():
+                if path.is_file():
+                    try:
+                        text = path.read_bytes()
+                    except OSError:
+                        continue
+                    if b"collective_rpc" in text:
+                        names.update(m.group(1).decode() for m in pattern.finditer(text))
+            self._bodies[key] = names  # type: ignore[assignment]
+        return self._bodies[key]  # type: ignore[return-value]
+
+    def _rpc_methods(self, use: Use, target_cls: tuple[Definition, str], plugin_members: set[str],
+                     loc: Location) -> list[Finding]:
+        """A worker subclass must answer every RPC the engine sends: names newly sent at the target
+        that neither the plugin class nor its upstream bases define break at the first call."""
+        if self.baseline is None or not any(k.name.endswith("WorkerBase") for k, _ in self.target.mro(*target_cls)):
+            return []
+        new = self._rpc_calls(self.target) - self._rpc_calls(self.baseline)
+        missing = sorted(n for n in new if n not in plugin_members and self.target.class_member(*target_cls, n) is None)
+        if not missing:
+            return []
+        plugin_cls = use.detail.get("cls", "?")
+        return [Finding(DriftFamily.NEW_METHOD, use.symbol, loc, Severity.BREAKING,
+                        f"the target calls collective_rpc({', '.join(repr(m) for m in missing)}) on every worker; "
+                        f"{plugin_cls} and {use.symbol.rsplit('.', 1)[-1]} do not define it",
+                        evidence=tuple(f"new at the target: collective_rpc({m!r})" for m in missing),
+                        detail={"methods": missing, "plugin_class": plugin_cls, "kinds": {m: "rpc" for m in missing}},
+                        subject=f"rpc:{plugin_cls}")]
 
     @staticmethod
     def _abstract_methods(index: TreeIndex, cls: Definition, module: str) -> dict[str, str]:

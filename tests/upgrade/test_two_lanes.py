@@ -88,3 +88,9 @@ def test_live_breaks_come_first(lanes_report):
     severities = [r.severity for r in lanes_report.records]
     assert severities == sorted(severities, key=lambda s: s is not Severity.BREAKING)
     assert Severity.RISKY in severities
+
+
+def test_a_worker_must_answer_every_rpc_the_target_sends(lanes_report):
+    rpc = [r for r in lanes_report.records if r.family is DriftFamily.NEW_METHOD and r.symbol == "upkg.worker_base.WorkerBase"]
+    assert len(rpc) == 1 and rpc[0].severity is Severity.BREAKING and rpc[0].detail["methods"] == ["reset_cache"]
+    assert rpc[0].detail["plugin_class"] == "NPUWorker"  # NPUWorkerDone defines it

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 OLD = {
     "upkg/__init__.py": '__version__ = "1.0"\n',
+    "upkg/worker_base.py": "class WorkerBase:\n    def load_model(self):\n        pass\n",
+    "upkg/executor.py": "def run(ex):\n    ex.collective_rpc('load_model')\n",
     "upkg/_impl.py": "def aliased(x):\n    return x\n",
     "upkg/core.py": """
         from abc import ABC, abstractmethod
@@ -68,6 +70,8 @@ OLD = {
 
 NEW = {
     "upkg/__init__.py": '__version__ = "2.0"\n',
+    "upkg/worker_base.py": "class WorkerBase:\n    def load_model(self):\n        pass\n",
+    "upkg/executor.py": "def run(ex):\n    ex.collective_rpc('load_model')\n    ex.collective_rpc(\"reset_cache\", timeout=1)\n",
     "upkg/_impl.py": "def aliased(x):\n    return x\n",
     "upkg/new/__init__.py": "",
     "upkg/new/place.py": """
@@ -228,6 +232,19 @@ PLUGIN = {
             make2(1, flag=True)  # runs my_make2: no upstream signature to check
             runner = make_runner(2)
             runner.execute(batch=3)  # typed by make_runner's return annotation
+        """,
+    "myplug/worker.py": """
+        from upkg.worker_base import WorkerBase
+
+
+        class NPUWorker(WorkerBase):
+            def load_model(self):
+                return 1
+
+
+        class NPUWorkerDone(WorkerBase):
+            def reset_cache(self):
+                return 0
         """,
     "myplug/moved.py": """
         from upkg.core import Mover
