@@ -41,12 +41,17 @@ def root(
     json_: bool = typer.Option(False, "--json", help="JSON output for every command (same as the per-command flag)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or status lines on stderr."),
     config: Optional[Path] = typer.Option(None, "--config", help="Use this porter.yaml instead of searching upward."),
+    trust_project: bool = typer.Option(
+        False, "--trust-project",
+        help="Run the setup lines of hosts defined in the project's porter.yaml (and let it replace `local`); "
+             "remembered for that file's current content."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
     state = app_state(ctx)
     state.json_mode = json_
     state.quiet = quiet
     state.config_path = config
+    state.trust_project = trust_project
 
 
 register_all(app)

@@ -3,6 +3,8 @@ context that turns PorterErrors into a rendered message and a documented exit co
 
 from __future__ import annotations
 
+import errno
+
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +13,7 @@ from typing import Iterator
 import typer
 
 from porter.config import PorterConfig, load_config
-from porter.errors import ExitCode, Interrupted, PorterError
+from porter.errors import EnvironmentProblem, ExitCode, Interrupted, PorterError
 from porter.output import Reporter
 
 JSON_HELP = "Print one JSON document with a stable, versioned schema instead of tables."
@@ -26,11 +28,14 @@ class AppState:
     json_mode: bool = False
     quiet: bool = False
     config_path: Path | None = None
+    trust_project: bool = False
     _config: PorterConfig | None = field(default=None, repr=False)
 
     def config(self) -> PorterConfig:
         if self._config is None:
-            self._config = load_config(explicit=self.config_path)
+            import dataclasses
+
+            self._config = dataclasses.replace(load_config(explicit=self.config_path), trust_project=self.trust_project)
         return self._config
 
 
@@ -51,6 +56,12 @@ def command_context(ctx: typer.Context, command: str, json_flag: bool = False) -
     except PorterError as exc:
         reporter.error(exc, command)
         raise typer.Exit(int(exc.exit_code)) from None
+    except OSError as exc:
+        problem = storage_problem(exc)
+        if problem is None:
+            raise
+        reporter.error(problem, command)
+        raise typer.Exit(int(problem.exit_code)) from None
     except KeyboardInterrupt:
         exc = Interrupted("interrupted: nothing was left half-written")
         if reporter.json_mode:
@@ -58,6 +69,23 @@ def command_context(ctx: typer.Context, command: str, json_flag: bool = False) -
         else:
             reporter.err.print(f"[red]{exc.message}[/]")
         raise typer.Exit(int(exc.exit_code)) from None
+
+
+# A full disk, a read-only or foreign-owned cache or runs directory: the machine's state, not a bug.
+_STORAGE_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.EIO}
+
+
+def storage_problem(exc: OSError) -> EnvironmentProblem | None:
+    """An OSError from writing porter's own files, as an exit-3 problem naming the path."""
+    if exc.errno not in _STORAGE_ERRNOS:
+        return None
+    where = exc.filename or "a file porter writes"
+    return EnvironmentProblem(
+        f"cannot write {where}: {exc.strerror or exc}",
+        hint="free disk space or make that directory writable (cache: PORTER_CACHE_DIR or `cache_dir`; "
+             "runs: `runs_dir` in porter.yaml), then run again",
+        details={"failure": "storage", "path": str(where), "errno": errno.errorcode.get(exc.errno or 0, "")},
+    )
 
 
 def exit_with(code: ExitCode | int) -> None:

@@ -19,6 +19,38 @@ from porter.yamlio import load_yaml_file
 # The repository this package was installed from (editable installs): bundled knowledge lives here.
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
+
+def is_checkout() -> bool:
+    """porter runs from a clone of its repository (editable install or PYTHONPATH), not a wheel."""
+    return (PACKAGE_ROOT / "knowledge").is_dir() and (PACKAGE_ROOT / "pyproject.toml").is_file()
+
+
+def bundled_root() -> Path:
+    """Where the read-only bundled data lies: the checkout itself, or the wheel's package data
+    (`porter/_bundled/`: knowledge/, forks.yaml, read through importlib.resources)."""
+    if is_checkout():
+        return PACKAGE_ROOT
+    from importlib.resources import files
+
+    return Path(str(files("porter") / "_bundled"))
+
+
+def seed_user_file(path: Path, seed: Path, what: str) -> None:
+    """User-owned state outside a project (fork registry and ledger, stack pins) starts as a copy
+    of the bundled one, created on first use, with a line on stderr saying so."""
+    import shutil
+    import sys
+
+    if path.exists() or not seed.is_file():
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(seed, path)
+    except OSError:
+        return  # reading falls back to the bundled copy's absence message; writing names the path
+    sys.stderr.write(f"porter: created {path} from the bundled {what} (your copy from now on; "
+                     "run porter inside a project with porter.yaml to keep it there instead)\n")
+
 KNOWN_KEYS = {
     "knowledge_dir",
     "cache_dir",
@@ -49,6 +81,10 @@ class PorterConfig:
     hosts: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
+    # hosts defined by a project's porter.yaml found by searching upward (a cloned repository's
+    # file, not one the user named with --config): name -> that file
+    project_hosts: dict[str, str] = field(default_factory=dict)
+    trust_project: bool = False  # --trust-project: run the project's host setup lines this time
 
     @property
     def patterns_dir(self) -> Path:
@@ -107,6 +143,7 @@ def load_config(cwd: Path | None = None, explicit: Path | None = None) -> Porter
     data_home = xdg_dir("XDG_DATA_HOME", ".local/share") / "porter"
 
     layers: list[tuple[Path, dict[str, Any], str]] = []
+    found_source: str | None = None  # the project file found by searching (untrusted by default)
     user_file = config_home / "config.yaml"
     if user_file.is_file():
         data = load_yaml_file(user_file) or {}
@@ -128,10 +165,12 @@ def load_config(cwd: Path | None = None, explicit: Path | None = None) -> Porter
         project_root, data, source = find_project_root(cwd)
         if source and project_root is not None:
             layers.append((project_root, data, source))
+            found_source = source
 
     merged: dict[str, Any] = {}
     paths: dict[str, Path] = {}
     hosts: dict[str, Any] = {}
+    project_hosts: dict[str, str] = {}
     for base, data, source in layers:
         unknown = sorted(set(data) - KNOWN_KEYS)
         if unknown:
@@ -146,22 +185,35 @@ def load_config(cwd: Path | None = None, explicit: Path | None = None) -> Porter
             if not isinstance(data["hosts"], dict):
                 raise InputError(f"{source}: `hosts` must be a mapping of host name to profile")
             hosts.update(data["hosts"])
+            if source == found_source:
+                project_hosts.update({str(name): source for name in data["hosts"]})
         merged.update(data)
 
-    # Bundled data: the project's own knowledge/ when it has one, else the installed repository's.
-    default_root = project_root if project_root and (project_root / "knowledge").is_dir() else PACKAGE_ROOT
-    knowledge_dir = paths.get("knowledge_dir", default_root / "knowledge")
+    # Bundled data: the project's own knowledge/ when it has one, else the checkout's or the
+    # wheel's. User-owned state (fork registry + ledger, stack pins, runs) lives in the project,
+    # in the checkout porter runs from, or under the XDG data directory.
+    project_has_data = bool(project_root and (project_root / "knowledge").is_dir())
+    data_root = project_root if project_has_data else bundled_root()
+    knowledge_dir = paths.get("knowledge_dir", data_root / "knowledge")
+    if project_has_data or is_checkout():
+        state_root = project_root if project_has_data else PACKAGE_ROOT
+        forks_default = state_root / "forks" / "forks.yaml"
+    else:
+        forks_default = data_home / "forks.yaml"
+        if "forks_file" not in paths:
+            seed_user_file(forks_default, bundled_root() / "forks.yaml", "fork registry")
     env_cache = os.environ.get("PORTER_CACHE_DIR")
     return PorterConfig(
         project_root=project_root,
         knowledge_dir=knowledge_dir,
         cache_dir=Path(env_cache) if env_cache else paths.get("cache_dir", cache_home),
         runs_dir=paths.get("runs_dir", (project_root / "runs") if project_root else data_home / "runs"),
-        forks_file=paths.get("forks_file", default_root / "forks" / "forks.yaml"),
+        forks_file=paths.get("forks_file", forks_default),
         upstreams_file=paths.get("upstreams_file", knowledge_dir / "upstreams.yaml"),
         user_config_dir=config_home,
         offline=bool(merged.get("offline", False)) or os.environ.get("PORTER_OFFLINE") == "1",
         hosts=hosts,
         raw=merged,
         sources=tuple(s for _, _, s in layers),
+        project_hosts=project_hosts,
     )

@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from porter.errors import InputError
+from porter.redact import is_secret_key, redact_text
 
 TRANSPORTS = ("local", "ssh", "ssh+container")
 DEVICE_KINDS = ("cpu", "cuda", "npu-a2", "npu-a3", "npu-a5")
@@ -93,8 +94,8 @@ class HostProfile:
         out = asdict(self)
         out["ssh_options"] = dict(self.ssh_options)
         # Shown, listed and stored without the values of secret-looking variables.
-        out["env"] = {k: ("[REDACTED]" if is_secret_env(k) else v) for k, v in self.env}
-        out["setup"] = list(self.setup)
+        out["env"] = {k: ("[REDACTED]" if is_secret_env(k, v) else v) for k, v in self.env}
+        out["setup"] = [redact_text(line) for line in self.setup]
         out["visible_devices"] = list(self.visible_devices)
         if self.container is not None:
             out["container"]["binds"] = list(self.container.binds)
@@ -103,9 +104,18 @@ class HostProfile:
         return out
 
 
-def is_secret_env(key: str) -> bool:
-    """Variables whose values are never shown, stored, or put on a command line."""
-    return bool(_SECRET_ENV.search(key))
+def is_secret_env(key: str, value: str | None = None) -> bool:
+    """Variables whose values are never shown, stored, or put on a command line: a secret-looking
+    name (HF_TOKEN, HUAWEICLOUD_SDK_SK) or a value that carries a secret (an index URL with a
+    password, a token pasted into an innocent name)."""
+    if _SECRET_ENV.search(key) or is_secret_key(key):
+        return True
+    return value is not None and redact_text(value) != value
+
+
+def has_secret(line: str) -> bool:
+    """A setup line that carries a secret (a token, a password, credentials in a URL)."""
+    return redact_text(line) != line
 
 
 def bundled_local() -> HostProfile:
@@ -173,6 +183,28 @@ def _parse_container(name: str, source: str, value: Any) -> ContainerSpec:
     return spec
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _check_controls(name: str, source: str, data: Any, where: str = "") -> None:
+    """NUL and other control characters have no place in a profile: they would cut or bend the
+    ssh/docker arguments and the shell lines built from it. Newlines are refused too, except in
+    env values (exported quoted)."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            _check_controls(name, source, key, where)
+            _check_controls(name, source, value, f"{where}.{key}" if where else str(key))
+    elif isinstance(data, (list, tuple)):
+        for item in data:
+            _check_controls(name, source, item, where)
+    elif isinstance(data, str):
+        bad = _CONTROL.search(data) or ("\n" in data and not where.startswith("env."))
+        if bad:
+            field_name = where or "a key"
+            raise _fail(name, source, f"`{field_name}` contains a control character (NUL, newline or escape)",
+                        hint="remove it from the profile; every field is a single line of printable text")
+
+
 def parse_profile(name: str, data: Any, source: str) -> HostProfile:
     """Validate one profile mapping; every problem names the host, the file and the field."""
     if not _NAME.match(name):
@@ -181,6 +213,7 @@ def parse_profile(name: str, data: Any, source: str) -> HostProfile:
         data = {}
     if not isinstance(data, dict):
         raise _fail(name, source, "a host profile must be a mapping")
+    _check_controls(name, source, data)
     unknown = sorted(set(data) - PROFILE_KEYS)
     if unknown:
         raise _fail(name, source, f"unknown key(s) {', '.join(unknown)}", hint=f"known keys: {', '.join(sorted(PROFILE_KEYS))}")
@@ -295,6 +328,58 @@ def load_hosts(config: Any) -> dict[str, HostProfile]:
     return hosts
 
 
+def trust_file(config_dir: Path) -> Path:
+    return Path(config_dir) / "trusted-projects.yaml"
+
+
+def _trust_key(source: str, name: str, data: Any) -> tuple[str, str]:
+    import hashlib
+    import json
+
+    digest = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+    return f"{Path(source).resolve()}#{name}", digest
+
+
+def _shell_lines(profile: HostProfile) -> list[str]:
+    return [*profile.setup, *(profile.container.host_setup if profile.container else ())]
+
+
+def check_project_trust(config: Any, profile: HostProfile) -> None:
+    """A host from a project's porter.yaml (a cloned repository's file) that would run shell lines
+    or replace the bundled `local` host is used only once the user said so: `--trust-project`
+    (or PORTER_TRUST_PROJECT=1), remembered per file, host and content, as direnv and git's
+    safe.directory do. A changed profile must be trusted again."""
+    source = getattr(config, "project_hosts", {}).get(profile.name)
+    lines = _shell_lines(profile)
+    if source is None or (profile.name != "local" and not lines):
+        return
+    from porter.yamlio import load_yaml_file, write_yaml_atomic
+
+    record = trust_file(Path(config.user_config_dir))
+    key, digest = _trust_key(source, profile.name, config.hosts.get(profile.name))
+    known = (load_yaml_file(record) or {}) if record.is_file() else {}
+    if not isinstance(known, dict):
+        known = {}
+    if getattr(config, "trust_project", False) or os.environ.get("PORTER_TRUST_PROJECT") == "1":
+        if known.get(key) != digest:
+            try:
+                write_yaml_atomic(record, {**known, key: digest},
+                                  header="# project host profiles the user trusted (porter --trust-project)\n")
+            except OSError:
+                pass  # trusted for this run; remembering it is a convenience
+        return
+    if known.get(key) == digest:
+        return
+    what = "replace the bundled `local` host" if profile.name == "local" else f"define host {profile.name!r}"
+    shown = "; ".join(redact_text(line) for line in lines) or "(no setup lines, but it changes what `local` runs)"
+    raise InputError(
+        f"{source} is a project file porter does not trust yet: it would {what} and run these shell "
+        f"lines on it: {shown}",
+        hint=f"read them in {source}; if you trust them, run again with `porter --trust-project ...` "
+        f"(remembered in {record} until the profile changes)",
+    )
+
+
 def get_host(config: Any, name: str) -> HostProfile:
     hosts = load_hosts(config)
     if name not in hosts:
@@ -303,4 +388,5 @@ def get_host(config: Any, name: str) -> HostProfile:
             hint=f"known hosts: {', '.join(sorted(hosts))}; add one under `hosts:` in porter.yaml "
             f"or in {user_hosts_file(Path(config.user_config_dir))}",
         )
+    check_project_trust(config, hosts[name])
     return hosts[name]

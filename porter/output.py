@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from rich.console import Console
+from rich.markup import escape
 
 from porter import __version__
 from porter.errors import PorterError
-from porter.redact import redact_text
+from porter.redact import redact_data, redact_text
 
 SCHEMA_VERSION = 1
 
@@ -48,21 +49,26 @@ class Reporter:
     err: Console = field(default_factory=lambda: Console(stderr=True, highlight=False))
 
     def emit(self, command: str, payload: dict[str, Any], render: Callable[[Console], None]) -> None:
+        """Secrets are masked on the values before serialising (so the JSON stays valid) and on
+        the rendered text for people (tables are built from values the command holds)."""
         if self.json_mode:
             doc = {"schema": schema_id(command), "porter_version": __version__, **payload}
-            sys.stdout.write(redact_text(to_json(doc)) + "\n")
+            sys.stdout.write(to_json(redact_data(doc)) + "\n")
             sys.stdout.flush()
         else:
-            render(self.console)
+            with self.console.capture() as captured:
+                render(self.console)
+            self.console.file.write(redact_text(captured.get()))
+            self.console.file.flush()
 
     def error(self, exc: PorterError, command: str = "error") -> None:
         if self.json_mode:
             doc = {"schema": schema_id(command), "porter_version": __version__, "error": exc.to_dict()}
-            sys.stdout.write(redact_text(to_json(doc)) + "\n")
+            sys.stdout.write(to_json(redact_data(doc)) + "\n")
         else:
-            self.err.print(f"[bold red]error:[/] {redact_text(exc.message)}", markup=True)
+            self.err.print(f"[bold red]error:[/] {escape(redact_text(exc.message))}", markup=True)
             if exc.hint:
-                self.err.print(f"[yellow]hint:[/] {exc.hint}", markup=True)
+                self.err.print(f"[yellow]hint:[/] {escape(redact_text(exc.hint))}", markup=True)
 
     def status(self, message: str) -> None:
         if not self.quiet and not self.json_mode:

@@ -21,9 +21,18 @@ _SHA = re.compile(r"^[0-9a-f]{7,40}$")
 
 
 def default_stack_path() -> Path:
+    """vime/stack.yaml of the checkout porter runs from; installed from a wheel, the user's own
+    copy under the XDG data directory (seeded from the bundled one), never site-packages."""
     import vime.results  # a module file: `vime` itself may load as a namespace in editable installs
 
-    return Path(vime.results.__file__).resolve().parent / "stack.yaml"
+    from porter.config import is_checkout, seed_user_file, xdg_dir
+
+    bundled = Path(vime.results.__file__).resolve().parent / "stack.yaml"
+    if is_checkout():
+        return bundled
+    user = xdg_dir("XDG_DATA_HOME", ".local/share") / "porter" / "stack.yaml"
+    seed_user_file(user, bundled, "vime stack file")
+    return user
 
 
 @dataclass(frozen=True)
@@ -93,7 +102,11 @@ def ship_sources(stack: dict[str, Any], stack_path: Path | None) -> list[tuple[P
     """The directories a stack ships next to the runtime, as (source, top-level name on the host).
     Paths are relative to the stack file's directory (the repository root for vime/stack.yaml);
     each lands under its own name, importable from the run directory."""
-    base = Path(stack_path).resolve().parent if stack_path else default_stack_path().parent.parent
+    from porter.config import is_checkout
+
+    default = default_stack_path()
+    # vime/stack.yaml's paths are relative to the repository root; any other stack file's to its directory
+    base = Path(stack_path).resolve().parent if stack_path else (default.parent.parent if is_checkout() else default.parent)
     out: list[tuple[Path, str]] = []
     for rel in stack.get("ship", []):
         source = (base / rel).resolve()

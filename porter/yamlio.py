@@ -11,11 +11,30 @@ from porter.errors import InputError
 # served from its compiled cache), and the import costs ~20 ms of cold start.
 
 
+# YAML aliases let a few lines stand for gigabytes ("billion laughs"); configuration and KB files
+# need few or none, so more than this many is refused before anything is built.
+MAX_ALIASES = 50
+
+
+def _check_alias_budget(yaml: Any, text: str, loader: Any, source: str) -> None:
+    if "*" not in text:
+        return  # no alias can occur without its '*'
+    aliases = 0
+    for event in yaml.parse(text, Loader=loader):
+        if isinstance(event, yaml.AliasEvent):
+            aliases += 1
+            if aliases > MAX_ALIASES:
+                raise InputError(f"{source}: more than {MAX_ALIASES} YAML aliases (*name): refused, "
+                                 "an alias tree can expand to gigabytes",
+                                 hint="write the values out instead of repeating anchors")
+
+
 def load_yaml_text(text: str, source: str = "<text>") -> Any:
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
+        _check_alias_budget(yaml, text, loader, source)
         return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         where = ""

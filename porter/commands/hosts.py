@@ -27,6 +27,9 @@ def _probe_source() -> str:
     return Path(vime.envfacts.__file__).read_text(encoding="utf-8")
 
 
+PROBE_EOF = "PORTER_PROBE_EOF"
+
+
 def check_host(profile, timeout_s: float = CHECK_TIMEOUT_S) -> dict[str, Any]:
     """Probe a host; raises EnvironmentProblem when it cannot be reached or has no python."""
     from porter.errors import EnvironmentProblem
@@ -35,15 +38,17 @@ def check_host(profile, timeout_s: float = CHECK_TIMEOUT_S) -> dict[str, Any]:
     from porter.transports import script as sh
 
     transport = make_transport(profile)
+    # The setup lines (which may carry a secret) and the probe travel on stdin, never in argv:
+    # one brace group, so bash has read all of it before a setup line could read stdin itself.
     lines = sh.setup_lines(profile.setup)
     lines.append(
         f"command -v {sh.q(profile.python)} >/dev/null 2>&1 || "
         f"{{ echo {sh.q('porter: python not found on the host: ' + profile.python)} >&2; exit {sh.EXIT_PYTHON_MISSING}; }}"
     )
-    lines.append(f"exec {sh.q(profile.python)} - --json")
-    argv = transport.runtime_argv("\n".join(lines) + "\n", transport.runtime_env(profile.workdir), profile.workdir)
+    lines.append(f"exec {sh.q(profile.python)} - --json <<'{PROBE_EOF}'\n{_probe_source().rstrip()}\n{PROBE_EOF}")
+    argv = transport.runtime_argv("exec bash -s\n", transport.runtime_env(profile.workdir), profile.workdir)
     start = time.perf_counter()
-    done = run(argv, input_text=_probe_source(), timeout=timeout_s)
+    done = run(argv, input_text="{\n" + "\n".join(lines) + "\n}\n", timeout=timeout_s)
     elapsed = round(time.perf_counter() - start, 3)
     if done.timed_out:
         raise EnvironmentProblem(f"host {profile.name} did not answer within {timeout_s:g} s",

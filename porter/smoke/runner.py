@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from porter.errors import EnvironmentProblem, PorterError
-from porter.hosts import HostProfile
+from porter.hosts import HostProfile, has_secret
 from porter.proc import run, run_streaming
 from porter.smoke.bundle import ENV_FILE, STACK_FILE, build_bundle
 from porter.smoke.store import LOG_FILE, LogWriter, RunStore
@@ -99,6 +99,10 @@ def smoke_argv(level: str, gates: list[str], expect_device: str | None) -> list[
     return argv
 
 
+# after its time limit and the kill grace, a run that still holds the host lock is overdue
+LOCK_GRACE_S = 60.0
+
+
 def lock_path(profile: HostProfile) -> str:
     """One smoke run per host workdir at a time (profiles that split a host's chips between
     them and may run together give each its own `workdir`)."""
@@ -116,7 +120,10 @@ def parse_report(stdout: str) -> SmokeReport | None:
         except json.JSONDecodeError:
             return None  # the last JSON-looking line is cut: partial output
         if isinstance(doc, dict) and doc.get("schema") == SMOKE_SCHEMA:
-            return SmokeReport.from_dict(doc)
+            try:
+                return SmokeReport.from_dict(doc)
+            except (TypeError, ValueError, KeyError, AttributeError):
+                return None  # a report of the right schema but the wrong shape: no usable result
     return None
 
 
@@ -227,9 +234,13 @@ class SmokeRunner:
         shipped = False
         try:
             t0 = time.perf_counter()
+            # Secrets never go on a command line: secret env values, and the setup lines when any of
+            # them carries a secret, travel in the bundle's 0600 env file, sourced by the run script.
             secrets_env = transport.secret_env()
+            setup_in_bundle = any(has_secret(line) for line in profile.setup)
+            bundled = sh.export_lines(secrets_env) + (sh.setup_lines(profile.setup) if setup_in_bundle else [])
             bundle = build_bundle(request.stack, request.ship_extra,
-                                  env_file="\n".join(sh.export_lines(secrets_env)) + "\n" if secrets_env else None)
+                                  env_file="\n".join(bundled) + "\n" if bundled else None)
             note(f"shipping the runtime ({len(bundle) // 1024} KiB) to {profile.name}:{remote_dir} via {transport.describe()}")
             shipped = True  # from here on the run directory may exist on the host
             shipped_run = run_streaming(transport.ship_argv(remote_dir), input_bytes=bundle, on_line=relay,
@@ -246,11 +257,11 @@ class SmokeRunner:
                     details={"failure": "ship"},
                 )
             expect = profile.device_family if profile.device_family != "cpu" else None
-            script = sh.run_script(setup=profile.setup, cwd=remote_dir, python=profile.python,
+            script = sh.run_script(setup=() if setup_in_bundle else profile.setup, cwd=remote_dir, python=profile.python,
                                    argv=smoke_argv(request.level, request.gates, expect), timeout_s=timeout_s,
-                                   remove_after=not request.keep_remote, env_file=ENV_FILE if secrets_env else None)
+                                   remove_after=not request.keep_remote, env_file=ENV_FILE if bundled else None)
             argv = transport.runtime_argv(script, transport.runtime_env(remote_dir), remote_dir,
-                                          lock=lock_path(profile))
+                                          lock=lock_path(profile), lock_hold_s=timeout_s + LOCK_GRACE_S)
             note(f"running vime.smoke {request.level} on {profile.name} (time limit {timeout_s:g} s)")
             t1 = time.perf_counter()
             try:
@@ -309,7 +320,15 @@ class SmokeRunner:
                 pass  # a leftover directory is harmless; a leftover process would not be
         log.close()
         assert result.path is not None
-        self.store.save(result.path, result.to_dict())
+        try:
+            self.store.save(result.path, result.to_dict())
+        except OSError:
+            # no record without its result.json (a full disk, a read-only runs dir): --compare and
+            # --report would trip over the half; the error names the path
+            import shutil
+
+            shutil.rmtree(result.path, ignore_errors=True)
+            raise
 
     def _diagnoser(self, environment: dict[str, Any]):
         return self.diagnoser_factory(environment) if self.diagnoser_factory else None

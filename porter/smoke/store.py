@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 from porter.errors import EnvironmentProblem, InputError
 from porter.fsutil import atomic_write_text
-from porter.redact import Redactor, redact_text
+from porter.redact import Redactor, redact_data, sanitize_terminal
 
 RESULT_FILE = "result.json"
 LOG_FILE = "log.txt"
@@ -48,8 +48,9 @@ class LogWriter:
         self._redactor = Redactor()
 
     def line(self, text: str) -> str | None:
-        """Store one line; returns it redacted (None inside a private key block) for display."""
-        red = self._redactor.line(text)
+        """Store one line; returns it redacted and with terminal control sequences neutralised
+        (None inside a private key block) for display."""
+        red = self._redactor.line(sanitize_terminal(text))
         if red is not None:
             self._fh.write(red + "\n")
             self._fh.flush()
@@ -82,7 +83,7 @@ class RunStore:
 
     def save(self, run_dir: Path, payload: dict[str, Any]) -> Path:
         path = run_dir / RESULT_FILE
-        atomic_write_text(path, redact_text(json.dumps(payload, indent=2, sort_keys=False, default=str)) + "\n")
+        atomic_write_text(path, json.dumps(redact_data(payload), indent=2, sort_keys=False, default=str) + "\n")
         return path
 
     def _load_dir(self, path: Path) -> StoredRun:

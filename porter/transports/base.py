@@ -19,11 +19,13 @@ class Transport(ABC):
     def host_argv(self, script: str) -> list[str]:
         """Argv that runs `script` with bash on the host itself (outside any container)."""
 
-    def runtime_argv(self, script: str, env: Mapping[str, str], run_dir: str, lock: str | None = None) -> list[str]:
+    def runtime_argv(self, script: str, env: Mapping[str, str], run_dir: str, lock: str | None = None,
+                     lock_hold_s: float | None = None) -> list[str]:
         """Argv that runs `script` where the runtime lives, with `env` set before the script's
         setup lines run (so set_env.sh extends PYTHONPATH instead of being overwritten), holding
-        the host lock `lock` if given. Default: the host, with `env` exported at the top."""
-        head = sh.export_lines(env) + (sh.lock_lines(lock) if lock else [])
+        the host lock `lock` if given (for at most `lock_hold_s` before a later run may take it
+        over). Default: the host, with `env` exported at the top."""
+        head = sh.export_lines(env) + (sh.lock_lines(lock, run_dir, lock_hold_s) if lock else [])
         return self.host_argv("\n".join(head) + "\n" + script if head else script)
 
     def ship_argv(self, run_dir: str) -> list[str]:
@@ -41,13 +43,13 @@ class Transport(ABC):
         puts the shipped code first on PYTHONPATH after the setup lines ran.)"""
         env = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
         env.update(self.visible_devices_env())
-        env.update({k: v for k, v in self.profile.env if not is_secret_env(k)})
+        env.update({k: v for k, v in self.profile.env if not is_secret_env(k, v)})
         return env
 
     def secret_env(self) -> dict[str, str]:
         """The profile's secret-looking variables: anyone on a host can read process arguments,
         so these travel in the shipped bundle (see `script.run_script(env_file=...)`), never in argv."""
-        return {k: v for k, v in self.profile.env if is_secret_env(k)}
+        return {k: v for k, v in self.profile.env if is_secret_env(k, v)}
 
     def visible_devices_env(self) -> dict[str, str]:
         ids = self.profile.visible_devices

@@ -96,18 +96,22 @@ class ContainerTransport(Transport):
     def host_argv(self, script: str) -> list[str]:
         return self._ssh.host_argv(script)
 
-    def _engine_on_host(self, argv: list[str], bind_dir: str | None = None, lock: str | None = None) -> list[str]:
+    def _engine_on_host(self, argv: list[str], bind_dir: str | None = None, lock: str | None = None,
+                        run_dir: str | None = None, lock_hold_s: float | None = None) -> list[str]:
         lines = sh.setup_lines(self.spec.host_setup)
         if lock:  # on the host, not in the container: every container of this host shares it
-            lines += sh.lock_lines(lock)
+            lines += sh.lock_lines(lock, run_dir, lock_hold_s)
         if bind_dir:  # made by the ssh user, not by the engine (which would create it as root)
             lines.append(f"mkdir -p {sh.q(bind_dir)}")
         lines.append("exec " + shlex.join(argv))
         return self.host_argv("\n".join(lines) + "\n")
 
-    def runtime_argv(self, script: str, env: Mapping[str, str], run_dir: str, lock: str | None = None) -> list[str]:
+    def runtime_argv(self, script: str, env: Mapping[str, str], run_dir: str, lock: str | None = None,
+                     lock_hold_s: float | None = None) -> list[str]:
         bind_dir = run_dir if self.spec.mode == "run" else None
-        return self._engine_on_host(engine_argv(self.profile, script, env, run_dir), bind_dir, lock)
+        # an exec container's run directory is not the host's: no pgid file to kill on takeover
+        return self._engine_on_host(engine_argv(self.profile, script, env, run_dir), bind_dir, lock,
+                                    run_dir if bind_dir else "", lock_hold_s)
 
     def ship_argv(self, run_dir: str) -> list[str]:
         if self.spec.mode == "run":  # unpack on the host; the run binds the directory in

@@ -28,22 +28,40 @@ def setup_lines(setup: Sequence[str]) -> list[str]:
     ]
 
 
-def lock_lines(lock_file: str) -> list[str]:
+def lock_lines(lock_file: str, run_dir: str | None = None, hold_s: float | None = None) -> list[str]:
     """Hold an exclusive lock on `lock_file` for as long as this shell and its children live, so
     two smoke runs never share a host's devices; fail at once (no waiting) when it is taken.
-    Hosts without `flock` (util-linux) run unlocked."""
+    The holder writes `pid deadline run_dir` into the lock: a later run that finds the lock held
+    past the deadline (a run whose porter died and whose processes hang on) kills that run's
+    process group and takes the lock over. Hosts without `flock` (util-linux) run unlocked."""
     directory = lock_file.rsplit("/", 1)[0] or "/"
     cannot_open = (f"porter: cannot open the host lock {lock_file} (another user's? make it writable for "
                    "everyone who runs smoke here, or give this profile its own workdir)")
-    return [
+    busy = f"porter: host busy: another porter smoke run holds {lock_file}"
+    lines = [
         "if command -v flock >/dev/null 2>&1; then",
         f"  mkdir -p {q(directory)}",
         # Whoever creates the lock makes it writable for all: the devices are shared by every user.
         f"  [ -e {q(lock_file)} ] || {{ : >>{q(lock_file)} && chmod 666 {q(lock_file)}; }} 2>/dev/null",
         f"  exec 9>>{q(lock_file)} || {{ echo {q(cannot_open)} >&2; exit {EXIT_TOOLS_MISSING}; }}",
-        f"  flock -n 9 || {{ echo {q('porter: host busy: another porter smoke run holds ' + lock_file)} >&2; exit {EXIT_HOST_BUSY}; }}",
-        "fi",
+        "  if ! flock -n 9; then",
+        f"    read -r holder deadline holder_dir < {q(lock_file)} 2>/dev/null || true",
+        '    case "$deadline" in ""|*[!0-9]*) deadline="";; esac',
+        '    if [ -n "$deadline" ] && [ "$(date +%s)" -gt "$deadline" ]; then',
+        '      hpg=$(cat "$holder_dir/' + PGID_FILE + '" 2>/dev/null || true)',
+        '      case "$hpg" in ""|*[!0-9]*) ;; *) kill -TERM -- "-$hpg" 2>/dev/null;; esac',
+        '      case "$holder" in ""|*[!0-9]*) ;; *) kill -TERM "$holder" 2>/dev/null;; esac',
+        f"      flock -w 15 9 || {{ echo {q(busy + ' (an overdue run did not let go)')} >&2; exit {EXIT_HOST_BUSY}; }}",
+        '      echo "porter: took over the host lock from an overdue run (pid $holder, deadline $deadline passed)" >&2',
+        "    else",
+        f"      echo {q(busy)} >&2; exit {EXIT_HOST_BUSY}",
+        "    fi",
+        "  fi",
     ]
+    if hold_s is not None:
+        lines.append(f"  : > {q(lock_file)}; echo \"$$ $(( $(date +%s) + {int(hold_s) + 1} )) {run_dir or ''}\" >&9")
+    lines.append("fi")
+    return lines
 
 
 def export_lines(env: Mapping[str, str]) -> list[str]:
@@ -60,27 +78,32 @@ def run_script(
     remove_after: bool = False,
     env_file: str | None = None,
 ) -> str:
-    """Run `python argv...` in `cwd` under `timeout`, in a process group of its own whose id is
-    written to cwd/.porter-pgid; the script exits with the run's status (128+N for signal N).
-    `env_file` (relative to cwd) holds export lines that are sourced before the setup lines,
-    then deleted: secrets reach the run without ever being a command-line argument."""
-    lines: list[str] = []
+    """Run the setup lines and then `python argv...` in `cwd` under one `timeout`, in a process
+    group of its own whose id is written to cwd/.porter-pgid, so a hung setup line is killed like
+    a hung run; the script exits with the run's status (128+N for signal N). `env_file`
+    (relative to cwd) holds export and setup lines that are sourced before the setup lines, then
+    deleted: secrets reach the run without ever being a command-line argument."""
+    inner: list[str] = []
     if env_file:
         path = q(f"{cwd}/{env_file}")
-        lines.append(f". {path} && rm -f -- {path} || "
+        inner.append(f". {path} && rm -f -- {path} || "
                      f"{{ echo {q('porter: cannot read the shipped environment file in ' + cwd)} >&2; exit {EXIT_WORKDIR_MISSING}; }}")
-    lines += setup_lines(setup)
-    lines += [
+    inner += setup_lines(setup)
+    inner += [
         f"cd {q(cwd)} 2>/dev/null || {{ echo {q('porter: run directory missing on the host: ' + cwd)} >&2; exit {EXIT_WORKDIR_MISSING}; }}",
-        "for tool in timeout; do command -v $tool >/dev/null 2>&1 || "
-        f"{{ echo \"porter: $tool not found on the host (install coreutils)\" >&2; exit {EXIT_TOOLS_MISSING}; }}; done",
         # The shipped runtime shadows any installed copy; whatever setup put on the path stays.
         f"export PYTHONPATH={q(cwd)}${{PYTHONPATH:+:$PYTHONPATH}}",
         f"command -v {q(python)} >/dev/null 2>&1 || {{ echo {q('porter: python not found on the host: ' + python)} >&2; exit {EXIT_PYTHON_MISSING}; }}",
+        "exec " + " ".join(q(a) for a in (python, *argv)),
+    ]
+    lines = [
+        f"[ -d {q(cwd)} ] || {{ echo {q('porter: run directory missing on the host: ' + cwd)} >&2; exit {EXIT_WORKDIR_MISSING}; }}",
+        "for tool in timeout; do command -v $tool >/dev/null 2>&1 || "
+        f"{{ echo \"porter: $tool not found on the host (install coreutils)\" >&2; exit {EXIT_TOOLS_MISSING}; }}; done",
         # Job control gives the run its own process group (pgid = its pid), recorded so a second
         # connection can kill the whole group; `timeout` TERMs that group, then KILLs it.
         "set -m",
-        "timeout -k 5 " + " ".join(q(a) for a in (f"{timeout_s:g}", python, *argv)) + " &",
+        f"timeout -k 5 {timeout_s:g} bash -c {q(chr(10).join(inner) + chr(10))} &",
         "pg=$!",
         "set +m",  # the group exists now; without monitor mode bash prints no "[1]+ Done" notice
         f"echo \"$pg\" > {q(cwd + '/' + PGID_FILE)}",

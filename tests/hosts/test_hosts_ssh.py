@@ -105,6 +105,22 @@ def test_remote_timeout_leaves_nothing_running(project, sshd, tmp_path):
         assert process_gone(int((pids / name).read_text())), f"remote {name} still running"
 
 
+def test_hung_setup_line_is_killed_by_the_timeout_and_frees_the_host(project, sshd, tmp_path):
+    """A setup line that never returns runs in the timed process group: killed like a hung run,
+    and the host lock is free for the next run (no "host busy" forever)."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    ok_python = fake_python(tmp_path / "ok-python", "exit 1\n")
+    hang = f"echo $$ > {pids}/setup.pid; sleep 300"
+    write_config(project, {"a3": sshd.profile(python=str(ok_python), workdir=str(tmp_path / "remote"), setup=[hang])})
+    code, doc, _ = invoke("smoke", "--host", "a3", "--level", "L0", "--timeout", "2", "--json")
+    assert code == 3 and doc["run"]["error"]["details"]["failure"] == "timeout"
+    assert process_gone(int((pids / "setup.pid").read_text())), "the hung setup line still runs"
+    write_config(project, {"a3": sshd.profile(python=str(ok_python), workdir=str(tmp_path / "remote"))})
+    code, doc, _ = invoke("smoke", "--host", "a3", "--level", "L0", "--json")
+    assert doc["run"]["error"] is None or doc["run"]["error"]["details"].get("failure") != "busy"
+
+
 FAKE_DOCKER = r'''
 """A stand-in for `docker` on the ssh host: records its argv, then runs the command locally."""
 import json, os, sys

@@ -111,9 +111,16 @@ def test_run_mode_ships_to_host_and_kills_by_container_name():
 def test_run_script_quotes_values_once():
     script = sh.run_script(setup=["source /usr/local/Ascend/ascend-toolkit/set_env.sh"], cwd="/w/run 1",
                            python="/opt/py thon", argv=["-m", "vime.smoke", "--gates", "G1;reboot"], timeout_s=30)
-    assert "'/w/run 1'" in script and "'/opt/py thon'" in script and "'G1;reboot'" in script
-    assert "source /usr/local/Ascend/ascend-toolkit/set_env.sh" in script
-    assert "timeout -k 5 30 '/opt/py thon' -m vime.smoke --gates 'G1;reboot' &" in script
+    assert "'/w/run 1'" in script
+    # setup and run share one timed process group: the inner script is one quoted word of the
+    # outer shell, and within it every value is quoted once
+    assert "\ntimeout -k 5 30 bash -c '" in script
+    quoted = script.split("\ntimeout -k 5 30 bash -c ", 1)[1].split(" &\npg=$!", 1)[0]
+    words = shlex.split(quoted)
+    assert len(words) == 1
+    inner = words[0]
+    assert "source /usr/local/Ascend/ascend-toolkit/set_env.sh" in inner
+    assert inner.index("set_env.sh") < inner.index("exec '/opt/py thon' -m vime.smoke --gates 'G1;reboot'")
 
 
 @pytest.mark.parametrize(

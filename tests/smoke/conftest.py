@@ -16,6 +16,9 @@ def project(tmp_path, monkeypatch):
                      ("PORTER_CACHE_DIR", "cache")):
         monkeypatch.setenv(var, str(tmp_path / sub))
     monkeypatch.chdir(root)
+    # These tests write the project file themselves; the trust boundary for project hosts has its
+    # own tests (tests/hosts/test_project_trust.py).
+    monkeypatch.setenv("PORTER_TRUST_PROJECT", "1")
     write_config(root, {})
     return root
 

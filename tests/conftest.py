@@ -1,0 +1,20 @@
+"""Suite-wide settings: Hypothesis keeps all its files (examples, constants) outside the checkout."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from hypothesis import settings
+from hypothesis.configuration import set_hypothesis_home_dir, storage_directory
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+# Hypothesis defaults to ./.hypothesis, i.e. into the repository; CI and developers get one
+# place outside it (HYPOTHESIS_STORAGE_DIRECTORY when set, as .ci/run does).
+HYPOTHESIS_HOME = Path(os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY")
+                       or Path(tempfile.gettempdir()) / "porter-hypothesis")
+set_hypothesis_home_dir(HYPOTHESIS_HOME)
+settings.register_profile("porter", database=DirectoryBasedExampleDatabase(str(HYPOTHESIS_HOME / "examples")))
+settings.load_profile("porter")
+assert storage_directory("probe", intent_to_write=False).home_directory == HYPOTHESIS_HOME
