@@ -7,7 +7,12 @@ Prints:
 - throughput on a generated 50 MB log (noise, progress bars, warnings and a few real traces).
 
 Targets (issue 2): p50 <= 20 ms per trace, CLI cold <= 300 ms, 50 MB <= 10 s.
-Usage: .venv/bin/python bench/diagnose.py [--mb 50] [--runs 7] [--json]
+With `--history REPO` (a clone with full history, e.g. of vllm-ascend), also:
+- the `porter kb mine-history` index build for REPO into a fresh cache (time, size);
+- the extra time `--history REPO` adds per trace with the index warm: in-process, and end-to-end
+  (`porter diagnose FILE --history REPO` against `porter diagnose FILE`).
+Targets (issue 14): <= 1 s extra per trace with a warm index, index build <= 2 min on 2 cores.
+Usage: .venv/bin/python bench/diagnose.py [--mb 50] [--runs 7] [--history REPO] [--json]
 """
 
 from __future__ import annotations
@@ -131,10 +136,50 @@ def throughput(kb, megabytes: int, traces: list[Path]) -> dict:
                 "blocks_dropped": diag.signals.blocks_dropped}
 
 
+def history_figures(repo: Path, runs: int) -> dict:
+    """Index build (fresh cache) and the extra time of --history per trace with that index warm."""
+    from porter.kb.history import mine
+    from porter.kb.history.lookup import HistorySource, analyse_diagnosis
+    from porter.kb.matcher import diagnose_text
+
+    cache = Path(tempfile.mkdtemp(prefix="porter-bench-history-"))
+    try:
+        start = time.perf_counter()
+        index, path, _ = mine.build_index(repo, cache)
+        build_s = time.perf_counter() - start
+        traces = sorted((ROOT / "bench" / "known_fixes" / "traces").glob("*.txt"))
+        traces += sorted((ROOT / "tests" / "data" / "heldout").glob("h0*.txt"))[:4]
+        kb = load_entries(ROOT / "knowledge" / "patterns").compiled()
+        source = HistorySource(repo.name, repo)
+        in_process = []
+        for trace in traces:
+            text = trace.read_text(errors="replace")
+            diag = diagnose_text(kb, text)
+            start = time.perf_counter()
+            loaded = mine.cached_index(cache, repo, mine.resolve(repo, "HEAD"))  # what each CLI run does
+            analyse_diagnosis(source, diag, text, {}, cache, index=loaded)
+            in_process.append(time.perf_counter() - start)
+        env = {**os.environ, "PORTER_CACHE_DIR": str(cache)}
+        trace = traces[0]
+        plain = cli_time([str(PORTER), "diagnose", str(trace)], env, runs)
+        with_history = cli_time([str(PORTER), "diagnose", str(trace), "--history", str(repo)], env, runs)
+        return {
+            "repo": str(repo), "commits": len(index.commits), "tags": len(index.tags),
+            "index_build_s": round(build_s, 1), "index_bytes": path.stat().st_size,
+            "extra_per_trace_s": {"traces": len(in_process), "p50": round(statistics.median(in_process), 3),
+                                  "max": round(max(in_process), 3)},
+            "cli": {"trace": trace.name, "plain_ms": plain, "with_history_ms": with_history,
+                    "extra_ms": round(with_history["median_ms"] - plain["median_ms"], 1)},
+        }
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mb", type=int, default=50, help="size of the generated log (default 50)")
     ap.add_argument("--runs", type=int, default=7, help="repetitions per measurement (median)")
+    ap.add_argument("--history", type=Path, help="also measure `diagnose --history` against this git clone")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -152,6 +197,8 @@ def main() -> int:
         "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
         "cpus": os.cpu_count(),
     }
+    if args.history:
+        result["history"] = history_figures(args.history.resolve(), args.runs)
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -165,6 +212,14 @@ def main() -> int:
           f"with compiled-KB cache {fmt(cli['with_cache_ms'])}; `porter --version` alone {fmt(cli['porter_version_ms'])}   [target cold <= 300 ms]")
     print(f"{big['bytes'] / 1024 / 1024:.0f} MB log ({big['lines']} lines): {big['seconds']} s = {big['mb_per_s']} MB/s, "
           f"status {big['status']}, top {big['top']}, blocks kept {big['blocks_kept']} (dropped {big['blocks_dropped']})   [target <= 10 s]")
+    if "history" in result:
+        h = result["history"]
+        ex, hc = h["extra_per_trace_s"], h["cli"]
+        print(f"history index for {h['repo']}: {h['commits']} commits, {h['tags']} tags, built in {h['index_build_s']} s, "
+              f"{h['index_bytes'] / 1e6:.1f} MB   [target <= 120 s on 2 cores]")
+        print(f"--history extra per trace, warm index (load + search, {ex['traces']} traces): p50 {ex['p50']} s, max {ex['max']} s; "
+              f"CLI {hc['trace']}: {fmt(hc['plain_ms'])} without, {fmt(hc['with_history_ms'])} with "
+              f"(+{hc['extra_ms']} ms)   [target <= 1 s]")
     print(f"load average {result['load_average']} on {result['cpus']} CPUs (other processes share this machine)")
     if os.environ.get("PYTHONDONTWRITEBYTECODE"):
         # Every fresh process then recompiles porter's sources (~80 ms): not what an install sees.

@@ -1,14 +1,17 @@
-"""Real-world check of `porter upgrade` without --dry-run (not part of CI).
+"""Real ports with `porter upgrade` (not part of CI): vllm-ascend releases from their PyPI sdists
+imported into git repositories, ported to later vllm releases.
 
-    .venv/bin/python bench/port.py [--plugin 0.11.0] [--baseline 0.11.0] [--target 0.13.0] [--later-plugin 0.13.0]
+    .venv/bin/python bench/port.py                      # the four pairs below
+    .venv/bin/python bench/port.py --pair 0.18.0:0.18.0:0.22.1
 
-Needs the unpacked wheels that bench/upgrade.py leaves in bench/.data/trees (vllm-ascend-<v>,
-vllm-<v>). Steps: import the vllm-ascend release into a fresh git repository (one commit), run
-`porter upgrade vllm-ascend --to TARGET --from BASELINE --plugin-path REPO --upstream-path ...` in
-a subprocess with a private cache, then report how many findings were bridged automatically, how
-many were handed to a human, the validation, and, for every moved/renamed name porter bridged,
-whether the later plugin release imports the new name from the module porter chose.
-Results: bench/results/port.json and a Markdown summary on stdout.
+Needs the unpacked sdists (.py files and packaging metadata) in /work/cache/<name>-<version>
+(`pip download --no-deps -d /work/cache/pypi vllm==X` etc., then unpack; --trees DIR to change).
+Per pair: import `vllm_ascend/` plus setup.py / pyproject.toml / setup.cfg / requirements.txt of the
+plugin release into a fresh repository (one commit), run porter in a subprocess with a private cache
+and runs directory, and print: findings, bridged / handed-off counts, the imports-at-target verdict,
+the generated tests, the validation checks, PR_MATERIAL.md lines against the plugin lines changed,
+and five bridged fixes with the target source they rely on (for checking them by hand).
+Results: bench/results/port.json.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import argparse
 import collections
 import json
 import os
-import re
+import random
 import shutil
 import subprocess
 import sys
@@ -26,107 +29,140 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TREES = ROOT / "bench" / ".data" / "trees"
 RESULTS = ROOT / "bench" / "results"
+PAIRS = ("0.11.0:0.11.0:0.13.0", "0.13.0:0.13.0:0.18.0", "0.18.0:0.18.0:0.22.1", "0.23.0.post1:0.23.0:0.33.0")
+IDENTITY = {"GIT_AUTHOR_NAME": "import", "GIT_AUTHOR_EMAIL": "import@bench.invalid",
+            "GIT_COMMITTER_NAME": "import", "GIT_COMMITTER_EMAIL": "import@bench.invalid"}
 
 
-def git(repo: Path, *args: str) -> None:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "import", "GIT_AUTHOR_EMAIL": "import@bench.invalid",
-           "GIT_COMMITTER_NAME": "import", "GIT_COMMITTER_EMAIL": "import@bench.invalid"}
-    subprocess.run(["git", "-c", "init.defaultBranch=main", *args], cwd=repo, env=env, check=True, capture_output=True)
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-c", "init.defaultBranch=main", *args], cwd=repo, env={**os.environ, **IDENTITY},
+                          check=True, capture_output=True, text=True).stdout
 
 
-def imports_of(root: Path, name: str) -> set[str]:
-    """Modules the plugin tree imports `name` from (single-line, parenthesised and backslash forms)."""
-    modules: set[str] = set()
-    pattern = re.compile(r"from\s+(vllm[\w.]*)\s+import\s+(\([^)]*\)|(?:[^\n\\]|\\\n)*)")
-    for path in root.rglob("*.py"):
-        text = path.read_text(encoding="utf-8", errors="replace")
-        if name not in text:
+def import_release(source: Path, repo: Path, version: str) -> None:
+    repo.mkdir(parents=True)
+    shutil.copytree(source / "vllm_ascend", repo / "vllm_ascend")
+    for name in ("setup.py", "pyproject.toml", "setup.cfg", "requirements.txt"):
+        if (source / name).is_file():
+            shutil.copy2(source / name, repo / name)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", f"vllm-ascend {version} (imported from the PyPI sdist)")
+
+
+def numstat(repo: Path, base: str, tip: str) -> dict[str, int]:
+    """Lines added+deleted: all files but PR_MATERIAL.md, and the plugin's pre-existing files only."""
+    out = {"all": 0, "existing": 0, "pr_material": 0}
+    created = set(git(repo, "diff", "--name-only", "--diff-filter=A", base, tip).split())
+    for line in git(repo, "diff", "--numstat", base, tip).splitlines():
+        added, deleted, path = line.split("\t")
+        count = int(added) + int(deleted) if added != "-" else 0
+        if path == "PR_MATERIAL.md":
+            out["pr_material"] = int(added)
             continue
-        for match in pattern.finditer(text):
-            if re.search(rf"\b{re.escape(name)}\b", match.group(2)):
-                modules.add(match.group(1))
-    return modules
+        out["all"] += count
+        if path not in created:
+            out["existing"] += count
+    return out
+
+
+def run_pair(spec: str, trees: Path, work: Path) -> dict:
+    plugin, baseline, target = spec.split(":")
+    source, base_tree, target_tree = (trees / f"vllm-ascend-{plugin}", trees / f"vllm-{baseline}", trees / f"vllm-{target}")
+    missing = [str(p) for p in (source, base_tree, target_tree) if not p.is_dir()]
+    if missing:
+        return {"pair": spec, "error": f"missing unpacked sdists: {', '.join(missing)}"}
+    repo = work / f"vllm-ascend-{plugin}"
+    import_release(source, repo, plugin)
+    argv = [sys.executable, "-m", "porter", "upgrade", "vllm-ascend", "--to", target, "--from", baseline,
+            "--plugin-path", str(repo), "--upstream-path", f"{baseline}={base_tree}",
+            "--upstream-path", f"{target}={target_tree}", "--json"]
+    env = {**os.environ, "PORTER_CACHE_DIR": str(work / f"cache-{plugin}"), "XDG_DATA_HOME": str(work / "data"),
+           "PYTHONPATH": str(ROOT)}
+    started = time.perf_counter()
+    run = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=3600)
+    wall = time.perf_counter() - started
+    doc = json.loads(run.stdout)
+    if "error" in doc:
+        details = doc["error"].get("details") or {}
+        record = Path(details["record_dir"]) / "run.json" if details.get("record_dir") else None
+        if record is None or not record.is_file():
+            return {"pair": spec, "exit_code": run.returncode, "error": doc["error"]["message"]}
+        port = json.loads(record.read_text())
+        records = port["analysis"]["records"]
+    else:
+        port, records = doc["port"], doc["analysis"]["records"]
+    tip = port.get("tip")
+    sizes = numstat(repo, port["base_sha"], tip) if tip else {}
+    generated = next((c for c in port["validation"].get("checks", []) if c["name"] == "generated shim tests"), {})
+    by_key = {r["key"]: r for r in records}
+    groups = {r: g for g in port.get("plan", {}).get("groups", []) for r in g["symbols"]}
+    sample = random.Random(spec).sample(port["bridged"], min(5, len(port["bridged"])))
+    return {
+        "pair": f"vllm-ascend {plugin}: vllm {baseline} -> {target}",
+        "exit_code": run.returncode,
+        "wall_s": round(wall, 1),
+        "branch_moved": port.get("branch_moved"),
+        "failed_branch": port.get("failed_branch"),
+        "findings": port.get("total_findings"),
+        "by_family": dict(collections.Counter(r["family"] for r in records if r["severity"] != "note")),
+        "bridged": len(port["bridged"]),
+        "handed_off": len(port["needs_human"]),
+        "handed_off_by_family": dict(collections.Counter(k.split(":")[0] for k in port["needs_human"])),
+        "imports_at_target": port.get("imports_at_target", {}).get("line"),
+        "standins": port.get("imports_at_target", {}).get("standins"),
+        "generated_tests": generated.get("detail"),
+        "validation": [(c["name"], c["verdict"]) for c in port["validation"].get("checks", [])],
+        "commits": len(port.get("commits", [])),
+        "lines_changed": sizes,
+        "pr_material_ratio": round(sizes["pr_material"] / sizes["all"], 2) if sizes.get("all") else None,
+        "pr_material_ratio_existing_files": round(sizes["pr_material"] / sizes["existing"], 2) if sizes.get("existing") else None,
+        "sample_bridged": [{"key": k, "strategy": next((g["strategy"] for s, g in groups.items() if k.endswith(s)), ""),
+                            "new_location": (by_key.get(k) or {}).get("new_location")} for k in sample],
+        "repo": str(repo),
+        "tip": tip,
+    }
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--plugin", default="0.11.0")
-    parser.add_argument("--baseline", default="0.11.0")
-    parser.add_argument("--target", default="0.13.0")
-    parser.add_argument("--later-plugin", default="0.13.0")
+    parser.add_argument("--pair", action="append", help="PLUGIN:BASELINE:TARGET (repeatable)")
+    parser.add_argument("--trees", type=Path, default=Path("/work/cache"))
+    parser.add_argument("--keep", action="store_true", help="keep the imported repositories (for checking by hand)")
     args = parser.parse_args(argv)
-    plugin_tree = TREES / f"vllm-ascend-{args.plugin}"
-    later_tree = TREES / f"vllm-ascend-{args.later_plugin}"
-    trees = {v: TREES / f"vllm-{v}" for v in (args.baseline, args.target)}
-    missing = [str(p) for p in (plugin_tree, later_tree, *trees.values()) if not p.is_dir()]
-    if missing:
-        print(f"missing unpacked wheels: {', '.join(missing)}; run bench/upgrade.py first", file=sys.stderr)
-        return 3
-
     work = Path(tempfile.mkdtemp(prefix="porter-bench-port-"))
+    results = []
     try:
-        repo = work / "vllm-ascend"
-        shutil.copytree(plugin_tree / "vllm_ascend", repo / "vllm_ascend")
-        git(repo, "init", "-q")
-        git(repo, "add", "-A")
-        git(repo, "commit", "-qm", f"vllm-ascend {args.plugin} (imported from the PyPI wheel)")
-        argv_porter = [sys.executable, "-m", "porter", "upgrade", "vllm-ascend", "--to", args.target, "--from", args.baseline,
-                       "--plugin-path", str(repo), "--json"]
-        for version, tree in trees.items():
-            argv_porter += ["--upstream-path", f"{version}={tree}"]
-        env = {**os.environ, "PORTER_CACHE_DIR": str(work / "cache"), "PYTHONPATH": str(ROOT)}
-        started = time.perf_counter()
-        run = subprocess.run(argv_porter, cwd=work, env=env, capture_output=True, text=True, timeout=1800)
-        wall = time.perf_counter() - started
-        doc = json.loads(run.stdout)
-        if "error" in doc:
-            print(json.dumps(doc["error"], indent=2), file=sys.stderr)
-            return run.returncode
-        port, records = doc["port"], {r["key"]: r for r in doc["analysis"]["records"]}
-        rows, verdicts = [], collections.Counter()
-        for key in port["bridged"]:
-            record = records[key]
-            if record["family"] not in ("F2", "F2r") or not record["new_location"]:
+        for spec in args.pair or PAIRS:
+            result = run_pair(spec, args.trees, work)
+            results.append(result)
+            print(f"## {result['pair']}")
+            if "error" in result and "bridged" not in result:
+                print(f"- error: {result['error']}\n")
                 continue
-            new = record["new_location"]
-            name = new["qualname"].split(".")[-1]
-            theirs = imports_of(later_tree / "vllm_ascend", name)
-            verdict = "same module" if new["module"] in theirs else ("not imported" if not theirs else "different module")
-            verdicts[verdict] += 1
-            rows.append((record["symbol"], f"{new['module']}.{name}", verdict, ", ".join(sorted(theirs)) or "—"))
-        summary = {
-            "pair": f"vllm-ascend {args.plugin} on vllm {args.baseline} -> {args.target}",
-            "wall_s": round(wall, 1),
-            "exit_code": run.returncode,
-            "findings": len(records),
-            "by_family": dict(collections.Counter(r["family"] for r in records.values())),
-            "bridged": len(port["bridged"]),
-            "needs_human": len(port["needs_human"]),
-            "needs_human_by_family": dict(collections.Counter(k.split(":")[0] for k in port["needs_human"])),
-            "commits": len(port["commits"]),
-            "validation": [(c["name"], c["verdict"], c["detail"]) for c in port["validation"]["checks"]],
-            "moves_vs_later_release": dict(verdicts),
-            "rows": rows,
-        }
+            print(f"- exit {result['exit_code']}, {result['wall_s']} s; branch moved: {result['branch_moved']}"
+                  + (f"; kept on {result['failed_branch']}" if result["failed_branch"] else ""))
+            print(f"- findings {result['findings']} {result['by_family']}")
+            print(f"- bridged {result['bridged']}; handed off {result['handed_off']} {result['handed_off_by_family']}")
+            print(f"- {result['imports_at_target']}")
+            print(f"- generated tests: {result['generated_tests']}")
+            print(f"- validation: {', '.join(f'{n} {v}' for n, v in result['validation'])}")
+            print(f"- PR_MATERIAL.md {result['lines_changed'].get('pr_material')} lines; changed lines "
+                  f"{result['lines_changed'].get('all')} (pre-existing plugin files {result['lines_changed'].get('existing')}); "
+                  f"ratio {result['pr_material_ratio']} ({result['pr_material_ratio_existing_files']} vs pre-existing files)")
+            print("- sample of bridged fixes (check by hand against the target source):")
+            for item in result["sample_bridged"]:
+                print(f"  - {item['key']} [{item['strategy']}] -> {item['new_location'] or '-'}")
+            print()
         RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS / "port.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-        print(f"## {summary['pair']}\n")
-        print(f"- findings: {summary['findings']} {summary['by_family']}")
-        print(f"- bridged automatically: {summary['bridged']}; needs a human: {summary['needs_human']} "
-              f"{summary['needs_human_by_family']}")
-        print(f"- {summary['commits']} shim commits + PR_MATERIAL.md, {summary['wall_s']} s wall, exit {run.returncode}")
-        for name, verdict, detail in summary["validation"]:
-            print(f"- validation {name}: {verdict} ({detail})")
-        print(f"\n### moved/renamed names vs vllm-ascend {args.later_plugin}: {dict(verdicts)}\n")
-        print("| plugin used | porter's new home | verdict | later release imports it from |")
-        print("|---|---|---|---|")
-        for row in rows:
-            print("| " + " | ".join(f"`{c}`" if i < 2 else c for i, c in enumerate(row)) + " |")
-        return 0
+        (RESULTS / "port.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        return 0 if all("bridged" in r for r in results) else 1
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"kept: {work}")
 
 
 if __name__ == "__main__":

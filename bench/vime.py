@@ -9,6 +9,14 @@ Side by side, on the same weights:
     Target: vime >= 1.0x. The greedy outputs are compared as a sanity check.
   * training: one GRPO optimizer step (forward-only log-probs + forward/backward + AdamW) on a
     rollout of the same batch, median over --repeats.
+  * training against transformers: the same GRPO step (forward-only log-probs, forward/backward of
+    the PPO clipped loss, AdamW) written on transformers' LlamaForCausalLM with the same weights and
+    batch; ratio = transformers step time / vime step time (target >= 1.0x).
+  * speculative decoding vs plain decoding on the engine (same prompts, greedy and T = 1, k = 4):
+    the target's layers 1.. have zero output projections (so they are identity residual blocks)
+    and the draft is the target's first layer alone, so the draft agrees with the target (high
+    acceptance, reported) at a quarter of its depth; tokens/s of both, and whether the greedy tokens
+    are identical.
   * weight sync: colocated hand-over and decoupled broadcast (gloo, two processes), packed and per
     tensor, ms per MB of weights, median over --repeats.
 
@@ -116,6 +124,87 @@ def bench_train(model, hf_dir: Path, batch: int, prompt_len: int, new_tokens: in
     return {"samples_per_step": batch, "tokens_per_sample": prompt_len + new_tokens, "step_s": step_s}
 
 
+def bench_train_vs_transformers(model, hf_dir: Path, batch: int, prompt_len: int, new_tokens: int, repeats: int) -> dict:
+    """The same GRPO step on vime's TrainLM and on transformers' model (same weights, batch, loss)."""
+    import copy
+
+    from vime.hf_parity import load_transformers_model, transformers_status
+    from vime.model import response_logprobs
+    from vime.rollout.engine import RolloutEngine
+    from vime.trainer import TrainBatch, Trainer, TrainerConfig, grpo_advantages, policy_loss, sample_mean
+
+    ok, why = transformers_status()
+    if not ok:
+        return {"transformers": f"skipped: {why}"}
+    engine = RolloutEngine.from_hf(hf_dir)
+    prompts = torch.randint(0, model.config.vocab_size, (batch, prompt_len), generator=torch.Generator().manual_seed(1))
+    out = engine.generate(prompts, max_new_tokens=new_tokens, temperature=1.0)
+    rewards = torch.linspace(0, 1, batch)
+    tb = TrainBatch(out.prompt_tokens, out.response_tokens, out.loss_mask, out.logprobs, rewards, n_samples_per_prompt=min(4, batch))
+    trainer = Trainer(copy.deepcopy(model), TrainerConfig(lr=1e-5, global_batch_size=batch))
+    hf = load_transformers_model(hf_dir, torch.float32).train()
+    opt = torch.optim.AdamW(hf.parameters(), lr=1e-5, foreach=False)
+    full = torch.cat([out.prompt_tokens, out.response_tokens], dim=1)[:, :-1]
+    adv = grpo_advantages(rewards, tb.n_samples_per_prompt)
+
+    def hf_step():
+        with torch.no_grad():
+            old, _ = response_logprobs(hf(input_ids=full).logits[:, prompt_len - 1 :], out.response_tokens)
+        opt.zero_grad(set_to_none=True)
+        logp, _ = response_logprobs(hf(input_ids=full).logits[:, prompt_len - 1 :], out.response_tokens)
+        pg, _, _ = policy_loss(logp, old, adv, 0.2, 0.2)
+        sample_mean(pg, out.loss_mask).mean().backward()
+        torch.nn.utils.clip_grad_norm_(hf.parameters(), 1.0)
+        opt.step()
+
+    medians = _alternating_medians({"vime": lambda: trainer.train_rollout(tb), "transformers": hf_step}, repeats)
+    return {"vime_step_s": medians["vime"], "transformers_step_s": medians["transformers"],
+            "ratio": medians["transformers"] / medians["vime"]}
+
+
+def bench_spec_decode(config, batch: int, prompt_len: int, new_tokens: int, repeats: int, k: int = 4) -> dict:
+    from dataclasses import replace
+
+    from vime.convert import iter_hf_weights
+    from vime.model import RolloutLM, TrainLM
+    from vime.rollout.engine import RolloutEngine
+    from vime.spec_decode import DraftModelProposer, SpeculativeSetup, parse_speculative_config
+
+    target = TrainLM(config)
+    with torch.no_grad():
+        for layer in target.decoder.layers[1:]:  # identity residual blocks: the first layer decides
+            layer.self_attention.linear_proj.weight.zero_()
+            layer.mlp.linear_fc2.weight.zero_()
+    weights = {n: t.detach().clone() for n, t in iter_hf_weights(target)}
+    engine = RolloutEngine(config, hf_weights=weights)
+    draft_cfg = replace(config, num_layers=1)
+    draft = RolloutLM(draft_cfg)
+    draft.load_state_dict({n: t for n, t in weights.items() if not n.startswith("model.layers.") or n.startswith("model.layers.0.")})
+    draft.eval().requires_grad_(False)
+    setup = SpeculativeSetup(parse_speculative_config({"method": "draft_model", "model": "<in-memory>", "num_speculative_tokens": k}),
+                             DraftModelProposer(draft))
+    prompts = torch.randint(0, config.vocab_size, (batch, prompt_len), generator=torch.Generator().manual_seed(2))
+    tokens = batch * new_tokens
+    result = {"k": k, "target_layers": config.num_layers, "draft_layers": 1}
+    for label, temperature in (("greedy", 0.0), ("sampled_t1", 1.0)):
+        def plain():
+            return engine.generate(prompts, max_new_tokens=new_tokens, temperature=temperature)
+
+        def spec():
+            return engine.generate(prompts, max_new_tokens=new_tokens, temperature=temperature, speculative=setup)
+
+        medians = _alternating_medians({"plain": plain, "spec": spec}, repeats)
+        sp = spec()
+        result[label] = {
+            "plain_tokens_per_s": tokens / medians["plain"], "spec_tokens_per_s": tokens / medians["spec"],
+            "speedup": medians["plain"] / medians["spec"], "acceptance_rate": sp.stats["spec_decode"]["acceptance_rate"],
+            "mean_accepted_length": sp.stats["spec_decode"]["mean_accepted_length"],
+        }
+        if temperature == 0:
+            result[label]["tokens_identical"] = bool(torch.equal(sp.response_tokens, plain().response_tokens))
+    return result
+
+
 def bench_sync(model, hf_dir: Path, repeats: int) -> dict:
     from vime.convert import iter_hf_weights
     from vime.rollout.engine import RolloutEngine, build_engine
@@ -174,6 +263,9 @@ def main() -> int:
             "load_average": os.getloadavg()[0],
             "rollout": bench_rollout(model, hf_dir, args.batch, args.prompt_len, args.new_tokens, args.repeats),
             "train": bench_train(model, hf_dir, args.batch, args.prompt_len, args.new_tokens, args.repeats),
+            "train_vs_transformers": bench_train_vs_transformers(model, hf_dir, args.batch, args.prompt_len,
+                                                                 args.new_tokens, args.repeats),
+            "spec_decode": bench_spec_decode(config, args.batch, args.prompt_len, args.new_tokens, args.repeats),
             "sync": bench_sync(model, hf_dir, args.repeats),
         }
     out_dir = ROOT / "bench" / "results"
@@ -201,6 +293,18 @@ def _print_tables(r: dict) -> None:
         print(f"  speedup vime / transformers: {ro['speedup']:.2f}x (target >= 1.0x); "
               f"greedy tokens identical: {100 * ro['greedy_tokens_identical']:.1f}%")
     print(f"\ntraining: {tr['step_s'] * 1e3:.1f} ms per optimizer step ({tr['samples_per_step']} samples x {tr['tokens_per_sample']} tokens)")
+    tv = r["train_vs_transformers"]
+    if "ratio" in tv:
+        print(f"  same GRPO step on transformers: {tv['transformers_step_s'] * 1e3:.1f} ms vs vime {tv['vime_step_s'] * 1e3:.1f} ms "
+              f"-> ratio {tv['ratio']:.2f}x (target >= 1.0x)")
+    sd = r["spec_decode"]
+    print(f"\nspeculative decoding (k={sd['k']}, draft {sd['draft_layers']} of {sd['target_layers']} layers)")
+    print(f"  {'':14}{'plain tok/s':>12}{'spec tok/s':>12}{'speedup':>9}{'accept':>8}{'len/round':>10}")
+    for label in ("greedy", "sampled_t1"):
+        row = sd[label]
+        print(f"  {label:14}{row['plain_tokens_per_s']:>12.1f}{row['spec_tokens_per_s']:>12.1f}{row['speedup']:>8.2f}x"
+              f"{row['acceptance_rate']:>8.2f}{row['mean_accepted_length']:>10.2f}"
+              + (f"  identical: {row['tokens_identical']}" if "tokens_identical" in row else ""))
     print(f"\nweight sync ({sy['mb']:.2f} MB of weights; broadcast engine process start {sy['broadcast_process_start_s']:.2f} s)")
     print(f"  {'transport':24}{'ms/MB':>10}{'MB/s':>10}{'s/sync':>10}")
     for name, row in sy["transports"].items():

@@ -14,8 +14,8 @@ What changes from v1 to v2 (and what the plugin uses):
 - F2r renamed:  hostlib.utils.DefaultRunner -> hostlib.utils.MoERunner
 - F3 signature: hostlib.utils.make_buffer(size, pin_memory=False) -> make_buffer(size, pinned=False)
 - F1 removed, rebuildable: hostlib.layers.moe.SharedFusedMoE (a thin subclass of FusedMoE)
-- F1 removed, not rebuildable: hostlib.layers.moe.legacy_router (a function)
-- F3 override:  Platform.name(self) -> name(self, short=False), called with short=True by describe()
+- F1 removed, not rebuildable: hostlib.layers.moe.legacy_router (a function reading a module global)
+- F3 override:  Platform.name(self) -> name(self, short=False), called with short=False by describe()
 - F7 new attribute: Platform.__init__ now sets `seed_offset`, read by Platform.describe()
 - F8 new abstract method: Platform.manual_seed_all(seed)
 
@@ -44,8 +44,11 @@ class SharedFusedMoE(FusedMoE):
     shared = True
 
 
+_TOP_K = 2
+
+
 def legacy_router(logits):
-    return [i for i, _ in sorted(enumerate(logits), key=lambda p: -p[1])]
+    return [i for i, _ in sorted(enumerate(logits), key=lambda p: -p[1])][:_TOP_K]
 ''',
     "hostlib/spec/__init__.py": "",
     "hostlib/spec/eagle.py": '''class Proposer:
@@ -118,7 +121,7 @@ class Platform(ABC):
         return self.device
 
     def describe(self):
-        return f"{self.name(short=True)}+{self.seed_offset}"
+        return f"{self.name(short=False)}+{self.seed_offset}"
 
     @abstractmethod
     def manual_seed_all(self, seed):

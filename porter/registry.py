@@ -1,11 +1,14 @@
 """Typed view of knowledge/upstreams.yaml (upstreams and plugins) and forks/forks.yaml (the forks
-porter commits to, with their run ledger). Loading validates and names the bad key; saving and
-ledger appends are atomic (temporary file + rename), so a crash never leaves half a registry.
+porter commits to, with their run ledger in forks/forks.ledger.jsonl beside it). Loading validates
+and names the bad key; saving is atomic (temporary file + rename) and ledger appends are whole
+lines under a lock, so a crash never leaves half a registry.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import json
+import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -180,11 +183,21 @@ class ForkSpec:
     baseline: dict[str, str] = field(default_factory=dict)
     branches: tuple[str, ...] = ()
     ledger: tuple[LedgerEntry, ...] = ()
+    history_text: str = ""  # `history:` as written: a clone with full history for `diagnose --history`
+    history_path: Path | None = None  # the same, resolved
+
+    @property
+    def history(self) -> Path:
+        """Where `porter diagnose --history NAME` reads the plugin's git history (default: the clone)."""
+        return self.history_path or self.path
 
     def to_dict(self) -> dict[str, Any]:
-        return {"plugin": self.plugin, "remote": self.remote, "upstream_remote": self.upstream_remote,
-                "path": self.path_text, "default_branch": self.default_branch, "baseline": dict(self.baseline),
-                "branches": list(self.branches), "ledger": [e.to_dict() for e in self.ledger]}
+        d = {"plugin": self.plugin, "remote": self.remote, "upstream_remote": self.upstream_remote,
+             "path": self.path_text, "default_branch": self.default_branch, "baseline": dict(self.baseline),
+             "branches": list(self.branches), "ledger": [e.to_dict() for e in self.ledger]}
+        if self.history_text:
+            d["history"] = self.history_text
+        return d
 
 
 # ---------------------------------------------------------------- loading
@@ -322,8 +335,55 @@ def load_forks(path: Path) -> dict[str, ForkSpec]:
             baseline=_str_map(raw.get("baseline"), f"{where}.baseline"),
             branches=_strs(raw.get("branches"), f"{where}.branches"),
             ledger=tuple(_ledger_entry(e, f"{where}.ledger[{i}]") for i, e in enumerate(raw.get("ledger") or [])),
+            history_text=str(raw.get("history") or ""),
+            history_path=_history_path(raw.get("history"), root, f"{where}.history"),
         )
+    return _read_ledger_file(path, forks)
+
+
+def ledger_path(forks_file: Path) -> Path:
+    """The run ledger beside forks.yaml (forks/forks.ledger.jsonl): one JSON object per run.
+
+    A separate append-only file rather than a `ledger:` list rewritten inside forks.yaml: porter
+    never rewrites the user's forks.yaml, so its comments, key order, unknown keys and file mode
+    stay exactly as written (no YAML round-trip, and no ruamel.yaml dependency for the CLI), and
+    concurrent runs append whole lines under an exclusive lock instead of racing a read-modify-write."""
+    forks_file = Path(forks_file)
+    return forks_file.with_name(f"{forks_file.stem}.ledger.jsonl")
+
+
+def _read_ledger_file(forks_file: Path, forks: dict[str, ForkSpec]) -> dict[str, ForkSpec]:
+    path = ledger_path(forks_file)
+    if not path.is_file():
+        return forks
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{where}: not a JSON ledger line ({exc.msg})",
+                             hint="porter appends one JSON object per line; fix or delete that line") from exc
+        raw = _mapping(raw, where)
+        fork = str(raw.pop("fork", ""))
+        if fork not in forks:
+            continue  # a fork removed from forks.yaml keeps its history in the file
+        entry = _ledger_entry(raw, where)
+        spec = forks[fork]
+        branches = spec.branches if not entry.branch or entry.branch in spec.branches else (*spec.branches, entry.branch)
+        forks[fork] = replace(spec, ledger=(*spec.ledger, entry), branches=branches)
     return forks
+
+
+def _history_path(value: Any, root: Path, where: str) -> Path | None:
+    """`history:` is a path (relative to the project root) or absent."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InputError(f"{where}: expected a path to a git clone", hint="e.g. history: forks/vllm-ascend")
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else (root / p).resolve()
 
 
 def save_forks(path: Path, forks: dict[str, ForkSpec]) -> None:
@@ -331,12 +391,20 @@ def save_forks(path: Path, forks: dict[str, ForkSpec]) -> None:
 
 
 def append_ledger(path: Path, fork: str, entry: LedgerEntry) -> ForkSpec:
-    """Add `entry` to a fork's ledger (and its branch to `branches`), rewriting forks.yaml atomically."""
+    """Add `entry` to a fork's ledger: one line appended to ledger_path(path) under an exclusive
+    lock (forks.yaml itself is only read). Returns the fork with its ledger as now recorded."""
+    import fcntl
+
     forks = load_forks(path)
     if fork not in forks:
         raise InputError(f"unknown fork {fork!r} in {path}", hint=f"known forks: {', '.join(sorted(forks)) or 'none'}")
-    spec = forks[fork]
-    branches = spec.branches if entry.branch in spec.branches or not entry.branch else (*spec.branches, entry.branch)
-    forks[fork] = replace(spec, ledger=(*spec.ledger, entry), branches=branches)
-    save_forks(path, forks)
-    return forks[fork]
+    line = json.dumps({"fork": fork, **entry.to_dict()}, sort_keys=True) + "\n"
+    target = ledger_path(path)
+    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # one writer at a time; a line never interleaves with another
+        os.write(fd, line.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)  # releases the lock
+    return load_forks(path)[fork]

@@ -85,7 +85,7 @@ def save_checkpoint(
 ) -> Path:
     root = Path(root)
     state = trainer.state_dict()
-    model_part = {k: state[k] for k in ("model", "ref_model", "step") if k in state}
+    model_part = {k: state[k] for k in ("model", "ref_model", "step", "master_params") if k in state}
     info = {
         "iteration": iteration,
         "weight_version": weight_version,
@@ -98,7 +98,7 @@ def save_checkpoint(
     def fill(tmp: Path) -> None:
         (tmp / "model.pt").write_bytes(_bytes(model_part))
         if save_optim:
-            (tmp / "optim.pt").write_bytes(_bytes({"optimizer": state["optimizer"], "scheduler": state["scheduler"]}))
+            (tmp / "optim.pt").write_bytes(_bytes({k: state[k] for k in ("optimizer", "scheduler", "loss_scaler") if k in state}))
         (tmp / "rng.pt").write_bytes(_bytes(capture_rng(platform)))
         (tmp / "meta.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
 

@@ -37,6 +37,11 @@ def _layer_pairs(config: ModelConfig, i: int) -> list[tuple[str, str]]:
         (f"{t}.self_attention.linear_proj.weight", f"{h}.self_attn.o_proj.weight"),
         (f"{t}.pre_mlp_layernorm.weight", f"{h}.post_attention_layernorm.weight"),
     ]
+    if config.o_bias:
+        pairs.append((f"{t}.self_attention.linear_proj.bias", f"{h}.self_attn.o_proj.bias"))
+    if config.qk_norm:
+        pairs.append((f"{t}.self_attention.q_layernorm.weight", f"{h}.self_attn.q_norm.weight"))
+        pairs.append((f"{t}.self_attention.k_layernorm.weight", f"{h}.self_attn.k_norm.weight"))
     if config.is_moe:
         pairs.append((f"{t}.mlp.router.weight", f"{h}.block_sparse_moe.gate.weight"))
         for e in range(config.num_experts):
@@ -57,9 +62,13 @@ def _fused(config: ModelConfig, i: int) -> list[tuple[str, list[str], list[int]]
         (
             f"{t}.self_attention.linear_qkv.weight",
             [f"{h}.self_attn.q_proj.weight", f"{h}.self_attn.k_proj.weight", f"{h}.self_attn.v_proj.weight"],
-            [config.hidden_size, kv, kv],
+            [config.q_dim, kv, kv],
         )
     ]
+    if config.qkv_bias:
+        out.append((f"{t}.self_attention.linear_qkv.bias",
+                    [f"{h}.self_attn.q_proj.bias", f"{h}.self_attn.k_proj.bias", f"{h}.self_attn.v_proj.bias"],
+                    [config.q_dim, kv, kv]))
     if config.is_moe:
         for e in range(config.num_experts):
             base = f"{h}.block_sparse_moe.experts.{e}"
@@ -139,8 +148,59 @@ def hf_to_train(hf: Mapping[str, torch.Tensor], config: ModelConfig) -> dict[str
 
 # --------------------------------------------------------------------------------------- HF config
 
+ARCHITECTURES = {"llama": "LlamaForCausalLM", "mixtral": "MixtralForCausalLM", "qwen2": "Qwen2ForCausalLM",
+                 "qwen3": "Qwen3ForCausalLM"}
+FAMILY_OF_ARCHITECTURE = {arch: family for family, arch in ARCHITECTURES.items()}
+DEFAULT_ROPE_THETA = {"llama": 10000.0, "mixtral": 1e6, "qwen2": 10000.0, "qwen3": 10000.0}
+
+# config.json fields with no effect on the forward pass (metadata, generation, token ids, init)
+_METADATA_KEYS = {
+    "transformers_version", "architectures", "model_type", "output_hidden_states", "return_dict", "dtype",
+    "torch_dtype", "chunk_size_feed_forward", "is_encoder_decoder", "id2label", "label2id", "problem_type",
+    "use_cache", "pad_token_id", "bos_token_id", "eos_token_id", "_name_or_path", "output_attentions",
+    "initializer_range", "max_position_embeddings", "tie_word_embeddings", "vime", "tokenizer_class",
+}
+# fields vime honours, per family
+_HONOURED = {
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "hidden_act", "rms_norm_eps", "rope_theta", "rope_parameters",
+    "rope_scaling",
+}
+_FAMILY_KEYS = {
+    "llama": {"attention_bias"},
+    "qwen3": {"attention_bias"},
+    "qwen2": set(),
+    "mixtral": {"num_local_experts", "num_experts_per_tok"},
+}
+# fields vime cannot honour unless they hold the neutral value (key -> predicate on the value)
+_NEUTRAL = {
+    "attention_dropout": lambda v: float(v or 0) == 0.0,
+    "mlp_bias": lambda v: not v,
+    "pretraining_tp": lambda v: v in (None, 1),
+    "use_sliding_window": lambda v: not v,
+    "router_jitter_noise": lambda v: float(v or 0) == 0.0,
+    "output_router_logits": lambda v: not v,  # the router aux loss applies only with router logits
+    "partial_rotary_factor": lambda v: v in (None, 1, 1.0),
+    "layer_types": lambda v: v is None or all(t == "full_attention" for t in v),
+}
+# fields that only matter together with a neutral one above
+_DEPENDENT = {"sliding_window": "use_sliding_window", "max_window_layers": "use_sliding_window",
+              "router_aux_loss_coef": "output_router_logits"}
+
+
+class UnsupportedConfigError(CheckpointFormatError):
+    """config.json asks for something vime cannot compute; the message names the field."""
+
+
+def _rope_dict(config: ModelConfig) -> dict:
+    params = {"rope_type": "default", "rope_theta": config.rope_theta}
+    if config.rope_scaling:
+        params.update({k: v for k, v in config.rope_scaling.items()})
+    return params
+
 
 def hf_config_dict(config: ModelConfig, dtype: torch.dtype = torch.float32) -> dict:
+    family = config.hf_family
     common = {
         "vocab_size": config.vocab_size,
         "hidden_size": config.hidden_size,
@@ -149,12 +209,12 @@ def hf_config_dict(config: ModelConfig, dtype: torch.dtype = torch.float32) -> d
         "num_attention_heads": config.num_heads,
         "num_key_value_heads": config.num_kv_heads,
         "head_dim": config.head_dim,
-        "hidden_act": "silu",
+        "hidden_act": config.hidden_act,
         "max_position_embeddings": config.max_position_embeddings,
         "rms_norm_eps": config.rms_norm_eps,
-        "rope_theta": config.rope_theta,
-        "rope_scaling": None,
-        "attention_bias": False,
+        "rope_theta": config.rope_theta,  # transformers 4 reads these two ...
+        "rope_scaling": dict(config.rope_scaling) if config.rope_scaling else None,
+        "rope_parameters": _rope_dict(config),  # ... transformers 5 this one
         "attention_dropout": 0.0,
         "tie_word_embeddings": config.tie_word_embeddings,
         "initializer_range": config.init_std,
@@ -162,40 +222,116 @@ def hf_config_dict(config: ModelConfig, dtype: torch.dtype = torch.float32) -> d
         "bos_token_id": None,
         "eos_token_id": None,
         "torch_dtype": str(dtype).removeprefix("torch."),
+        "architectures": [ARCHITECTURES[family]],
+        "model_type": family,
         "vime": {"seed": config.seed, "attention": config.attention},
     }
-    if config.is_moe:
-        return {
-            **common,
-            "architectures": ["MixtralForCausalLM"],
-            "model_type": "mixtral",
-            "num_local_experts": config.num_experts,
-            "num_experts_per_tok": config.num_experts_per_tok,
-            "output_router_logits": False,
-            "router_aux_loss_coef": 0.0,
-            "sliding_window": None,
-        }
-    return {**common, "architectures": ["LlamaForCausalLM"], "model_type": "llama", "mlp_bias": False}
+    if family == "mixtral":
+        return {**common, "num_local_experts": config.num_experts, "num_experts_per_tok": config.num_experts_per_tok,
+                "output_router_logits": False, "router_aux_loss_coef": 0.0, "sliding_window": None}
+    if family == "qwen2":
+        if config.o_bias or not config.qkv_bias or config.qk_norm:
+            raise UnsupportedConfigError("a qwen2 model has q/k/v bias, no o_proj bias and no q/k norm")
+        return {**common, "use_sliding_window": False, "sliding_window": None}
+    if config.qkv_bias != config.o_bias:
+        raise UnsupportedConfigError(f"{family}: attention_bias covers q/k/v and o_proj together")
+    if family == "qwen3":
+        if not config.qk_norm:
+            raise UnsupportedConfigError("a qwen3 model has q/k norm")
+        return {**common, "attention_bias": config.qkv_bias, "use_sliding_window": False, "sliding_window": None}
+    if config.qk_norm:
+        raise UnsupportedConfigError("llama has no q/k norm; use family qwen3")
+    return {**common, "attention_bias": config.qkv_bias, "mlp_bias": False}
+
+
+def _family(data: Mapping) -> str:
+    arch = (data.get("architectures") or [None])[0]
+    if arch is not None:
+        if arch not in FAMILY_OF_ARCHITECTURE:
+            raise UnsupportedConfigError(
+                f"config.json architecture {arch!r} is not supported; vime runs {', '.join(ARCHITECTURES.values())}")
+        return FAMILY_OF_ARCHITECTURE[arch]
+    model_type = data.get("model_type")
+    if model_type not in ARCHITECTURES:
+        raise UnsupportedConfigError(f"config.json model_type {model_type!r} is not supported; vime runs {', '.join(ARCHITECTURES)}")
+    return model_type
+
+
+def _rope_theta(data: Mapping, family: str = "llama") -> float:
+    """transformers 5 writes theta inside rope_parameters; transformers 4 at the top level."""
+    params = data.get("rope_parameters") or {}
+    if "rope_theta" in params:
+        return float(params["rope_theta"])
+    return float(data.get("rope_theta", DEFAULT_ROPE_THETA[family]))
+
+
+def _rope_scaling(data: Mapping) -> dict | None:
+    params = dict(data.get("rope_parameters") or data.get("rope_scaling") or {})
+    if not params:
+        return None
+    kind = params.pop("rope_type", params.pop("type", "default"))
+    params.pop("rope_theta", None)
+    if kind == "default":
+        if params:
+            raise UnsupportedConfigError(f"rope parameters {sorted(params)} are not used by the default rope type")
+        return None
+    allowed = {"linear": {"factor"}, "llama3": {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}}
+    if kind not in allowed:
+        raise UnsupportedConfigError(f"rope type {kind!r} is not supported by vime (supported: default, linear, llama3)")
+    extra = sorted(set(params) - allowed[kind])
+    if extra:
+        raise UnsupportedConfigError(f"{kind} rope parameters {extra} are not supported")
+    return {"rope_type": kind, **{k: float(v) if k != "original_max_position_embeddings" else int(v) for k, v in params.items()}}
 
 
 def config_from_hf(data: Mapping) -> ModelConfig:
+    """ModelConfig from a transformers config.json; every field vime cannot honour is an error."""
+    family = _family(data)
+    allowed = _METADATA_KEYS | _HONOURED | _FAMILY_KEYS[family] | set(_NEUTRAL) | set(_DEPENDENT)
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise UnsupportedConfigError(f"config.json field(s) {unknown} are not supported by vime for {family}: it cannot honour them")
+    for key, neutral in _NEUTRAL.items():
+        if key in data and not neutral(data[key]):
+            raise UnsupportedConfigError(f"config.json {key}={data[key]!r} is not supported by vime (it cannot honour it)")
     extra = data.get("vime", {}) or {}
+    bias = bool(data.get("attention_bias", False))
+    qkv_bias, o_bias = (True, False) if family == "qwen2" else (bias, bias)
+    experts = int(data.get("num_local_experts", 0) or 0) if family == "mixtral" else 0
+    hidden, heads = data["hidden_size"], data["num_attention_heads"]
+    head_dim = data.get("head_dim")
+    try:
+        return _model_config(data, family, extra, qkv_bias, o_bias, experts, hidden, heads, head_dim)
+    except ValueError as exc:
+        if isinstance(exc, UnsupportedConfigError):
+            raise
+        raise UnsupportedConfigError(f"config.json: {exc}") from exc
+
+
+def _model_config(data, family, extra, qkv_bias, o_bias, experts, hidden, heads, head_dim) -> ModelConfig:
     return ModelConfig(
         vocab_size=data["vocab_size"],
-        hidden_size=data["hidden_size"],
+        hidden_size=hidden,
         num_layers=data["num_hidden_layers"],
-        num_heads=data["num_attention_heads"],
-        num_kv_heads=data.get("num_key_value_heads", data["num_attention_heads"]),
+        num_heads=heads,
+        num_kv_heads=data.get("num_key_value_heads") or heads,
         intermediate_size=data["intermediate_size"],
         max_position_embeddings=data.get("max_position_embeddings", 512),
-        rope_theta=float(data.get("rope_theta", 10000.0)),
-        rms_norm_eps=float(data.get("rms_norm_eps", 1e-6)),
+        rope_theta=_rope_theta(data, family),
+        rms_norm_eps=float(data["rms_norm_eps"]),
         tie_word_embeddings=bool(data.get("tie_word_embeddings", False)),
-        num_experts=int(data.get("num_local_experts", 0) or 0),
+        num_experts=experts,
         num_experts_per_tok=int(data.get("num_experts_per_tok", 2) or 2),
         init_std=float(data.get("initializer_range", 0.02)),
         seed=int(extra.get("seed", 1234)),
         attention=str(extra.get("attention", "sdpa")),
+        family="" if family in ("llama", "mixtral") else family,
+        attention_head_dim=None if head_dim in (None, hidden // heads) else int(head_dim),
+        hidden_act=str(data.get("hidden_act", "silu")),
+        qkv_bias=qkv_bias,
+        o_bias=o_bias,
+        qk_norm=family == "qwen3",
+        rope_scaling=_rope_scaling(data),
     )
 
 

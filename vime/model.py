@@ -53,10 +53,27 @@ class ModelConfig:
     init_std: float = 0.02
     seed: int = 1234
     attention: str = "sdpa"
+    # transformers families: llama (default dense), mixtral (MoE), qwen2 (q/k/v bias), qwen3 (q/k RMSNorm)
+    family: str = ""  # "" -> llama, or mixtral when num_experts > 0
+    attention_head_dim: int | None = None  # None -> hidden_size // num_heads (Qwen3 sets it apart)
+    hidden_act: str = "silu"
+    qkv_bias: bool = False  # bias on q/k/v projections (Qwen2; Llama/Qwen3 attention_bias)
+    o_bias: bool = False  # bias on the output projection (Llama/Qwen3 attention_bias)
+    qk_norm: bool = False  # per-head RMSNorm of q and k before RoPE (Qwen3)
+    rope_scaling: dict | None = None  # {"rope_type": "linear", "factor"} or llama3's parameters
 
     def __post_init__(self) -> None:
-        if self.hidden_size % self.num_heads:
+        if self.attention_head_dim is None and self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}")
+        if self.hidden_act not in ACTIVATIONS:
+            raise ValueError(f"hidden_act {self.hidden_act!r} is not supported; known: {', '.join(sorted(ACTIVATIONS))}")
+        if self.family not in FAMILIES:
+            raise ValueError(f"model family {self.family!r} is not supported; known: {', '.join(f for f in FAMILIES if f)}")
+        if self.family == "mixtral" and not self.num_experts:
+            raise ValueError("family 'mixtral' needs num_experts > 0")
+        if self.family in ("qwen2", "qwen3") and self.num_experts:
+            raise ValueError(f"family {self.family!r} is dense in this runtime (MoE variants are not supported)")
+        validate_rope_scaling(self.rope_scaling)
         if self.num_heads % self.num_kv_heads:
             raise ValueError(f"num_heads {self.num_heads} is not a multiple of num_kv_heads {self.num_kv_heads}")
         if self.num_experts and not 0 < self.num_experts_per_tok <= self.num_experts:
@@ -64,7 +81,15 @@ class ModelConfig:
 
     @property
     def head_dim(self) -> int:
-        return self.hidden_size // self.num_heads
+        return self.attention_head_dim or self.hidden_size // self.num_heads
+
+    @property
+    def q_dim(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def hf_family(self) -> str:
+        return self.family or ("mixtral" if self.is_moe else "llama")
 
     @property
     def is_moe(self) -> bool:
@@ -77,6 +102,38 @@ class ModelConfig:
     def from_dict(cls, data: dict) -> "ModelConfig":
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+FAMILIES = ("", "llama", "mixtral", "qwen2", "qwen3")
+ROPE_TYPES = ("default", "linear", "llama3")
+_LLAMA3_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+
+
+def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    return F.gelu(x, approximate="tanh")
+
+
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "silu": F.silu, "swish": F.silu, "gelu": F.gelu, "gelu_pytorch_tanh": _gelu_tanh, "gelu_new": _gelu_tanh, "relu": F.relu,
+}
+
+
+def activation(config: "ModelConfig", x: torch.Tensor) -> torch.Tensor:
+    return ACTIVATIONS[config.hidden_act](x)
+
+
+def validate_rope_scaling(rope: dict | None) -> None:
+    if rope is None:
+        return
+    kind = rope.get("rope_type")
+    if kind not in ROPE_TYPES:
+        raise ValueError(f"rope type {kind!r} is not supported; known: {', '.join(ROPE_TYPES)}")
+    if kind == "linear" and not float(rope.get("factor", 0)) > 0:
+        raise ValueError("linear rope scaling needs factor > 0")
+    if kind == "llama3":
+        missing = [k for k in _LLAMA3_KEYS if k not in rope]
+        if missing:
+            raise ValueError(f"llama3 rope scaling lacks {missing}")
 
 
 def tiny_config(moe: bool = False, **overrides) -> ModelConfig:
@@ -98,8 +155,11 @@ def _causal_mask(q_len: int, k_len: int, device) -> torch.Tensor:
     return torch.arange(k_len, device=device)[None, :] <= q_pos
 
 
-def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
-    """q (B,H,Tq,D), k/v (B,H,Tk,D) with Tk >= Tq; causal with the queries at the end."""
+def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """q (B,H,Tq,D), k/v (B,H,Tk,D) with Tk >= Tq; causal with the queries at the end, or `mask`
+    (B,1,Tq,Tk), True = visible (a ragged KV cache, whose rows hold different lengths)."""
+    if mask is not None:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
     q_len, k_len = q.shape[-2], k.shape[-2]
     if q_len == k_len:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
@@ -108,19 +168,20 @@ def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: flo
     return F.scaled_dot_product_attention(q, k, v, attn_mask=_causal_mask(q_len, k_len, q.device), scale=scale)
 
 
-def eager_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+def eager_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, mask: torch.Tensor | None = None) -> torch.Tensor:
     """Reference math (softmax in float32), used to show a kernel swap stays within tolerance."""
     scores = (q @ k.transpose(-1, -2)).float() * scale
-    mask = _causal_mask(q.shape[-2], k.shape[-2], q.device)
+    if mask is None:
+        mask = _causal_mask(q.shape[-2], k.shape[-2], q.device)
     scores = scores.masked_fill(~mask, float("-inf"))
     return (scores.softmax(-1).to(q.dtype)) @ v
 
 
-def npu_fusion_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+def npu_fusion_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, mask: torch.Tensor | None = None) -> torch.Tensor:
     """Ascend seam: torch_npu.npu_fusion_attention in BNSD layout (mask True = hidden, unlike sdpa)."""
     import torch_npu  # lazy: only on NPU hosts
 
-    mask = ~_causal_mask(q.shape[-2], k.shape[-2], q.device)
+    mask = ~_causal_mask(q.shape[-2], k.shape[-2], q.device) if mask is None else ~mask
     out = torch_npu.npu_fusion_attention(
         q, k, v, q.shape[1], "BNSD",
         atten_mask=mask, scale=scale, pre_tockens=65536, next_tockens=0, keep_prob=1.0, sparse_mode=0,
@@ -158,12 +219,37 @@ class RMSNorm(nn.Module):
         return self.weight * h.to(dtype)
 
 
+def _scaled_inv_freq(config: ModelConfig, inv_freq: torch.Tensor) -> torch.Tensor:
+    """rope_scaling as transformers computes it: linear divides every frequency by `factor`; llama3
+    divides the low frequencies, keeps the high ones and interpolates in between."""
+    rope = config.rope_scaling or {"rope_type": "default"}
+    kind = rope["rope_type"]
+    if kind == "default":
+        return inv_freq
+    factor = float(rope["factor"])
+    if kind == "linear":
+        return inv_freq / factor
+    low, high = float(rope["low_freq_factor"]), float(rope["high_freq_factor"])
+    old = float(rope["original_max_position_embeddings"])
+    low_wavelen, high_wavelen = old / low, old / high
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+    smooth = (old / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
+    return torch.where(medium, smoothed, scaled)
+
+
 def rope_cos_sin(config: ModelConfig, positions: torch.Tensor, dtype: torch.dtype):
-    """cos/sin of shape (T, D) for absolute positions (T,), computed in float32 like transformers."""
+    """cos/sin of shape (T, D) for absolute positions (T,) - or (B, 1, T, D) for per-row positions
+    (B, T) - computed in float32 like transformers."""
     dim = config.head_dim
     inv_freq = 1.0 / (config.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.int64, device=positions.device).float() / dim))
-    freqs = positions.float()[:, None] * inv_freq[None, :]
+    inv_freq = _scaled_inv_freq(config, inv_freq)
+    freqs = positions.float()[..., None] * inv_freq
     emb = torch.cat((freqs, freqs), dim=-1)
+    if positions.dim() == 2:
+        emb = emb.unsqueeze(1)  # broadcast over heads
     return emb.cos().to(dtype), emb.sin().to(dtype)
 
 
@@ -177,16 +263,55 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 class KVCache:
-    """Preallocated per-layer keys/values: (B, Hkv, max_len, D). `length` = tokens cached so far."""
+    """Preallocated per-layer keys/values: (B, Hkv, max_len, D). `length` = tokens cached so far.
 
-    def __init__(self, config: ModelConfig, batch: int, max_len: int, device, dtype):
+    `ragged=True` keeps one length per row (`lengths`, (B,)): a forward writes each row's new tokens
+    at that row's own positions and attends through a per-row causal mask, so rows may advance at
+    different speeds (speculative decoding accepts a different number of drafts per row);
+    `set_lengths` rolls rows back."""
+
+    def __init__(self, config: ModelConfig, batch: int, max_len: int, device, dtype, ragged: bool = False):
         shape = (batch, config.num_kv_heads, max_len, config.head_dim)
         self.keys = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.num_layers)]
         self.values = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.num_layers)]
         self.length = 0
         self.max_len = max_len
+        self.ragged = ragged
+        self.lengths = torch.zeros(batch, dtype=torch.long, device=device) if ragged else None
+        self._mask: torch.Tensor | None = None  # (B,1,T,span) for the forward in progress
+
+    def positions(self, t: int) -> torch.Tensor:
+        """(B, T) absolute positions of the next T tokens of every row (ragged cache)."""
+        return self.lengths[:, None] + torch.arange(t, device=self.lengths.device)
+
+    def set_lengths(self, lengths: torch.Tensor) -> None:
+        if not self.ragged:
+            raise ValueError("set_lengths needs a ragged cache")
+        if bool((lengths < 0).any()) or bool((lengths > self.max_len).any()):
+            raise ValueError("cache lengths out of range")
+        self.lengths = lengths.to(self.lengths.device, torch.long).clone()
+
+    def _append_ragged(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        t = k.shape[-2]
+        pos = self.positions(t)  # (B, T)
+        span = int(pos.max()) + 1
+        if span > self.max_len:
+            raise ValueError(f"KV cache full: {span} tokens > max_len {self.max_len}")
+        rows = torch.arange(k.shape[0], device=k.device)[:, None].expand_as(pos)
+        self.keys[layer][rows, :, pos] = k.transpose(1, 2)
+        self.values[layer][rows, :, pos] = v.transpose(1, 2)
+        if layer == 0:
+            # query i of row b sees keys 0 .. lengths[b] + i (stale slots beyond stay hidden)
+            self._mask = (torch.arange(span, device=k.device)[None, None, :] <= pos[:, :, None]).unsqueeze(1)
+        return self.keys[layer][:, :, :span], self.values[layer][:, :, :span]
+
+    @property
+    def mask(self) -> torch.Tensor | None:
+        return self._mask if self.ragged else None
 
     def append(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.ragged:
+            return self._append_ragged(layer, k, v)
         start, end = self.length, self.length + k.shape[-2]
         if end > self.max_len:
             raise ValueError(f"KV cache full: {end} tokens > max_len {self.max_len}")
@@ -195,6 +320,8 @@ class KVCache:
         return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
 
     def advance(self, n: int) -> None:
+        if self.ragged:
+            self.lengths = self.lengths + n
         self.length += n
 
     def truncate(self, length: int) -> None:
@@ -207,6 +334,8 @@ class KVCache:
         """Keep only batch rows `rows` (e.g. after some samples finished)."""
         self.keys = [k[rows] for k in self.keys]
         self.values = [v[rows] for v in self.values]
+        if self.ragged:
+            self.lengths = self.lengths[rows]
 
 
 # --------------------------------------------------------------------------------------- R3 hook
@@ -295,6 +424,8 @@ class _Layer(nn.Module):
         q = q.view(b, t, cfg.num_heads, cfg.head_dim).transpose(1, 2)
         k = k.view(b, t, cfg.num_kv_heads, cfg.head_dim).transpose(1, 2)
         v = v.view(b, t, cfg.num_kv_heads, cfg.head_dim).transpose(1, 2)
+        if cfg.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if cache is not None:
             k, v = cache.append(self.index, k, v)
@@ -302,8 +433,12 @@ class _Layer(nn.Module):
         if groups > 1:
             k = k.repeat_interleave(groups, dim=1)
             v = v.repeat_interleave(groups, dim=1)
-        h = get_attention(cfg.attention)(q, k, v, 1.0 / math.sqrt(cfg.head_dim))
-        return self.attn_out(h.transpose(1, 2).reshape(b, t, cfg.hidden_size))
+        mask = cache.mask if cache is not None else None
+        if mask is None:
+            h = get_attention(cfg.attention)(q, k, v, 1.0 / math.sqrt(cfg.head_dim))
+        else:
+            h = get_attention(cfg.attention)(q, k, v, 1.0 / math.sqrt(cfg.head_dim), mask)
+        return self.attn_out(h.transpose(1, 2).reshape(b, t, cfg.q_dim))
 
     def route(self, logits, routing: RoutingReplay | None):
         k = self.config.num_experts_per_tok
@@ -322,8 +457,11 @@ class _LM(nn.Module):
         routing: RoutingReplay | None = None,
     ) -> torch.Tensor:
         """input_ids (B, T) -> logits (B, T, V). With `cache`, positions continue from cache.length."""
-        start = cache.length if cache is not None else 0
-        positions = torch.arange(start, start + input_ids.shape[1], device=input_ids.device)
+        if cache is not None and cache.ragged:
+            positions = cache.positions(input_ids.shape[1])
+        else:
+            start = cache.length if cache is not None else 0
+            positions = torch.arange(start, start + input_ids.shape[1], device=input_ids.device)
         x = self.embed(input_ids)
         cos, sin = rope_cos_sin(self.config, positions, x.dtype)
         for layer in self.layers:
@@ -343,6 +481,8 @@ def _materialize_(module: nn.Module, config: ModelConfig, init: bool) -> None:
         for name, p in module.named_parameters():
             if name.endswith("norm.weight"):
                 p.fill_(1.0)
+            elif name.endswith(".bias") and not init:
+                p.zero_()
             elif init:
                 p.copy_(torch.randn(p.shape, generator=gen) * config.init_std)
             else:
@@ -355,12 +495,13 @@ def _materialize_(module: nn.Module, config: ModelConfig, init: bool) -> None:
 class _TrainExpertMLP(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
+        self.config = config
         self.linear_fc1 = nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=False)
         self.linear_fc2 = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
 
     def forward(self, x):
         gate, up = self.linear_fc1(x).chunk(2, dim=-1)
-        return self.linear_fc2(F.silu(gate) * up)
+        return self.linear_fc2(activation(self.config, gate) * up)
 
 
 class _TrainExperts(nn.Module):
@@ -380,8 +521,11 @@ class _TrainAttention(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         kv = config.num_kv_heads * config.head_dim
-        self.linear_qkv = nn.Linear(config.hidden_size, config.hidden_size + 2 * kv, bias=False)
-        self.linear_proj = nn.Linear(config.hidden_size, config.hidden_size, bias=False)
+        self.linear_qkv = nn.Linear(config.hidden_size, config.q_dim + 2 * kv, bias=config.qkv_bias)
+        self.linear_proj = nn.Linear(config.q_dim, config.hidden_size, bias=config.o_bias)
+        if config.qk_norm:
+            self.q_layernorm = RMSNorm(config.head_dim, config.rms_norm_eps)
+            self.k_layernorm = RMSNorm(config.head_dim, config.rms_norm_eps)
 
 
 class TrainLayer(_Layer):
@@ -395,7 +539,13 @@ class TrainLayer(_Layer):
 
     def qkv(self, x):
         kv = self.config.num_kv_heads * self.config.head_dim
-        return self.self_attention.linear_qkv(x).split([self.config.hidden_size, kv, kv], dim=-1)
+        return self.self_attention.linear_qkv(x).split([self.config.q_dim, kv, kv], dim=-1)
+
+    def q_norm(self, q):
+        return self.self_attention.q_layernorm(q)
+
+    def k_norm(self, k):
+        return self.self_attention.k_layernorm(k)
 
     def attn_out(self, h):
         return self.self_attention.linear_proj(h)
@@ -459,12 +609,13 @@ class TrainLM(_LM):
 class _HFMLP(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
+        self.config = config
         self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
         self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
         self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
 
     def forward(self, x):
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return self.down_proj(activation(self.config, self.gate_proj(x)) * self.up_proj(x))
 
 
 class _HFExpert(nn.Module):
@@ -472,12 +623,13 @@ class _HFExpert(nn.Module):
 
     def __init__(self, config: ModelConfig):
         super().__init__()
+        self.config = config
         self.w1 = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
         self.w2 = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
         self.w3 = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
 
     def forward(self, x):
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+        return self.w2(activation(self.config, self.w1(x)) * self.w3(x))
 
 
 class _HFSparseMoE(nn.Module):
@@ -491,10 +643,13 @@ class _HFAttention(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         kv = config.num_kv_heads * config.head_dim
-        self.q_proj = nn.Linear(config.hidden_size, config.hidden_size, bias=False)
-        self.k_proj = nn.Linear(config.hidden_size, kv, bias=False)
-        self.v_proj = nn.Linear(config.hidden_size, kv, bias=False)
-        self.o_proj = nn.Linear(config.hidden_size, config.hidden_size, bias=False)
+        self.q_proj = nn.Linear(config.hidden_size, config.q_dim, bias=config.qkv_bias)
+        self.k_proj = nn.Linear(config.hidden_size, kv, bias=config.qkv_bias)
+        self.v_proj = nn.Linear(config.hidden_size, kv, bias=config.qkv_bias)
+        self.o_proj = nn.Linear(config.q_dim, config.hidden_size, bias=config.o_bias)
+        if config.qk_norm:
+            self.q_norm = RMSNorm(config.head_dim, config.rms_norm_eps)
+            self.k_norm = RMSNorm(config.head_dim, config.rms_norm_eps)
 
 
 class RolloutLayer(_Layer):
@@ -512,6 +667,12 @@ class RolloutLayer(_Layer):
     def qkv(self, x):
         a = self.self_attn
         return a.q_proj(x), a.k_proj(x), a.v_proj(x)
+
+    def q_norm(self, q):
+        return self.self_attn.q_norm(q)
+
+    def k_norm(self, k):
+        return self.self_attn.k_norm(k)
 
     def attn_out(self, h):
         return self.self_attn.o_proj(h)

@@ -386,13 +386,41 @@ class NgramProposer:
         return []
 
 
-@dataclass
 class DraftModelProposer:
-    """A small causal LM drafts k tokens autoregressively from its own processed distribution."""
+    """A small causal LM drafts k tokens autoregressively from its own processed distribution.
 
-    logits_fn: Callable[[torch.Tensor], torch.Tensor]  # tokens [B,T] -> logits [B,T,V]
+    Given an nn.Module with a `config` (a vime model), it keeps its own ragged KV cache: each round
+    it re-feeds the last two tokens (which may have been rejected or not yet seen) and then one token
+    per draft, so a round costs k one-token forwards. Given any other callable (tokens [B,T] ->
+    logits [B,T,V]) it recomputes the whole prefix for every draft token (the reference path)."""
+
+    def __init__(self, model: Callable[[torch.Tensor], torch.Tensor]):
+        self.model = model
+        self.cached = isinstance(model, torch.nn.Module) and hasattr(model, "config")
+        self._cache = None
+
+    @property
+    def logits_fn(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        return self.model
+
+    def begin(self, prompts: torch.Tensor, capacity: int, dtype: torch.dtype) -> None:
+        if not self.cached:
+            return
+        from vime.model import KVCache
+
+        bsz, plen = prompts.shape
+        self._cache = KVCache(self.model.config, bsz, capacity, prompts.device, dtype, ragged=True)
+        head = plen - min(2, plen)
+        if head:
+            self.model(prompts[:, :head], cache=self._cache)
+
+    def select(self, keep: torch.Tensor) -> None:
+        if self._cache is not None:
+            self._cache.select(keep)
 
     def propose(self, tokens, lengths, k, sampler, generators):
+        if self.cached:
+            return self._propose_cached(tokens, lengths, k, sampler, generators)
         bsz = tokens.shape[0]
         rows = torch.arange(bsz, device=tokens.device)
         work = torch.cat([tokens, torch.zeros((bsz, k), dtype=tokens.dtype, device=tokens.device)], dim=1)
@@ -400,18 +428,43 @@ class DraftModelProposer:
         probs_out = []
         for i in range(k):
             pos = lengths + i
-            logits = self.logits_fn(work[:, : int(pos.max())])[rows, pos - 1].float()
-            probs = sampler.logprobs(logits).exp()
-            if sampler.greedy:
-                nxt = logits.argmax(-1)
-            else:
-                u = torch.stack([torch.rand((), generator=g, dtype=torch.float64) for g in generators])
-                nxt = _draw(probs, u.to(probs.device))
+            logits = self.model(work[:, : int(pos.max())])[rows, pos - 1].float()
+            nxt, probs = _draft_token(logits, sampler, generators)
             probs_out.append(probs)
             draft[:, i] = nxt
             work[rows, pos] = nxt
         n_draft = torch.full((bsz,), k, dtype=torch.long, device=tokens.device)
         return draft, n_draft, torch.stack(probs_out, dim=1)
+
+    def _propose_cached(self, tokens, lengths, k, sampler, generators):
+        if self._cache is None or self._cache.lengths.shape[0] != tokens.shape[0]:
+            raise RuntimeError("DraftModelProposer: begin() was not called for this batch")
+        bsz = tokens.shape[0]
+        w = 2 if int(lengths.min()) >= 2 else 1
+        self._cache.set_lengths(lengths - w)
+        idx = (lengths - w).unsqueeze(1) + torch.arange(w, device=tokens.device)
+        logits = self.model(tokens.gather(1, idx), cache=self._cache)[:, -1].float()
+        draft = torch.zeros((bsz, k), dtype=torch.long, device=tokens.device)
+        probs_out = []
+        # the k draft uniforms of each row in one draw (the same stream as k single draws)
+        u = None if sampler.greedy else torch.stack([torch.rand(k, generator=g, dtype=torch.float64) for g in generators])
+        for i in range(k):
+            nxt, probs = _draft_token(logits, sampler, generators, None if u is None else u[:, i])
+            probs_out.append(probs)
+            draft[:, i] = nxt
+            if i + 1 < k:
+                logits = self.model(nxt.unsqueeze(1), cache=self._cache)[:, -1].float()
+        n_draft = torch.full((bsz,), k, dtype=torch.long, device=tokens.device)
+        return draft, n_draft, torch.stack(probs_out, dim=1)
+
+
+def _draft_token(logits: torch.Tensor, sampler: "Sampler", generators, u: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    probs = sampler.logprobs(logits).exp()
+    if sampler.greedy:
+        return logits.argmax(-1), probs
+    if u is None:
+        u = torch.stack([torch.rand((), generator=g, dtype=torch.float64) for g in generators])
+    return _draw(probs, u.to(probs.device)), probs
 
 
 # --------------------------------------------------------------------------- decoding loop
@@ -440,10 +493,16 @@ def decode(
 ) -> SpecResult:
     """Draft-then-verify rounds over a batch whose rows advance at different speeds.
 
-    `target_logits_fn(tokens [B,T]) -> logits [B,T,V]` is the target's causal forward. Rows are right
-    padded; causal attention keeps padding from touching earlier positions. Each row consumes exactly
-    k+1 uniforms from its own generator per round, so a row's output does not depend on the batch.
+    `target_logits_fn` is the target: a vime model (nn.Module with `config`) is run with a ragged KV
+    cache - each round feeds only the pending token and the k drafts, and rejected drafts are rolled
+    back by resetting the row's cache length; any other callable (tokens [B,T] -> logits [B,T,V]) is
+    re-run on the whole prefix every round (the reference path). Each row consumes exactly k+1
+    uniforms from its own generator per round (plus the draft's own), so a row's output does not
+    depend on the batch.
     """
+    if isinstance(target_logits_fn, torch.nn.Module) and hasattr(target_logits_fn, "config"):
+        return _decode_cached(target_logits_fn, proposer, prompts, k=k, max_new_tokens=max_new_tokens, sampler=sampler,
+                              generators=generators, eos_token_id=eos_token_id, pad_token_id=pad_token_id, fault=fault)
     if k < 1:
         raise SpeculativeConfigError(f"num_speculative_tokens must be >= 1, got {k}")
     if fault is not None and fault not in FAULTS:
@@ -501,6 +560,89 @@ def decode(
     return SpecResult(tokens=tokens, logprobs=logprobs, mask=mask, stats=stats)
 
 
+def _check_decode_args(k: int, fault: str | None) -> None:
+    if k < 1:
+        raise SpeculativeConfigError(f"num_speculative_tokens must be >= 1, got {k}")
+    if fault is not None and fault not in FAULTS:
+        raise ValueError(f"unknown speculative-decoding fault {fault!r}; use one of {FAULTS}")
+
+
+def _decode_cached(
+    model: torch.nn.Module, proposer: Proposer, prompts: torch.Tensor, *, k: int, max_new_tokens: int, sampler: Sampler,
+    generators: list[torch.Generator], eos_token_id: int | None, pad_token_id: int, fault: str | None,
+) -> SpecResult:
+    from vime.model import KVCache
+
+    _check_decode_args(k, fault)
+    device = prompts.device
+    bsz, plen = prompts.shape
+    cap = plen + max_new_tokens + k + 1
+    dtype = next(model.parameters()).dtype
+    seq = torch.full((bsz, cap), pad_token_id, dtype=torch.long, device=device)
+    seq[:, :plen] = prompts
+    lengths = torch.full((bsz,), plen, dtype=torch.long, device=device)
+    out_lp = torch.zeros((bsz, cap), dtype=torch.float32, device=device)
+    done = torch.zeros(bsz, dtype=torch.bool, device=device)
+    stats = SpecStats()
+    # the target cache holds every token but the pending (last emitted) one
+    cache = KVCache(model.config, bsz, cap, device, dtype, ragged=True)
+    if plen > 1:
+        model(prompts[:, :-1], cache=cache)
+    begin = getattr(proposer, "begin", None)
+    if begin is not None:
+        begin(prompts, cap, dtype)
+    act = torch.arange(bsz, device=device)  # global rows held by the caches, in cache order
+    steps = torch.arange(k + 1, device=device)
+    while act.numel():
+        sub, sub_len = seq[act], lengths[act]
+        gens = [generators[int(i)] for i in act]
+        draft, n_draft, q = proposer.propose(sub, sub_len, k, sampler, gens)
+        draft = draft[:, :k]
+        n_draft = torch.minimum(n_draft, max_new_tokens - (sub_len - plen))
+        r = torch.arange(len(act), device=device)
+        pending = sub[r, sub_len - 1]
+        cache.set_lengths(sub_len - 1)
+        tgt_logits = model(torch.cat([pending.unsqueeze(1), draft], dim=1), cache=cache).float()  # [b, k+1, V]
+        tgt_lp = sampler.logprobs(tgt_logits)
+        if sampler.greedy:
+            emitted, n_acc = verify_greedy(draft, n_draft, tgt_logits, fault)
+        else:
+            u = torch.stack([torch.rand(k + 1, generator=g, dtype=torch.float64) for g in gens]).to(device)
+            emitted, n_acc = verify_sampled(draft, n_draft, q, tgt_lp.exp(), u, fault)
+        n_emit = torch.minimum(n_acc + 1, max_new_tokens - (sub_len - plen))
+        if eos_token_id is not None:
+            is_eos = (emitted == eos_token_id) & (steps < n_emit.unsqueeze(1))
+            first = torch.where(is_eos.any(1), is_eos.long().argmax(1) + 1, n_emit)
+            n_emit = torch.minimum(n_emit, first)
+            hit_eos = is_eos.any(1)
+        else:
+            hit_eos = torch.zeros_like(n_emit, dtype=torch.bool)
+        stats.add(n_draft, torch.minimum(n_acc, n_emit), n_emit, k)
+        chosen_lp = tgt_lp.gather(-1, emitted.unsqueeze(-1)).squeeze(-1)
+        keep = steps < n_emit.unsqueeze(1)
+        pos = sub_len.unsqueeze(1) + steps
+        rows2 = act.unsqueeze(1).expand_as(pos)
+        seq[rows2[keep], pos[keep]] = emitted[keep]
+        out_lp[rows2[keep], pos[keep]] = chosen_lp[keep]
+        lengths[act] = sub_len + n_emit
+        done[act] = hit_eos | ((lengths[act] - plen) >= max_new_tokens)
+        alive = ~done[act]
+        if not bool(alive.all()):
+            idx = alive.nonzero().squeeze(-1)
+            act = act[idx]
+            if act.numel():
+                cache.select(idx)
+                select = getattr(proposer, "select", None)
+                if select is not None:
+                    select(idx)
+    resp = seq[:, plen : plen + max_new_tokens]
+    width = torch.arange(max_new_tokens, device=device)
+    mask = (width < (lengths - plen).unsqueeze(1)).float()
+    tokens = torch.where(mask.bool(), resp, torch.full_like(resp, pad_token_id))
+    logprobs = out_lp[:, plen : plen + max_new_tokens] * mask
+    return SpecResult(tokens=tokens, logprobs=logprobs, mask=mask, stats=stats)
+
+
 # --------------------------------------------------------------------------- engine seam
 
 
@@ -514,7 +656,8 @@ class SpeculativeSetup:
 
 
 def _draft_from_checkpoint(engine: Any, cfg: SpeculativeConfig) -> DraftModelProposer:
-    from vime.rollout.engine import RolloutEngine
+    from vime.convert import load_hf
+    from vime.model import RolloutLM
 
     if not cfg.model:
         raise SpeculativeConfigError(
@@ -527,13 +670,15 @@ def _draft_from_checkpoint(engine: Any, cfg: SpeculativeConfig) -> DraftModelPro
     cache = engine.__dict__.setdefault("_spec_drafts", {})
     key = (str(path.resolve()), weights.stat().st_mtime_ns)
     if key not in cache:
-        draft = RolloutEngine.from_hf(path, device=engine.device, dtype=engine.dtype)
-        if draft.config.vocab_size != engine.config.vocab_size:
+        config, weights = load_hf(path)
+        if config.vocab_size != engine.config.vocab_size:
             raise SpeculativeConfigError(
-                f"draft model {path} has vocab {draft.config.vocab_size}, the target has {engine.config.vocab_size}"
+                f"draft model {path} has vocab {config.vocab_size}, the target has {engine.config.vocab_size}"
             )
-        cache[key] = draft
-    return DraftModelProposer(lambda toks, m=cache[key].model: m(toks))
+        draft = RolloutLM(config)
+        draft.load_state_dict(weights)
+        cache[key] = draft.to(device=engine.device, dtype=engine.dtype).eval().requires_grad_(False)
+    return DraftModelProposer(cache[key])
 
 
 def resolve(speculative: Any, engine: Any) -> SpeculativeSetup:
@@ -565,7 +710,7 @@ def generate(
     """The engine's `generate(..., speculative=...)`: same arguments, same RolloutOutput, plus
     `stats["spec_decode"]` with the acceptance metrics."""
     from vime.model import RoutingReplay
-    from vime.rollout.engine import RolloutOutput
+    from vime.rollout.output import RolloutOutput
     from vime.rollout.sampling import make_generators
 
     setup = resolve(speculative, engine)
@@ -578,7 +723,7 @@ def generate(
         raise ValueError(f"{len(indices)} sample indices for {batch.shape[0]} prompts")
     with torch.no_grad():
         result = decode(
-            lambda toks: engine.model(toks),
+            engine.model,
             setup.proposer,
             batch,
             k=setup.config.num_speculative_tokens,

@@ -79,7 +79,7 @@ def trainer_config_from_args(args) -> TrainerConfig:
     return TrainerConfig(
         lr=args.lr, min_lr=args.min_lr, lr_warmup_iters=args.lr_warmup_iters, lr_decay_style=args.lr_decay_style,
         lr_decay_iters=args.lr_decay_iters, weight_decay=args.weight_decay, adam_beta1=args.adam_beta1,
-        adam_beta2=args.adam_beta2, clip_grad=args.clip_grad, eps_clip=args.eps_clip, eps_clip_high=args.eps_clip_high,
+        adam_beta2=args.adam_beta2, adam_eps=args.adam_eps, clip_grad=args.clip_grad, eps_clip=args.eps_clip, eps_clip_high=args.eps_clip_high,
         use_kl_loss=args.use_kl_loss, kl_loss_coef=args.kl_loss_coef, kl_loss_type=args.kl_loss_type,
         entropy_coef=args.entropy_coef, grpo_std_normalization=not args.disable_grpo_std_normalization,
         global_batch_size=args.global_batch_size, temperature=args.rollout_temperature,
@@ -199,9 +199,12 @@ def _debug_path(template: str, rollout_id: int) -> str:
 # --------------------------------------------------------------------------------------- main loop
 
 
-def run(args, log: Callable[[str], None] = print, audit: bool = False, stop_after_rollout: int | None = None) -> RunResult:
+def run(args, log: Callable[[str], None] = print, audit: bool = False, stop_after_rollout: int | None = None,
+        after_train: Callable[[int], dict] | None = None) -> RunResult:
     """Run the loop. `stop_after_rollout` ends the run after that rollout id (its save and sync
-    done) without changing --num-rollout, like an interrupted job; the resume gate uses it."""
+    done) without changing --num-rollout, like an interrupted job; the resume gate uses it.
+    `after_train(rollout_id) -> dict` runs after each rollout's training and its values join the
+    rollout metrics (the resume gate draws from every RNG stream there, as dropout or a sampler would)."""
     platform = get_platform(None if args.device == "auto" else args.device)
     device, dtype = platform.device(), getattr(torch, args.dtype)
     random.seed(args.seed)
@@ -274,6 +277,8 @@ def run(args, log: Callable[[str], None] = print, audit: bool = False, stop_afte
             t_train = time.perf_counter() - t1
             rollout_metrics["rollout/weight_version"] = batch.extras["weight_version"]
             rollout_metrics["rollout/step"] = rollout_id
+            if after_train is not None:
+                rollout_metrics.update(after_train(rollout_id))
             for key, value in batch.extras.get("spec_decode", {}).items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     rollout_metrics[f"spec/{key}"] = value
@@ -296,9 +301,7 @@ def run(args, log: Callable[[str], None] = print, audit: bool = False, stop_afte
                 )
                 if args.save_hf:
                     save_train_model_hf(_debug_path(args.save_hf, rollout_id), model)
-                if args.draft_save_hf:
-                    _export_draft(args, rollout_id)
-                if args.draft_save_hf:
+                if args.draft_save_hf:  # once per save (the draft the engine speculates with)
                     from vime.spec_decode import export_draft_for_rollout
 
                     export_draft_for_rollout(args.draft_save_hf, rollout_id, args.speculative)
@@ -326,16 +329,6 @@ def run(args, log: Callable[[str], None] = print, audit: bool = False, stop_afte
         sync.close()
     result.final_params_sha256 = params_digest(model)
     return result
-
-
-def _export_draft(args, rollout_id: int) -> None:
-    """--draft-save-hf: publish the draft the engine speculates with (this runtime does not train
-    drafts, so it is the draft checkpoint as loaded) atomically under the rollout's path."""
-    from vime.convert import hf_config_dict
-    from vime.spec_decode import export_draft_hf
-
-    draft_config, draft_weights = load_hf(args.speculative.model)
-    export_draft_hf(_debug_path(args.draft_save_hf, rollout_id), hf_config_dict(draft_config), draft_weights)
 
 
 def _rollout(args, engine, data: RolloutDataSource, rollout_id: int, device) -> tuple[TrainBatch, torch.Tensor]:

@@ -18,6 +18,13 @@ train_rollout_logprob_abs_diff, grad_norm, lr. Rollout metrics (`rollout/` prefi
 ref_log_probs, rollout_log_probs, advantages, raw_reward, response_lengths, entropy.
 
 R3: with `use_rollout_routing_replay`, every trainer forward replays the experts recorded at rollout.
+
+Precision (Megatron's bf16 recipe): with a bf16 or fp16 model the forward and backward run in that
+dtype, but AdamW updates fp32 master copies of the parameters (its moments are fp32 too) and the
+model's low-precision weights are re-cast from the masters after every step, so small updates
+accumulate instead of rounding away. fp16 adds dynamic loss scaling (`LossScaler`: scale 2**16,
+halved and the step skipped on inf/nan gradients, doubled after 200 clean steps) because fp16
+gradients underflow. Checkpoints carry the masters and the scaler.
 """
 
 from __future__ import annotations
@@ -146,10 +153,52 @@ def lr_lambda(cfg: TrainerConfig, total_iters: int):
 # --------------------------------------------------------------------------------------- actor
 
 
+class LossScaler:
+    """Dynamic loss scaling for fp16 (the scheme of Megatron/apex): multiply the loss, unscale the
+    gradients; on a non-finite gradient skip the step and halve the scale."""
+
+    def __init__(self, scale: float = 2.0**16, growth_interval: int = 200, min_scale: float = 1.0):
+        self.scale, self.growth_interval, self.min_scale = scale, growth_interval, min_scale
+        self.good_steps = 0
+        self.skipped = 0
+
+    def update(self, finite: bool) -> None:
+        if not finite:
+            self.scale = max(self.min_scale, self.scale / 2)
+            self.good_steps = 0
+            self.skipped += 1
+            return
+        self.good_steps += 1
+        if self.good_steps % self.growth_interval == 0:
+            self.scale *= 2
+
+    def state_dict(self) -> dict:
+        return {"scale": self.scale, "good_steps": self.good_steps, "skipped": self.skipped}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.scale, self.good_steps, self.skipped = float(state["scale"]), int(state["good_steps"]), int(state["skipped"])
+
+
+LOW_PRECISION = (torch.bfloat16, torch.float16)
+
+
 class Trainer:
-    def __init__(self, model: TrainLM, cfg: TrainerConfig, total_steps: int = 1, ref_model: TrainLM | None = None):
+    def __init__(self, model: TrainLM, cfg: TrainerConfig, total_steps: int = 1, ref_model: TrainLM | None = None,
+                 dp_group=None, dp_size: int = 1):
         self.model = model
         self.cfg = cfg
+        # data parallel: gradients are averaged over `dp_group` (a torch.distributed group of dp_size ranks)
+        self.dp_group, self.dp_size = dp_group, dp_size
+        dtypes = {p.dtype for p in model.parameters()}
+        if len(dtypes) != 1:
+            raise ValueError(f"the trainer model mixes parameter dtypes {sorted(map(str, dtypes))}")
+        self.param_dtype = dtypes.pop()
+        self._names = [n for n, _ in model.named_parameters()]
+        # fp32 master weights (and so fp32 optimizer state) for a bf16/fp16 model
+        self.masters: list[torch.nn.Parameter] | None = None
+        if self.param_dtype in LOW_PRECISION:
+            self.masters = [torch.nn.Parameter(p.detach().float().clone()) for p in model.parameters()]
+        self.scaler = LossScaler() if self.param_dtype == torch.float16 else None
         self.ref_model = ref_model
         if self.ref_model is None and (cfg.use_kl_loss or cfg.keep_ref):
             self.ref_model = copy.deepcopy(model)
@@ -158,7 +207,7 @@ class Trainer:
             for p in self.ref_model.parameters():
                 p.requires_grad_(False)
         self.optimizer = torch.optim.AdamW(
-            model.parameters(), lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps,
+            self.masters if self.masters is not None else model.parameters(), lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps,
             weight_decay=cfg.weight_decay, foreach=False,
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(cfg, max(1, total_steps)))
@@ -235,6 +284,7 @@ class Trainer:
         old = old_all[rows]
         adv = tensors["advantages"][rows]
         self.optimizer.zero_grad(set_to_none=True)
+        self.model.zero_grad(set_to_none=True)  # with fp32 masters the optimizer does not own the model's grads
         logp, entropy = self.forward_logprobs(self.model, batch, rows)
         pg, clipped, kl_old = policy_loss(logp, old, adv, cfg.eps_clip, cfg.eps_clip if cfg.eps_clip_high is None else cfg.eps_clip_high)
         pg_loss = sample_mean(pg, mask).mean()
@@ -245,11 +295,19 @@ class Trainer:
             kl_loss = sample_mean(approx_kl(logp, tensors["ref_log_probs"][rows], cfg.kl_loss_type), mask).mean()
             if cfg.use_kl_loss:
                 loss = loss + cfg.kl_loss_coef * kl_loss
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_grad)
-        self.last_grads = {n: p.grad.detach().clone() for n, p in self.model.named_parameters() if p.grad is not None}
+        (loss * self.scaler.scale if self.scaler is not None else loss).backward()
+        if self.dp_size > 1:
+            self._average_gradients()
+        params = self._step_params()
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.clip_grad)
+        self.last_grads = {n: p.grad.detach().clone() for n, p in zip(self._names, params) if p.grad is not None}
         lr = self.optimizer.param_groups[0]["lr"]
-        self.optimizer.step()
+        finite = bool(torch.isfinite(grad_norm))
+        if self.scaler is not None:
+            self.scaler.update(finite)
+        if finite or self.scaler is None:
+            self.optimizer.step()
+            self._masters_to_model()
         self.scheduler.step()
         self.step += 1
         # vime's alignment metric: trainer's forward-only log-probs vs the engine's, per-response mean
@@ -267,6 +325,31 @@ class Trainer:
             "train/step": self.step,
         }
 
+    def _average_gradients(self) -> None:
+        """Data parallel: each rank's loss is the mean over its shard; the mean of the shard
+        gradients is the full batch's gradient (equal shards)."""
+        import torch.distributed as dist
+
+        for p in self.model.parameters():
+            if p.grad is not None:
+                dist.all_reduce(p.grad, group=self.dp_group)
+                p.grad /= self.dp_size
+
+    def _step_params(self) -> list[torch.Tensor]:
+        """The tensors the optimizer steps, with this step's (unscaled, fp32) gradients."""
+        if self.masters is None:
+            return list(self.model.parameters())
+        inv = 1.0 / self.scaler.scale if self.scaler is not None else 1.0
+        for master, p in zip(self.masters, self.model.parameters()):
+            master.grad = None if p.grad is None else p.grad.detach().float() * inv
+        return self.masters
+
+    @torch.no_grad()
+    def _masters_to_model(self) -> None:
+        if self.masters is not None:
+            for master, p in zip(self.masters, self.model.parameters()):
+                p.copy_(master)
+
     # ----------------------------------------------------------------------------- state
 
     def state_dict(self) -> dict:
@@ -276,12 +359,24 @@ class Trainer:
             "scheduler": self.scheduler.state_dict(),
             "step": self.step,
         }
+        if self.masters is not None:
+            state["master_params"] = {n: m.detach() for n, m in zip(self._names, self.masters)}
+        if self.scaler is not None:
+            state["loss_scaler"] = self.scaler.state_dict()
         if self.ref_model is not None:
             state["ref_model"] = self.ref_model.state_dict()
         return state
 
     def load_state_dict(self, state: dict, load_optim: bool = True) -> None:
         self.model.load_state_dict(state["model"])
+        if self.masters is not None:
+            saved = state.get("master_params")
+            with torch.no_grad():
+                for name, master, p in zip(self._names, self.masters, self.model.parameters()):
+                    # a checkpoint without masters (saved in fp32, or --finetune from one) starts them from the weights
+                    master.copy_(saved[name] if saved is not None else p.float())
+        if self.scaler is not None and "loss_scaler" in state:
+            self.scaler.load_state_dict(state["loss_scaler"])
         if self.ref_model is not None and "ref_model" in state:
             self.ref_model.load_state_dict(state["ref_model"])
         self.step = int(state.get("step", 0))

@@ -75,6 +75,35 @@ def resolve_patterns_dir(state, kb: Optional[Path]) -> tuple[Path, Path | None]:
     return cfg.patterns_dir, cfg.cache_dir
 
 
+def _buffered(stream: BinaryIO) -> tuple[bytes, BinaryIO]:
+    import io
+
+    data = stream.read()
+    if stream is not sys.stdin.buffer:
+        stream.close()
+    return data, io.BytesIO(data)
+
+
+def _history_reports(state, values: List[str], diag, raw: bytes, facts: dict, top: int) -> list[dict]:
+    """`--history`: candidate fix commits per repository, next to the knowledge-base matches."""
+    from porter.kb.history.lookup import analyse_diagnosis, resolve_sources
+
+    cfg = state.config()
+    text = raw.decode("utf-8", "replace")
+    return [analyse_diagnosis(src, diag, text, facts, cfg.cache_dir, top=top).to_dict()
+            for src in resolve_sources(values, cfg.forks_file)]
+
+
+def _render(console, payload: dict, explain: bool) -> None:
+    from porter.kb.render import render_diagnosis
+
+    render_diagnosis(console, payload, explain)
+    if payload.get("history"):
+        from porter.kb.history.render import render_history
+
+        render_history(console, payload["history"])
+
+
 def register(app: typer.Typer) -> None:
     @app.command("diagnose")
     def diagnose(
@@ -84,6 +113,7 @@ def register(app: typer.Typer) -> None:
         env: List[str] = typer.Option([], "--env", help="Installed versions: package==version (repeatable) or a smoke-report JSON file."),
         explain: bool = typer.Option(False, "--explain", help="Show how each match was scored."),
         kb: Optional[Path] = typer.Option(None, "--kb", help="Knowledge directory (or its patterns/ folder) instead of the configured one."),
+        history: List[str] = typer.Option([], "--history", help="Also look for upstream fix commits in this git history: a clone's path or a fork name from forks.yaml (repeatable)."),
         json_: bool = json_option(),
     ) -> None:
         """Diagnose a trace: known cause, fix and verify command, or `unknown` with the signals found.
@@ -95,7 +125,7 @@ def register(app: typer.Typer) -> None:
             from porter.kb.env import parse_env
             from porter.kb.loader import load_kb
             from porter.kb.matcher import diagnose_stream
-            from porter.kb.render import diagnose_payload, render_diagnosis
+            from porter.kb.render import diagnose_payload
 
             defaults = diagnose_defaults(state.config().raw)
             top = top or defaults["top"]
@@ -107,6 +137,9 @@ def register(app: typer.Typer) -> None:
                 reporter.status(f"warning: no knowledge-base entries under {patterns_dir}; every trace will be unknown")
             elif loaded.problems:
                 reporter.status(f"note: {len(loaded.problems)} knowledge-base problem(s); run `porter kb lint`")
+            raw = b""
+            if history:
+                raw, stream = _buffered(stream)  # the history search reads the text again (versions, banners)
             reader = _CountingReader(stream)
             try:
                 diag = diagnose_stream(loaded.compiled(), reader, facts, top)
@@ -119,5 +152,7 @@ def register(app: typer.Typer) -> None:
             payload = diagnose_payload(diag, name, kb_info, explain)
             if facts:
                 payload["env"] = facts
-            reporter.emit("diagnose", payload, lambda console: render_diagnosis(console, payload, explain))
+            if history:
+                payload["history"] = _history_reports(state, history, diag, raw, facts, top)
+            reporter.emit("diagnose", payload, lambda console: _render(console, payload, explain))
             raise typer.Exit(0 if diag.status == "match" else 1)

@@ -206,5 +206,56 @@ def kb_eval(
         raise typer.Exit(1 if (ev["false_positives"] or ev["misses"]) else 0)
 
 
+@kb_app.command("mine-history")
+def kb_mine_history(
+    ctx: typer.Context,
+    repo: str = typer.Argument(..., metavar="REPO", help="A git clone with full history (path), or a fork name from forks.yaml."),
+    ref: str = typer.Option("HEAD", "--ref", help="The branch whose history to index (its tip's commit id keys the cache)."),
+    all_branches: bool = typer.Option(False, "--all-branches", help="Index every local branch (release lines and their cherry-picks) instead of --ref."),
+    json_: bool = json_option(),
+) -> None:
+    """Build the offline index `porter diagnose --history` uses: per commit, the functions it
+    changed, its bug-fix flag, the error strings its message quotes and the first tag containing it.
+
+    Cached by the tip's commit id; an index of an older tip is extended with the new commits only.
+    Exit 3 when the repository cannot be read.
+    """
+    with command_context(ctx, "kb.mine-history", json_) as (reporter, state):
+        import time
+
+        from porter.errors import EnvironmentProblem
+        from porter.kb.history.lookup import availability_problem, resolve_sources
+        from porter.kb.history.mine import ALL_BRANCHES, build_index
+
+        cfg = state.config()
+        source = resolve_sources([repo], cfg.forks_file)[0]
+        problem = availability_problem(source)
+        if problem and "shallow" not in problem:
+            raise EnvironmentProblem(problem, hint="clone the repository with its full history, then run this again")
+        started = time.perf_counter()
+        if all_branches:
+            ref = ALL_BRANCHES
+        index, path, built = build_index(source.repo, cfg.cache_dir, ref)
+        payload = {
+            "repo": str(source.repo), "ref": ref, "head": index.head, "commits": len(index.commits),
+            "fixes": sum(1 for c in index.commits if c.is_fix), "tags": len(index.tags), "index": str(path),
+            "bytes": path.stat().st_size, "built": built, "seconds": round(time.perf_counter() - started, 2),
+            "note": problem or "",
+        }
+
+        def render(console) -> None:
+            from rich.markup import escape
+
+            verb = "built" if built else "already cached"
+            at = "all branches" if all_branches else index.head[:12]
+            console.print(f"history index for {escape(payload['repo'])} at {at} {verb}: {payload['commits']} commits "
+                          f"({payload['fixes']} bug fixes), {payload['tags']} tags, {payload['bytes'] / 1e6:.1f} MB in "
+                          f"{payload['seconds']:.1f} s -> {escape(str(path))}", soft_wrap=True)
+            if problem:
+                console.print(f"[yellow]note[/]: {escape(problem)}", soft_wrap=True)
+
+        reporter.emit("kb.mine-history", payload, render)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(kb_app, name="kb")

@@ -167,7 +167,7 @@ def register(app: typer.Typer) -> None:
                           html=html, markdown=markdown)
                 return
             if not dry_run:
-                from porter.port_cli import preflight
+                from porter.port.dispatch import preflight
 
                 preflight(name, state.config(), plugin_path=plugin_path, upstream=upstream, baseline=from_, target=to,
                           allow_dirty=allow_dirty, fork_ref=fork_ref, push=push)
@@ -180,12 +180,20 @@ def register(app: typer.Typer) -> None:
                 reporter.status(f"Markdown report: {markdown}")
             payload = {"dry_run": dry_run, "analysis": report.to_dict()}
             if not dry_run:
-                from porter.port_cli import port_after_analysis, render_port
+                from porter.port.console import render_port
+                from porter.port.dispatch import port_after_analysis
+                from porter.port.plan import PortFailed
 
-                port_result = port_after_analysis(
-                    request, report, state.config(), reporter.status,
-                    push=push, force=force, allow_dirty=allow_dirty, fork_ref=fork_ref,
-                )
+                try:
+                    port_result = port_after_analysis(
+                        request, report, state.config(), reporter.status,
+                        push=push, force=force, allow_dirty=allow_dirty, fork_ref=fork_ref,
+                    )
+                except PortFailed as failed:  # still show what was analysed and ported, then the error
+                    if failed.result is not None and not reporter.json_mode:
+                        reporter.emit("upgrade", payload, lambda console: (render_rich(report, console),
+                                                                           render_port(failed.result, console)))
+                    raise
                 payload["port"] = port_result.to_dict()
 
                 def render_both(console) -> None:

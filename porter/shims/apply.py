@@ -78,7 +78,7 @@ class _ImportRewriter(cst.CSTTransformer):
         if not moved:
             return updated
         self.count += 1
-        new = [cst.parse_statement(f"from {shim} import {', '.join(names)}\n") for shim, names in moved.items()]
+        new = [cst.parse_statement(_import_line(shim, names)) for shim, names in moved.items()]
         if kept:
             kept[-1] = kept[-1].with_changes(comma=node.names[-1].comma)
             first = updated.with_changes(body=[node.with_changes(names=kept)])
@@ -86,6 +86,14 @@ class _ImportRewriter(cst.CSTTransformer):
         # Every name moved: the shim import takes the original line's comments.
         new[0] = new[0].with_changes(leading_lines=updated.leading_lines, trailing_whitespace=updated.trailing_whitespace)
         return cst.FlattenSentinel(new)
+
+
+def _import_line(module: str, names: list[str], limit: int = 79) -> str:
+    """`from module import a, b`, wrapped in parentheses one name a line when longer than `limit`."""
+    line = f"from {module} import {', '.join(names)}\n"
+    if len(line) <= limit + 1 or len(names) < 2:
+        return line
+    return f"from {module} import (\n" + "".join(f"    {n},\n" for n in names) + ")\n"
 
 
 def rewrite_imports(source: str, moves: dict[tuple[str, str], str]) -> tuple[str, int, set[tuple[str, str]]]:
@@ -159,7 +167,7 @@ class _ParamAdder(cst.CSTTransformer):
             return updated
         self.applied.add((add.class_name, add.method))
         params = updated.params
-        present = {p.name.value for p in (*params.params, *params.kwonly_params)}
+        present = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
         positional, keyword = list(params.params), list(params.kwonly_params)
         originals = len(positional)
         for name, default, kind in add.params:
@@ -171,12 +179,25 @@ class _ParamAdder(cst.CSTTransformer):
                 keyword.append(param)
             else:
                 positional.append(param)
-        if keyword and isinstance(params.star_arg, cst.MaybeSentinel):
-            params = params.with_changes(star_arg=cst.ParamStar())
-        new_params = params.with_changes(params=_commas(positional, originals), kwonly_params=_commas(keyword, len(params.kwonly_params)))
+        # One with_changes: libcst validates each step, and a bare `*` without keyword-only
+        # parameters after it is invalid on its own.
+        star = cst.ParamStar() if keyword and isinstance(params.star_arg, cst.MaybeSentinel) else params.star_arg
+        new_params = params.with_changes(params=_commas(positional, originals), star_arg=star,
+                                         kwonly_params=_commas(keyword, len(params.kwonly_params)))
         comment = cst.EmptyLine(comment=cst.Comment(f"# {add.comment}")) if add.comment else None
         leading = [*updated.leading_lines, comment] if comment else list(updated.leading_lines)
-        return updated.with_changes(params=new_params, leading_lines=leading)
+        body = updated.body
+        if add.body_prefix and isinstance(body, cst.IndentedBlock):
+            prefix = list(cst.parse_module(add.body_prefix).body)
+            statements = list(body.body)
+            at = 1 if statements and _is_docstring(statements[0]) else 0
+            body = body.with_changes(body=[*statements[:at], *prefix, *statements[at:]])
+        return updated.with_changes(params=new_params, leading_lines=leading, body=body)
+
+
+def _is_docstring(statement: cst.BaseStatement) -> bool:
+    return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.SimpleString))
 
 
 def _commas(params: list[cst.Param], originals: int) -> list[cst.Param]:
@@ -282,8 +303,9 @@ def _edit_each_file(root: Path, edits, apply_edits, key_of, changed: set[str], n
 
 
 def _read(root: Path, path: str) -> str:
-    try:
-        return (root / path).read_text(encoding="utf-8")
+    try:  # newline="": a CRLF file stays CRLF (universal newlines would rewrite every line of it)
+        with open(root / path, encoding="utf-8", newline="") as handle:
+            return handle.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read plugin file: {exc}") from exc
 

@@ -50,6 +50,7 @@ class ParamAdd:
     method: str
     params: tuple[tuple[str, str, str], ...]  # (name, default source, kind: positional | keyword_only)
     comment: str = ""
+    body_prefix: str = ""  # statements put first in the body (the "not the default: raise" guards)
 
 
 @dataclass(frozen=True)

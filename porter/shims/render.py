@@ -1,6 +1,7 @@
 """Rendering of shim modules, generated tests and PR material from jinja2 templates.
 
-Templates live in porter/shims/templates; a directory named by PORTER_SHIM_TEMPLATES overrides
+Templates live in porter/shims/templates (shims, generated tests) and porter/port/templates (PR
+material); a directory named by PORTER_SHIM_TEMPLATES overrides
 individual files (a maintainer's house style). Undefined variables are errors, and every
 template problem becomes an InputError naming the template and line, never a half-rendered file.
 """
@@ -16,6 +17,7 @@ from typing import Any
 from porter.errors import InputError
 
 BUILTIN_TEMPLATES = Path(__file__).resolve().parent / "templates"
+BUILTIN_DIRS = (BUILTIN_TEMPLATES, Path(__file__).resolve().parents[1] / "port" / "templates")
 
 
 @lru_cache(maxsize=4)
@@ -24,7 +26,7 @@ def _environment(override: str | None):
 
     if override:
         _check_override(Path(override))
-    paths = [override, str(BUILTIN_TEMPLATES)] if override else [str(BUILTIN_TEMPLATES)]
+    paths = ([override] if override else []) + [str(d) for d in BUILTIN_DIRS]
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(paths),
         undefined=jinja2.StrictUndefined,
@@ -43,7 +45,7 @@ def _check_override(directory: Path) -> None:
     if not directory.is_dir():
         raise InputError(f"PORTER_SHIM_TEMPLATES={directory} is not a directory",
                          hint="point it at a directory of templates named like the built-in ones, or unset it")
-    builtin = {p.name for p in BUILTIN_TEMPLATES.glob("*.j2")}
+    builtin = {p.name for d in BUILTIN_DIRS for p in d.glob("*.j2")}
     unknown = sorted(p.name for p in directory.glob("*.j2") if p.name not in builtin)
     if unknown:
         raise InputError(f"PORTER_SHIM_TEMPLATES: {', '.join(unknown)} override(s) no built-in template",

@@ -8,6 +8,7 @@ from typing import Any
 
 from porter.errors import UsageError
 from porter.fsutil import atomic_write_text
+from porter.redact import redact_text
 from porter.upgrade.analyze import AnalysisReport
 from porter.upgrade.models import DriftFamily, DriftRecord, Outcome
 
@@ -94,12 +95,12 @@ def _environment():
 
 def render_markdown(report: AnalysisReport) -> str:
     template = _environment().get_template("upgrade_report.md.j2")
-    return template.render(r=report, d=report.to_dict(), families=grouped(report.records)).strip() + "\n"
+    return redact_text(template.render(r=report, d=report.to_dict(), families=grouped(report.records)).strip()) + "\n"
 
 
 def render_html(report: AnalysisReport) -> str:
     template = _environment().get_template("upgrade_report.html.j2")
-    return template.render(r=report, d=report.to_dict(), families=grouped(report.records))
+    return redact_text(template.render(r=report, d=report.to_dict(), families=grouped(report.records)))
 
 
 def check_report_path(path: Path, option: str) -> None:

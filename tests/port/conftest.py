@@ -2,7 +2,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.port.helpers import drift_analyzer, make_example
+from tests.port.helpers import drift_analyzer, isolate_git_config, make_example
+
+
+@pytest.fixture(autouse=True)
+def _no_global_git_identity(monkeypatch, tmp_path_factory):
+    """Every port test runs like CI: no global git identity (porter must bring its own)."""
+    isolate_git_config(monkeypatch, tmp_path_factory.mktemp("home"))
 
 
 @pytest.fixture
@@ -14,7 +20,7 @@ def example(tmp_path):
 
 @pytest.fixture
 def request_for(example, tmp_path):
-    from porter.port import PortRequest
+    from porter.port.plan import PortRequest
 
     def build(**overrides):
         fields = dict(

@@ -4,12 +4,35 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
+import subprocess
 from pathlib import Path
 
-from porter.port import PortAnalysis
+from porter.port.plan import PortAnalysis
 from porter.upgrade.models import Outcome, OutcomeDecision, Severity
 
 REPO = Path(__file__).resolve().parents[2]
+# The tests' own commits carry this identity; porter's commits must work without any (see conftest).
+TEST_IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+
+
+def git(repo, *args: str) -> str:
+    """git as a user of the fork would run it (with an identity of its own), stdout."""
+    return subprocess.run(["git", "-c", "init.defaultBranch=main", *args], cwd=repo, capture_output=True, text=True,
+                          check=True, env={**os.environ, **TEST_IDENTITY}).stdout
+
+
+def isolate_git_config(monkeypatch, home: Path) -> None:
+    """No global or system git config, as on a CI machine: no user.name/user.email to fall back on."""
+    home.mkdir(parents=True, exist_ok=True)
+    empty = home / "gitconfig"
+    empty.write_text("")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(empty))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    for name in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "EMAIL"):
+        monkeypatch.delenv(name, raising=False)
 
 
 def load_example_module():

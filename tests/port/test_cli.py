@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -15,10 +16,12 @@ def test_upgrade_example_makes_branch_and_pr(tmp_path, monkeypatch):
     paths = make_example(tmp_path / "ex")
     monkeypatch.chdir(paths["root"])
     monkeypatch.setenv("PORTER_CACHE_DIR", str(tmp_path / "cache"))
+    forks_before = paths["forks_file"].read_text()
     result = CliRunner().invoke(app, ["upgrade", "example-plugin", "--to", "v2", "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     port = doc["port"]
+    assert port["imports_at_target"]["verdict"] == "yes"
     assert port["branch"] == "ascend-port/hostlib-v2" and port["branch_moved"]
     assert port["outcome"]["outcome"] == "C_PATCH"
     assert port["needs_human"] == ["F1:hostlib.layers.moe.legacy_router"]
@@ -26,8 +29,13 @@ def test_upgrade_example_makes_branch_and_pr(tmp_path, monkeypatch):
     pr = subprocess.run(["git", "show", "ascend-port/hostlib-v2:PR_MATERIAL.md"], cwd=paths["plugin"],
                         capture_output=True, text=True, check=True).stdout
     assert "porter upgrade example-plugin --to v2 --from v1" in pr
-    ledger = paths["forks_file"].read_text()
-    assert port["run_id"] in ledger
+    assert pr.startswith("**imports at hostlib v2: yes")  # the verdict is the first line
+    assert str(tmp_path) not in pr  # relative paths only
+    from porter.registry import load_forks
+
+    (entry,) = load_forks(paths["forks_file"])["example-plugin"].ledger
+    assert entry.run_id == port["run_id"] and entry.branch == "ascend-port/hostlib-v2"
+    assert paths["forks_file"].read_text() == forks_before  # comments and layout of forks.yaml untouched
 
 
 def test_upgrade_on_dirty_fork_exits_2_and_changes_nothing(tmp_path, monkeypatch):
@@ -167,3 +175,25 @@ def test_porting_an_archive_says_to_use_a_checkout_or_dry_run(tmp_path, monkeypa
     assert result.exit_code == 2, result.output
     error = json.loads(result.stdout)["error"]
     assert "not a directory" in error["message"] and "--dry-run" in error["hint"]
+
+
+def test_the_baseline_analysis_runs_once_per_port(tmp_path, monkeypatch):
+    """A clean checkout at the baseline: the report's analysis is the port's; only the result tree is
+    analysed again (residual drift)."""
+    import porter.upgrade.analyze as analyze
+
+    paths = make_example(tmp_path / "ex")
+    monkeypatch.chdir(paths["root"])
+    monkeypatch.setenv("PORTER_CACHE_DIR", str(tmp_path / "cache"))
+    seen = []
+    real = analyze.run_analysis
+
+    def counting(request, *args, **kwargs):
+        seen.append(Path(request.plugin_path).resolve() if request.plugin_path else None)
+        return real(request, *args, **kwargs)
+
+    monkeypatch.setattr(analyze, "run_analysis", counting)
+    result = CliRunner().invoke(app, ["upgrade", "example-plugin", "--to", "v2", "--json"])
+    assert result.exit_code == 0, result.output
+    assert len(seen) == 2  # the checkout (= the committed baseline), then the ported tree
+    assert (tmp_path / "cache" / "worktrees") in seen[1].parents

@@ -12,14 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.port.helpers import REPO, snapshot
+from tests.port.helpers import REPO, git, snapshot
 from porter.errors import EnvironmentProblem, InputError, UsageError
-from porter.port import PortAnalysis, PortFailed, run_port
+from porter.port.plan import PortAnalysis, PortFailed
+from porter.port.shim_port import run_port
 from porter.upgrade.models import DriftFamily, DriftRecord, Location, Outcome, OutcomeDecision, Site
-
-
-def git(repo, *args):
-    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout
 
 
 def with_stash(repo: Path) -> None:
@@ -60,9 +57,20 @@ def test_failed_validation_does_not_move_the_branch(example, request_for, tmp_pa
     with pytest.raises(PortFailed) as info:
         run_port(request_for(), analyze)
     assert info.value.exit_code == 1 and "residual drift" in info.value.message
-    assert_untouched(example["plugin"], before, tmp_path / "worktrees")
+    # The port branch did not move; the result is kept on `-failed` for inspection, nothing else changed.
+    after = snapshot(example["plugin"])
+    changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+    assert changed == {".git/refs/heads/ascend-port/hostlib-v2-failed", ".git/logs/refs/heads/ascend-port/hostlib-v2-failed"}
+    assert git(example["plugin"], "branch", "--list", "ascend-port/hostlib-v2").strip() == ""
+    failed = info.value.result
+    assert failed.failed_branch == "ascend-port/hostlib-v2-failed" and not failed.branch_moved
+    assert git(example["plugin"], "rev-parse", failed.failed_branch).strip() == failed.tip
     runs = list((tmp_path / "runs" / "upgrade").iterdir())
     assert len(runs) == 1 and (runs[0] / "PR_MATERIAL.md").is_file()  # the record explains the failure
+    assert f"{runs[0]}/run.json" in info.value.message  # the error names the record ...
+    (check,) = info.value.details["checks"]  # ... and the failing check with its output
+    assert check["name"] == "residual drift" and any("hostlib.ghost" in item for item in check["items"])
+    assert not (tmp_path / "worktrees").exists() or not any((tmp_path / "worktrees").iterdir())
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
@@ -180,3 +188,141 @@ def test_c_report_makes_no_branch(example, request_for):
 
     result = run_port(request_for(), analyze)
     assert result.exit_code == 1 and not result.branch_moved and "C_REPORT" in result.message
+
+
+def _start_paused(example, tmp_path, stage: str, pause_s: float = 60) -> tuple[subprocess.Popen, Path]:
+    """`porter upgrade example-plugin --to v2` in a subprocess, paused at `stage` (returns once it is there)."""
+    marker = tmp_path / f"paused-{stage}"
+    env = {**os.environ, "PORTER_TEST_HOOK": f"pause:{stage}:{marker}", "PORTER_TEST_PAUSE_S": str(pause_s),
+           "PORTER_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "porter", "upgrade", "example-plugin", "--to", "v2"],
+                            cwd=example["root"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 90
+    while not marker.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"the run never reached {stage}: {proc.communicate()}")
+        time.sleep(0.05)
+    return proc, marker
+
+
+@pytest.mark.parametrize("stage", ["worktree", "validated", "pr-material"])
+def test_interrupt_at_each_step_before_the_move_changes_nothing(example, tmp_path, stage):
+    from porter.registry import load_forks
+
+    before = snapshot(example["plugin"])
+    proc, _ = _start_paused(example, tmp_path, stage)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err.decode()
+    assert_untouched(example["plugin"], before, tmp_path / "cache" / "worktrees")
+    assert load_forks(example["forks_file"])["example-plugin"].ledger == ()
+
+
+def test_interrupt_right_after_the_move_is_reported_truthfully(example, tmp_path):
+    """Ctrl-C in the window between the branch move and its record: the record and the ledger are
+    still written, and the message says the branch moved (it is not 'nothing was written')."""
+    import json
+
+    from porter.registry import load_forks
+
+    proc, _ = _start_paused(example, tmp_path, "moved", pause_s=2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    message = err.decode()
+    assert proc.returncode == 130, message
+    assert "moved to" in message and "nothing was left half-written" not in message
+    tip = git(example["plugin"], "rev-parse", "ascend-port/hostlib-v2").strip()
+    (entry,) = load_forks(example["forks_file"])["example-plugin"].ledger
+    assert entry.commits[-1] == tip
+    (record,) = (example["root"] / "runs" / "upgrade").iterdir()
+    doc = json.loads((record / "run.json").read_text())
+    assert doc["branch_moved"] is True and doc["tip"] == tip
+    assert git(example["plugin"], "worktree", "list").count("\n") == 1  # and the worktree is gone
+
+
+def test_sigkill_leaves_a_worktree_that_the_next_run_prunes(example, request_for, tmp_path):
+    proc, _ = _start_paused(example, tmp_path, "commit-2")
+    proc.kill()  # SIGKILL: no cleanup runs
+    proc.communicate(timeout=30)
+    work_dir = tmp_path / "cache" / "worktrees"
+    (stale,) = list(work_dir.iterdir())
+    assert str(stale) in git(example["plugin"], "worktree", "list")  # git still has it registered
+    result = run_port(request_for(work_dir=work_dir), example["analyze"])
+    assert result.branch_moved
+    assert git(example["plugin"], "worktree", "list").count("\n") == 1
+    assert not stale.exists() and not any(work_dir.iterdir())
+
+
+def test_a_live_runs_worktree_is_not_pruned(example, request_for, tmp_path):
+    """Two runs at once: the second must not take the first one's worktree for a stale one."""
+    from porter.port.worktree import prune_stale
+
+    proc, _ = _start_paused(example, tmp_path, "commit-1")
+    try:
+        work_dir = tmp_path / "cache" / "worktrees"
+        assert prune_stale(example["plugin"], work_dir) == []
+        assert len(list(work_dir.iterdir())) == 1
+    finally:
+        proc.kill()
+        proc.communicate(timeout=30)
+
+
+def test_invalid_slug_is_a_usage_error_before_anything(example, request_for, tmp_path):
+    before = snapshot(example["plugin"])
+    with pytest.raises(UsageError, match="invalid slug") as info:
+        run_port(request_for(slug="bad..slug"), example["analyze"])
+    assert info.value.exit_code == 2
+    assert_untouched(example["plugin"], before, tmp_path / "worktrees")
+
+
+def test_stale_ref_lock_is_named(example, request_for, tmp_path):
+    from porter.port.publish import RefLocked
+
+    lock = example["plugin"] / ".git" / "refs" / "heads" / "ascend-port" / "hostlib-v2.lock"
+    lock.parent.mkdir(parents=True)
+    lock.write_text("")
+    with pytest.raises(RefLocked) as info:
+        run_port(request_for(), example["analyze"])
+    assert str(lock) in info.value.message and "delete" in info.value.hint
+    assert git(example["plugin"], "branch", "--list", "ascend-port/*").strip() == ""
+
+
+def test_concurrent_change_of_the_branch_is_named(example, request_for, tmp_path, monkeypatch):
+    from porter.port import shim_port
+    from porter.port.publish import ConcurrentChange
+
+    real = shim_port.checkpoint
+
+    def someone_else_moves_it(stage):
+        if stage == "pr-material":  # after porter looked at the branch, before it moves it
+            git(example["plugin"], "branch", "ascend-port/hostlib-v2", "main")
+        real(stage)
+
+    monkeypatch.setattr(shim_port, "checkpoint", someone_else_moves_it)
+    with pytest.raises(ConcurrentChange, match="changed while porter was running"):
+        run_port(request_for(), example["analyze"])
+    main = git(example["plugin"], "rev-parse", "main").strip()
+    assert git(example["plugin"], "rev-parse", "ascend-port/hostlib-v2").strip() == main  # theirs, kept
+
+
+def test_two_concurrent_ledger_writers_keep_every_entry(tmp_path):
+    from porter.registry import load_forks
+
+    forks_file = tmp_path / "forks" / "forks.yaml"
+    forks_file.parent.mkdir()
+    text = "# my forks: keep this comment\nschema: 1\nforks:\n  f:\n    plugin: p\n    custom_key: kept  # mine\n"
+    forks_file.write_text(text)
+    forks_file.chmod(0o600)
+    writer = (
+        "import sys\nfrom pathlib import Path\nfrom porter.registry import LedgerEntry, append_ledger\n"
+        "for i in range(25):\n"
+        "    append_ledger(Path(sys.argv[1]), 'f', LedgerEntry(slug='s', branch='ascend-port/s', upstream='u',\n"
+        "                  target='2', outcome='C_PATCH', created='t', run_id=f'{sys.argv[2]}-{i}'))\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", writer, str(forks_file), name], env={**os.environ, "PYTHONPATH": str(REPO)})
+             for name in ("a", "b")]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    runs = {e.run_id for e in load_forks(forks_file)["f"].ledger}
+    assert runs == {f"{n}-{i}" for n in "ab" for i in range(25)}
+    assert forks_file.read_text() == text and (forks_file.stat().st_mode & 0o777) == 0o600

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from porter.transformers_compare import compare, to_markdown
+from porter.port.transformers_compare import compare, to_markdown
 from porter.upgrade.models import Outcome
 
 NPU = '''"""NPU flash attention."""

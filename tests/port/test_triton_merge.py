@@ -8,19 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.port.helpers import snapshot
+from tests.port.helpers import git, snapshot
 from porter.errors import UsageError
-from porter.triton_merge import MergeConflicts, MergeRequest, conflict_hunks, conflict_key, load_resolutions, run_merge
-
-ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-
-
-def git(repo, *args):
-    import os
-
-    return subprocess.run(["git", "-c", "init.defaultBranch=main", *args], cwd=repo, capture_output=True, text=True,
-                          check=True, env={**os.environ, **ENV}).stdout
-
+from porter.port.fork_merge import (MergeConflicts, MergeRequest, apply_recorded, conflict_hunks, conflict_key,
+                                      load_resolutions, run_merge)
 
 def write(root: Path, files: dict[str, str]) -> None:
     for rel, text in files.items():
@@ -170,3 +161,38 @@ def test_cli_upgrade_of_a_fork_merges(repos, monkeypatch):
     error = json.loads(result.stdout)["error"]
     assert error["kind"] == "merge_conflicts" and "cmake" not in error["message"]
     assert snapshot(repos["fork"]) == before
+
+
+def test_conflict_key_tells_conflicts_apart():
+    """A recorded resolution belongs to one conflict text: a stale one must not resolve a new conflict."""
+    import hashlib
+
+    keys = {conflict_key("x\n", "y\n"), conflict_key("y\n", "x\n"), conflict_key("x\n", "z\n"),
+            conflict_key("x\ny\n", ""), conflict_key("x\n", "y\n\n")}
+    assert len(keys) == 5  # sides, content and the split point all count
+    assert conflict_key("x\r\n", "y\r\n") == conflict_key("x\n", "y\n")  # line endings do not
+    # The documented format (resolution files record it): sha256(ours NUL theirs), 16 hex digits.
+    assert conflict_key("a\n", "b\n") == hashlib.sha256(b"a\n\0b\n").hexdigest()[:16]
+
+
+def test_stale_recorded_resolution_is_not_applied():
+    text = "head\n<<<<<<< HEAD\nnew ours\n=======\nnew theirs\n>>>>>>> v3\ntail\n"
+    stale = {conflict_key("old ours\n", "old theirs\n"): "resolved for v2\n"}
+    out, missing = apply_recorded(text, stale)
+    assert out == text and missing == [conflict_key("new ours\n", "new theirs\n")]
+    fresh = {conflict_key("new ours\n", "new theirs\n"): "both\n"}
+    assert apply_recorded(text, fresh) == ("head\nboth\ntail\n", [])
+
+
+def test_stale_recorded_resolution_leaves_the_merge_to_a_human(repos, tmp_path):
+    rules_dir = tmp_path / "stale"
+    rules_dir.mkdir()
+    (rules_dir / "tri.yaml").write_text(yaml.safe_dump({"fork": "triton-ascend", "resolutions": [
+        {"id": "T-1", "paths": ["cmake/*"], "strategy": "ours"},
+        {"id": "T-2", "paths": ["third_party/nvidia/*"], "strategy": "theirs"},
+        {"id": "T-OLD", "paths": ["python/triton/runtime/interpreter.py", "*TritonAttrDefs.td"], "strategy": "recorded",
+         "hunks": [{"conflict": conflict_key("    return 'npu'\n", "    return 'v1.5'\n"), "resolution": "stale\n"}]}]}))
+    with pytest.raises(MergeConflicts) as info:
+        run_merge(request(repos, rules_dir))
+    assert {c["path"] for c in info.value.details["conflicts"]} == {"include/TritonAttrDefs.td",
+                                                                    "python/triton/runtime/interpreter.py"}

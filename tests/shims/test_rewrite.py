@@ -64,3 +64,61 @@ def test_member_on_one_line_class():
     exec(out, namespace)
     assert namespace["Bar"]().m() == 1
     assert applied == {("Bar", "m")}
+
+
+def _params_of(source: str, cls: str, method: str):
+    import inspect
+
+    namespace: dict = {}
+    exec(source, namespace)
+    return inspect.signature(getattr(namespace[cls], method))
+
+
+def test_keyword_only_parameter_added_to_an_override_without_star():
+    """The base gained `*, c=None`: the override gets a `*` and the keyword-only parameter (this crashed libcst)."""
+    from porter.shims.apply import add_params
+    from porter.shims.model import ParamAdd
+
+    src = "class A:\n    def f(self, a, b=1):\n        return a, b\n"
+    out, applied = add_params(src, [ParamAdd("x.py", "A", "f", (("c", "None", "keyword_only"), ("d", "2", "positional")))])
+    assert applied == {("A", "f")}
+    sig = _params_of(out, "A", "f")
+    assert [(p.name, p.kind.name) for p in sig.parameters.values()] == [
+        ("self", "POSITIONAL_OR_KEYWORD"), ("a", "POSITIONAL_OR_KEYWORD"), ("b", "POSITIONAL_OR_KEYWORD"),
+        ("d", "POSITIONAL_OR_KEYWORD"), ("c", "KEYWORD_ONLY")]
+    namespace: dict = {}
+    exec(out, namespace)
+    assert namespace["A"]().f(1, 2, 3, c=4) == (1, 2)  # the new upstream call shape is accepted
+
+
+def test_parameters_added_after_positional_only_ones():
+    from porter.shims.apply import add_params
+    from porter.shims.model import ParamAdd
+
+    src = "class A:\n    def g(self, a, /, b):\n        return a + b\n"
+    out, _ = add_params(src, [ParamAdd("x.py", "A", "g", (("a", "None", "positional"), ("c", "None", "keyword_only")))])
+    sig = _params_of(out, "A", "g")
+    # `a` is already there (positional-only): not added twice, which would be a SyntaxError.
+    assert [p.name for p in sig.parameters.values()] == ["self", "a", "b", "c"]
+    assert sig.parameters["a"].kind.name == "POSITIONAL_ONLY"
+
+
+def test_crlf_file_keeps_its_line_endings(tmp_path):
+    """Only the rewritten import line changes in a CRLF file (it used to come back LF: every line changed)."""
+    from porter.shims.apply import apply_group
+    from porter.shims.model import ImportMove, ShimGroup
+    from porter.upgrade.models import DriftFamily
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "m.py").write_bytes(b"import os\r\nfrom up.a import X\r\n\r\nprint(os, X)\r\n")
+    group = ShimGroup("g", DriftFamily.MOVED, "lazy_import_fallback", (), "s", (),
+                      import_moves=(ImportMove("pkg/m.py", "up.a", "X", "pkg.compat.a"),))
+    apply_group(tmp_path, group)
+    assert (tmp_path / "pkg" / "m.py").read_bytes() == b"import os\r\nfrom pkg.compat.a import X\r\n\r\nprint(os, X)\r\n"
+
+
+def test_long_redirected_import_is_wrapped():
+    moves = {("up.a", n): "pkg.compat.a_long_module_name" for n in ("first_name", "second_name", "third_name_here")}
+    out, _, _ = rewrite_imports("from up.a import first_name, second_name, third_name_here\n", moves)
+    assert out == "from pkg.compat.a_long_module_name import (\n    first_name,\n    second_name,\n    third_name_here,\n)\n"
+    compile(out, "t", "exec")

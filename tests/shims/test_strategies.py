@@ -58,6 +58,15 @@ def tree(example, tmp_path):
     return work
 
 
+def own_upstreams(example, tmp_path):
+    """A private copy of the example's upstream trees (the example is shared by the module's tests)."""
+    copy = dict(example)
+    for key in ("upstream_v1", "upstream_v2"):
+        copy[key] = tmp_path / key
+        shutil.copytree(example[key], copy[key])
+    return copy
+
+
 def context(example, work, **hint):
     return ShimContext(work, detect(work, hint=hint or None), "hostlib", "v1", "v2",
                        UpstreamTree(example["upstream_v1"]), UpstreamTree(example["upstream_v2"]))
@@ -79,7 +88,9 @@ def test_every_family_gets_a_shim_and_a_test(example, tree):
     assert plan.needs_human == ("F1:hostlib.layers.moe.legacy_router",)
     removed = by_strategy["removed_fallback"]
     shim = next(f for f in removed.files if f.kind == "shim").content
-    assert "TODO(porter)" in shim and "def legacy_router(logits):" in shim  # old source quoted for the human
+    # Linked for the human, not quoted: the old body reads a module global, so it cannot be copied.
+    assert "TODO(porter): port `legacy_router`; hostlib v1 defined it at hostlib/layers/moe.py@v1:15." in shim
+    assert "def legacy_router(logits):" not in shim
     assert "_REBUILD_BASES" in shim and "('hostlib.layers.moe', 'FusedMoE')" in shim
     members = by_strategy["member_default"]
     assert {m.member for m in members.member_adds} == {"seed_offset", "manual_seed_all"}
@@ -233,7 +244,7 @@ def test_attribute_chain_uses_go_to_a_human(example, tree):
 
 
 def test_unreached_import_sites_move_a_record_to_a_human(example, tree):
-    from porter.port import plan_with_missed
+    from porter.port.plan import plan_with_missed
     from porter.shims.model import ImportMove
 
     plan = plan_shims([RECORDS[2]], context(example, tree))
@@ -283,3 +294,134 @@ def test_mistyped_template_override_is_an_input_error(example, tree, tmp_path, m
         assert info.value.exit_code == 2
     finally:
         render._environment.cache_clear()
+
+
+def test_a_self_contained_removed_helper_is_rebuilt_from_its_body(tmp_path):
+    """`round_up` is gone at the target; its body uses only its arguments, so the shim carries it and
+    the generated test runs it (instead of a stub that raises)."""
+    from porter.shims.strategies.removed import plan_removed, self_contained
+
+    old = tmp_path / "v1"
+    (old / "up").mkdir(parents=True)
+    (old / "up" / "__init__.py").write_text("")
+    (old / "up" / "math.py").write_text("K = 3\n\n\ndef round_up(x: int, m: int = 8) -> int:\n    return -(-x // m) * m\n\n\n"
+                                      "def scaled(x):\n    return x * K\n")
+    new = tmp_path / "v2"
+    (new / "up").mkdir(parents=True)
+    (new / "up" / "__init__.py").write_text("")
+    (new / "up" / "math.py").write_text("")
+    assert self_contained("def f(a, *b, k=1):\n    return sorted(b, key=lambda v: -v)[:a] + [k]\n", "f")
+    assert not self_contained("def scaled(x):\n    return x * K\n", "scaled")
+    plugin = tmp_path / "plug"
+    (plugin / "pk").mkdir(parents=True)
+    (plugin / "pk" / "__init__.py").write_text("")
+    (plugin / "pk" / "use.py").write_text("from up.math import round_up\n\n\ndef pad(n):\n    return round_up(n, 16)\n")
+    convention = detect(plugin, "pk")
+    ctx = ShimContext(plugin, convention, "up", "1.0", "2.0", UpstreamTree(old), UpstreamTree(new))
+    record = DriftRecord(DriftFamily.REMOVED, "up.math.round_up", Location("up.math", "round_up"), (Site("pk/use.py", 1),))
+    group = plan_removed("up.math", [record], ctx, set())
+    assert group.needs_human == ()
+    shim = next(f for f in group.files if f.kind == "shim").content
+    assert "def _rebuilt_round_up(x: int, m: int = 8) -> int:" in shim and "up/math.py@1.0:4" in shim
+    apply_group(plugin, group)
+    generated = _pytest(plugin, "--noconftest", *group.test_paths)
+    assert generated.returncode == 0, generated.stdout + generated.stderr
+    probe = "from pk.use import pad; print(pad(17))"
+    run = subprocess.run([sys.executable, "-c", probe], cwd=plugin, capture_output=True, text=True, timeout=60,
+                         env={"PYTHONPATH": f"{new}:{plugin}", "PYTHONDONTWRITEBYTECODE": "1"})
+    assert run.stdout.strip() == "32", run.stderr  # the copied body runs at the target
+
+
+def test_a_moved_submodule_imported_as_a_name_gets_a_module_shim(tmp_path):
+    """`from up.a import protocol` where the submodule up.a.protocol became up.c.protocol (it used to render
+    `class :` into the generated test layout and fail validation)."""
+    from porter.shims.strategies.moved import plan_moved
+
+    def tree(root: Path, files: dict[str, str]) -> Path:
+        for rel, text in files.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+        return root
+
+    old = tree(tmp_path / "v1", {"up/__init__.py": "", "up/a/__init__.py": "", "up/a/protocol.py": "WHERE = 'a'\n"})
+    new = tree(tmp_path / "v2", {"up/__init__.py": "", "up/a/__init__.py": "", "up/c/__init__.py": "",
+                                 "up/c/protocol.py": "WHERE = 'c'\n"})
+    plugin = tree(tmp_path / "plug", {"pk/__init__.py": "", "pk/use.py": "from up.a import protocol\n\n\n"
+                                                                       "def where():\n    return protocol.WHERE\n"})
+    ctx = ShimContext(plugin, detect(plugin, "pk"), "up", "1.0", "2.0", UpstreamTree(old), UpstreamTree(new))
+    record = DriftRecord(DriftFamily.MOVED, "up.a.protocol", Location("up.a.protocol", "protocol"), (Site("pk/use.py", 1),),
+                         new_location=Location("up.c.protocol", ""))
+    group = plan_moved("up.a", [record], ctx, set())
+    for new_file in group.files:
+        assert "class :" not in new_file.content
+        compile(new_file.content, new_file.path, "exec")
+    apply_group(plugin, group)
+    generated = _pytest(plugin, "--noconftest", *group.test_paths)
+    assert generated.returncode == 0, generated.stdout + generated.stderr
+    for version, expected in ((old, "a"), (new, "c")):
+        run = subprocess.run([sys.executable, "-c", "from pk.use import where; print(where())"], cwd=plugin,
+                             capture_output=True, text=True, timeout=60,
+                             env={"PYTHONPATH": f"{version}:{plugin}", "PYTHONDONTWRITEBYTECODE": "1"})
+        assert run.stdout.strip() == expected, run.stderr
+
+
+def test_an_override_never_drops_a_new_argument_silently(example, tree):
+    """The override accepts the new parameter; any value but the upstream default raises naming it."""
+    ctx = context(example, tree)
+    (group,) = [g for g in plan_shims(RECORDS, ctx).groups if g.strategy == "override_params"]
+    apply_group(tree, group)
+    # v1's Platform has no abstract manual_seed_all (another group adds it), so the class instantiates there.
+    probe = ("from tiny_npu.platform import NPUPlatform\np = NPUPlatform()\nprint(p.name(short=False))\n"
+             "try:\n    p.name(short=True)\nexcept NotImplementedError as exc:\n    print('raised:', exc)\n")
+    run = subprocess.run([sys.executable, "-c", probe], cwd=tree, capture_output=True, text=True, timeout=60,
+                         env={"PYTHONPATH": f"{example['upstream_v1']}:{tree}", "PYTHONDONTWRITEBYTECODE": "1"})
+    out = run.stdout.splitlines()
+    assert out[:1] == ["npu:npu"] and out[1].startswith("raised: NPUPlatform.name: hostlib v2 passed short=True"), run.stderr
+
+
+def test_an_override_whose_new_argument_upstream_really_passes_goes_to_a_human(example, tree, tmp_path):
+    example = own_upstreams(example, tmp_path)
+    describe = example["upstream_v2"] / "hostlib" / "platform.py"
+    describe.write_text(describe.read_text().replace("self.name(short=False)", "self.name(short=True)"))
+    ctx = context(example, tree)
+    plan = plan_shims(RECORDS, ctx)
+    assert not [g for g in plan.groups if g.strategy == "override_params"]
+    (reason,) = [u.reason for u in plan.unhandled if u.record.symbol.endswith("Platform.name")]
+    assert "passes short=True" in reason and "hostlib/platform.py@v2:13" in reason
+
+
+def test_member_defaults_follow_how_upstream_uses_them(example, tree, tmp_path):
+    """A mutable upstream default becomes one object per instance; a required method the target really
+    calls is not bridged with a stub that raises there."""
+    example = own_upstreams(example, tmp_path)
+    platform = example["upstream_v2"] / "hostlib" / "platform.py"
+    text = platform.read_text().replace("self.seed_offset = 0", "self.seed_offset = []")
+    platform.write_text(text.replace("    def describe(self):\n", "    def describe(self):\n        self.manual_seed_all(0)\n"))
+    records = [r for r in RECORDS if r.family in (DriftFamily.NEW_ATTRIBUTE, DriftFamily.NEW_METHOD)]
+    records = [r if r.family is not DriftFamily.NEW_ATTRIBUTE else
+               DriftRecord(r.family, r.symbol, r.old_location, r.sites, detail={**r.detail, "default": "[]"})
+               for r in records]
+    plan = plan_shims(records, context(example, tree))
+    (group,) = plan.groups
+    assert [m.member for m in group.member_adds] == ["seed_offset"]
+    (reason,) = [u.reason for u in plan.unhandled]
+    assert "calls `manual_seed_all()` (hostlib/platform.py@v2:" in reason
+    apply_group(tree, group)
+    probe = "from tiny_npu.platform import NPUPlatform\na, b = NPUPlatform(), NPUPlatform()\na.seed_offset.append(1)\n" \
+            "print(a.seed_offset, b.seed_offset)\n"
+    run = subprocess.run([sys.executable, "-c", probe], cwd=tree, capture_output=True, text=True, timeout=60,
+                         env={"PYTHONPATH": f"{example['upstream_v1']}:{tree}", "PYTHONDONTWRITEBYTECODE": "1"})
+    assert run.stdout.strip() == "[1] []", run.stderr  # not shared between instances
+
+
+def test_a_none_default_where_upstream_slices_the_attribute_goes_to_a_human(example, tree, tmp_path):
+    example = own_upstreams(example, tmp_path)
+    platform = example["upstream_v2"] / "hostlib" / "platform.py"
+    platform.write_text(platform.read_text().replace("self.seed_offset = 0", "self.seed_offset = make_offsets()")
+                        .replace("+{self.seed_offset}", "+{self.seed_offset[:1]}"))
+    records = [DriftRecord(r.family, r.symbol, r.old_location, r.sites, detail={k: v for k, v in r.detail.items() if k != "default"})
+               for r in RECORDS if r.family is DriftFamily.NEW_ATTRIBUTE]
+    plan = plan_shims(records, context(example, tree))
+    assert plan.groups == ()
+    (reason,) = [u.reason for u in plan.unhandled]
+    assert "uses `seed_offset` as a value" in reason and "None would fail there" in reason

@@ -144,8 +144,8 @@ def test_usage_errors(project):
         code, doc, _ = invoke(*args, "--json")
         assert code == 2 and doc["error"]["kind"] == "usage_error", (args, doc)
     # A mistyped gate is refused before anything ships (the registry is the shipped one).
-    code, doc, _ = invoke("smoke", "--host", "local", "--gates", "G1,G9", "--json")
-    assert code == 2 and doc["error"]["message"] == "unknown gate(s): G9" and "run" not in doc
+    code, doc, _ = invoke("smoke", "--host", "local", "--gates", "G1,G99", "--json")
+    assert code == 2 and doc["error"]["message"] == "unknown gate(s): G99" and "run" not in doc
 
 
 @pytest.mark.parametrize("signo", [2, 15])  # Ctrl-C, and SIGTERM (a cancelled CI job)

@@ -55,9 +55,9 @@ def test_upgrade_json_matches_the_docs(project, trees):
 
 
 def test_port_json_matches_the_docs():
-    from porter.port import PortResult
-    from porter.transformers_compare import TransformersComparison
-    from porter.triton_merge import MergeResult
+    from porter.port.plan import PortResult
+    from porter.port.transformers_compare import TransformersComparison
+    from porter.port.fork_merge import MergeResult
     from porter.upgrade.models import Outcome, OutcomeDecision
 
     decision = OutcomeDecision(Outcome.C_PATCH, ("r",))

@@ -79,3 +79,50 @@ def test_hf_to_train_reports_missing_and_unexpected():
     hf["model.extra.weight"] = torch.zeros(1)
     with pytest.raises(CheckpointFormatError, match="unexpected 1"):
         convert.hf_to_train(hf, config)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"architectures": ["GPT2LMHeadModel"]}, "architecture 'GPT2LMHeadModel' is not supported"),
+    ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
+    ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0}}, "rope type 'yarn'"),
+    ({"attention_dropout": 0.1}, "attention_dropout=0.1"),
+    ({"mlp_bias": True}, "mlp_bias=True"),
+    ({"hidden_act": "quick_gelu"}, "hidden_act 'quick_gelu'"),
+    ({"use_sliding_window": True}, "use_sliding_window=True"),
+])
+def test_config_fields_vime_cannot_honour_are_errors(change, message):
+    from vime.convert import UnsupportedConfigError, config_from_hf, hf_config_dict
+    from vime.model import tiny_config
+
+    data = {**hf_config_dict(tiny_config()), **change}
+    with pytest.raises(UnsupportedConfigError, match=message.replace("(", r"\(")):
+        config_from_hf(data)
+
+
+def test_rope_theta_is_read_from_transformers5_rope_parameters():
+    from vime.convert import config_from_hf, hf_config_dict
+    from vime.model import tiny_config
+
+    data = hf_config_dict(tiny_config())
+    del data["rope_theta"], data["rope_scaling"]
+    data["rope_parameters"] = {"rope_type": "linear", "rope_theta": 5e5, "factor": 2.0}
+    cfg = config_from_hf(data)
+    assert cfg.rope_theta == 5e5 and cfg.rope_scaling == {"rope_type": "linear", "factor": 2.0}
+
+
+@pytest.mark.parametrize("overrides", [
+    {"family": "qwen2", "qkv_bias": True},
+    {"family": "qwen3", "qk_norm": True, "attention_head_dim": 32, "tie_word_embeddings": True},
+])
+def test_qwen_round_trip_is_bit_exact(overrides):
+    import torch
+
+    from vime.convert import config_from_hf, hf_config_dict, hf_to_train, train_to_hf
+    from vime.model import TrainLM, tiny_config
+
+    cfg = tiny_config(**overrides)
+    assert config_from_hf(hf_config_dict(cfg)) == cfg
+    model = TrainLM(cfg)
+    sd = model.state_dict()
+    back = hf_to_train(train_to_hf(sd, cfg), cfg)
+    assert set(back) == set(sd) and all(torch.equal(back[k], sd[k]) for k in sd)

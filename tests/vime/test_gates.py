@@ -14,7 +14,7 @@ from vime.results import GateResult
 
 
 def test_registry_lists_all_l3_gates():
-    assert list(GATES) == [f"G{i}" for i in range(1, 9)]
+    assert list(GATES) == [f"G{i}" for i in range(1, 10)]
     assert all(spec.level == "L3" and ":" in spec.target for spec in GATES.values())
 
 

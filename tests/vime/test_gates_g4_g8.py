@@ -58,7 +58,7 @@ def test_g6_passes():
 
 def test_g6_fails_on_biased_sampler_and_wrong_greedy_verification():
     biased = _run("G6", fault="no_residual", parts=("sampling",))
-    assert biased.verdict == "fail" and biased.values["sampling"]["p_value"] < 1e-6
+    assert biased.verdict == "fail" and biased.values["sampling"]["min_p_value"] < 1e-6
     greedy = _run("G6", fault="accept_all", parts=("greedy",))
     assert greedy.verdict == "fail" and not greedy.values["greedy.draft_model"]["identical"]
 

@@ -243,3 +243,35 @@ def test_greedy_with_eos_matches_plain_engine(engine_pair):
     assert torch.equal(spec.response_tokens, plain.response_tokens)
     assert torch.equal(spec.loss_mask, plain.loss_mask)
     assert torch.allclose(spec.logprobs, plain.logprobs, atol=1e-5)
+
+
+def test_kv_cached_decode_equals_the_recompute_reference():
+    import torch
+
+    from vime.convert import iter_hf_weights
+    from vime.model import TrainLM, tiny_config
+    from vime.rollout.engine import RolloutEngine
+    from vime.rollout.sampling import make_generators
+    from vime.spec_decode import DraftModelProposer, Sampler, decode
+
+    cfg = tiny_config(vocab_size=32, num_kv_heads=2)
+    target = RolloutEngine(cfg, hf_weights={n: t.detach().clone() for n, t in iter_hf_weights(TrainLM(cfg))})
+    draft = RolloutEngine(cfg, hf_weights={n: t.detach() * 1.1 for n, t in iter_hf_weights(TrainLM(cfg))})
+    prompts = torch.randint(0, 32, (6, 5), generator=torch.Generator().manual_seed(1))
+    for sampler in (Sampler(0.0), Sampler(1.0)):
+        out = []
+        for tgt, prop in ((target.model, DraftModelProposer(draft.model)),
+                          (lambda t: target.model(t), DraftModelProposer(lambda t: draft.model(t)))):
+            out.append(decode(tgt, prop, prompts, k=3, max_new_tokens=10, sampler=sampler,
+                              generators=make_generators(42, 0, range(6)), eos_token_id=7))
+        assert torch.equal(out[0].tokens, out[1].tokens) and torch.equal(out[0].mask, out[1].mask)
+        assert float((out[0].logprobs - out[1].logprobs).abs().max()) < 1e-5
+        assert out[0].stats.accepted == out[1].stats.accepted
+
+
+def test_speculative_decoding_does_not_import_the_engine():
+    import subprocess
+    import sys
+
+    code = "import sys, vime.spec_decode; assert 'vime.rollout.engine' not in sys.modules"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0

@@ -154,3 +154,28 @@ def test_dspark_draft_is_used_and_exported_per_save(tmp_path):
     assert config.num_layers == 1 and set(weights) == set(load_hf(tmp_path / "draft")[1])
     with pytest.raises(ValueError, match="rollout_id"):
         parse_args(BASE + ["--vllm-speculative-config", spec, "--draft-save-hf", str(tmp_path / "fixed")])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--prompt-data", "/data/train.jsonl"], "--prompt-data is not supported"),
+    (["--vllm-gpu-memory-utilization", "0.8"], "no KV-cache memory pool"),
+    (["--micro-batch-size", "1"], "no micro-batch accumulation"),
+    (["--use-wandb"], "no experiment tracker"),
+    (["--rollout-num-gpus", "8"], "--rollout-num-gpus must be 1"),
+    (["--tensor-model-parallel-size", "2"], "--tensor-model-parallel-size must be 1"),
+    (["--num-steps-per-rollout", "3"], "must divide"),
+    (["--bf16", "--dtype", "float16"], "conflicts"),
+])
+def test_production_flags_without_meaning_are_refused_with_the_reason(argv, message):
+    from vime.arguments import parse_args
+
+    with pytest.raises(ValueError, match=message):
+        parse_args(argv)
+
+
+def test_production_flags_with_meaning_are_honoured():
+    from vime.arguments import parse_args
+
+    args = parse_args(["--num-epoch", "2", "--num-prompts", "8", "--rollout-batch-size", "4",
+                       "--num-steps-per-rollout", "2", "--bf16", "--tensor-model-parallel-size", "1", "--adam-eps", "1e-6"])
+    assert (args.num_rollout, args.global_batch_size, args.dtype, args.adam_eps) == (4, 8, "bfloat16", 1e-6)

@@ -153,3 +153,33 @@ def test_grpo_raises_the_reward_it_is_given():
         sync()
         rewards.append(reward.mean().item())
     assert sum(rewards[-3:]) / 3 > sum(rewards[:3]) / 3 + 0.1, rewards
+
+
+def test_low_precision_trainer_steps_fp32_masters_and_fp16_scales_the_loss():
+    import math
+
+    from vime.arguments import parse_args
+    from vime.train import run
+
+    for dtype in ("bfloat16", "float16"):
+        r = run(parse_args(["--colocate", "--dtype", dtype, "--num-rollout", "3", "--lr", "1e-3", "--rollout-batch-size", "2",
+                            "--n-samples-per-prompt", "4", "--rollout-max-response-len", "6", "--ci-test"]), log=lambda _l: None)
+        assert all(math.isfinite(s["train/loss"]) and s["train/grad_norm"] > 0 for s in r.step_metrics), dtype
+
+
+def test_bf16_masters_accumulate_updates_below_half_an_ulp():
+    import torch
+
+    from vime.model import TrainLM, tiny_config
+    from vime.trainer import Trainer, TrainerConfig
+
+    model = TrainLM(tiny_config()).to(torch.bfloat16)
+    trainer = Trainer(model, TrainerConfig(lr=1e-6))
+    before = [m.detach().clone() for m in trainer.masters]
+    for p, m in zip(model.parameters(), trainer.masters):
+        m.grad = torch.ones_like(m)
+    trainer.optimizer.step()
+    trainer._masters_to_model()
+    moved = sum(int((m != b).sum()) for m, b in zip(trainer.masters, before))
+    assert moved > 0 and all(m.dtype == torch.float32 for m in trainer.masters)
+    assert all(torch.equal(p, m.to(torch.bfloat16)) for p, m in zip(model.parameters(), trainer.masters))

@@ -1,6 +1,6 @@
 """The L3 gate registry: `GATES`, `run_gate`, `run_gates`.
 
-`GATES: dict[str, GateSpec]` maps a gate id (G1..G8) to its name and a lazily imported function
+`GATES: dict[str, GateSpec]` maps a gate id (G1..G9) to its name and a lazily imported function
 (`"module:function"`, contract in vime.gates.common). `run_gate(gate_id, device=None, dtype=None,
 **knobs) -> GateResult` fills in device, dtype and duration and never raises for a gate's own
 failure:
@@ -65,6 +65,7 @@ GATES: dict[str, GateSpec] = {
         GateSpec("G6", "speculative decoding", "vime.gates.g6_spec_decode:run"),
         GateSpec("G7", "R3 routing replay", "vime.gates.g7_r3:run"),
         GateSpec("G8", "HF parity", "vime.gates.g8_hf_parity:run"),
+        GateSpec("G9", "policy objective (GRPO/PPO)", "vime.gates.g9_policy:run"),
     )
 }
 

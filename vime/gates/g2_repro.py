@@ -5,6 +5,11 @@ seed must give different tokens (so the check cannot pass by ignoring the seed).
 CPU: bit-exact. CUDA/NPU: bit-exact is the target (recorded as `achieved`); otherwise metrics must
 agree within the device tolerance (`metric_rtol`) and tokens must still match.
 
+Sampling seeds, checked on the engine directly (a driver run cannot tell them apart: a different
+--seed also changes the initial weights): the same call twice gives the same tokens; changing only
+the rollout id, only --rollout-seed, or only the sample index (the n samples of one prompt) changes
+every sample; and a sample's tokens do not depend on the rest of its batch.
+
 Knobs: `seed_offset` (run B uses seed + offset: any non-zero value must fail), `num_rollout`.
 """
 
@@ -42,6 +47,43 @@ def _deterministic(device: str):
         torch.use_deterministic_algorithms(before)
 
 
+def _seed_checks(device: str, dtype: str) -> tuple[list[Check], dict]:
+    from vime.convert import iter_hf_weights
+    from vime.model import TrainLM, tiny_config
+    from vime.platform import get_platform
+    from vime.rollout.engine import RolloutEngine
+
+    config = tiny_config()
+    weights = {n: t.detach().clone() for n, t in iter_hf_weights(TrainLM(config))}
+    engine = RolloutEngine(config, device=get_platform(device).device(), dtype=getattr(torch, dtype), hf_weights=weights)
+    prompt = torch.randint(0, config.vocab_size, (1, 8), generator=torch.Generator().manual_seed(3))
+    rows = prompt.repeat(4, 1)  # one prompt, 4 samples (a GRPO group)
+
+    def gen(batch=rows, **kw):
+        base = {"max_new_tokens": 12, "temperature": 1.0, "rollout_seed": 42, "rollout_id": 0}
+        return engine.generate(batch, **{**base, **kw}).response_tokens.cpu()
+
+    ref = gen()
+    again = gen()
+    other_id = gen(rollout_id=1)
+    other_seed = gen(rollout_seed=43)
+    alone = gen(batch=rows[2:3], sample_indices=[2])
+    all_rows_differ = lambda a, b: bool((a != b).any(-1).all())  # noqa: E731
+    group_distinct = len({tuple(r.tolist()) for r in ref}) == ref.shape[0]
+    checks = [
+        Check("seed.same_call_same_tokens", torch.equal(ref, again), detail="two identical generate() calls sampled different tokens"),
+        Check("seed.rollout_id_changes_tokens", all_rows_differ(ref, other_id),
+              detail="rollout ids 0 and 1 sampled the same tokens: the per-sample seed ignores the rollout id"),
+        Check("seed.rollout_seed_changes_tokens", all_rows_differ(ref, other_seed),
+              detail="--rollout-seed 42 and 43 sampled the same tokens"),
+        Check("seed.group_samples_distinct", group_distinct,
+              detail="the samples of one prompt are identical: the seed ignores the sample index"),
+        Check("seed.batch_independent", torch.equal(alone[0], ref[2]),
+              detail="sample 2 alone differs from sample 2 in its batch"),
+    ]
+    return checks, {"seed.group_distinct": group_distinct}
+
+
 def run(device: str, dtype: str, *, seed_offset: int = 0, num_rollout: int = 2) -> GateOutcome:
     tol = tolerance(device, dtype)
     with _deterministic(device):
@@ -68,7 +110,9 @@ def run(device: str, dtype: str, *, seed_offset: int = 0, num_rollout: int = 2) 
         checks.append(Check("metrics_within_tolerance", close_metrics, worst, tol.metric_rtol))
     checks.append(Check("different_seed_changes_tokens", tokens_differ, tokens_differ, True,
                         "a run with another seed sampled the same tokens: the seed is ignored"))
-    return outcome(checks, values={
+    seed_checks, seed_values = _seed_checks(device, dtype)
+    checks += seed_checks
+    return outcome(checks, values={**seed_values,
         "achieved": "bitwise" if bitwise else "tolerance",
         "params_sha256": a.final_params_sha256,
         "rollouts": num_rollout,

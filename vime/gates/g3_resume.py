@@ -12,6 +12,12 @@ and every logged metric of A equal those of B0 then B1; sampled tokens equal; ev
 the parameters with grad_norm > 0. CPU: bit-exact; accelerators: digests are the target, metrics
 within the device tolerance otherwise.
 
+The run crosses an epoch boundary of the data source (6 prompts, 4 per rollout: rollout 1 ends
+epoch 0 and starts epoch 1, and B1 resumes inside epoch 1), and after every rollout the gate draws
+one number from each RNG stream (python, numpy, torch CPU, and the device generator) into the
+metrics, as dropout or a data sampler would: a stream that is not saved or not restored then
+changes B1's numbers and its RNG digest.
+
 Knobs: `lose_optimizer_state` (B1 resumes with --no-load-optim: must fail), `lose_rng_state`
 (--no-load-rng), `n`, `k`, `fresh_process` (run B1 in a new interpreter, as production's audit does;
 off by default because it costs an interpreter start, about 2-3 s).
@@ -30,17 +36,36 @@ import torch
 
 from vime.gates.common import Check, GateOutcome, gate_argv, metrics_close, outcome, quiet, tolerance
 
+NUM_PROMPTS = 6  # with 4 prompts per rollout, rollout 1 crosses into epoch 1
 AUDIT_KEYS = ("params", "optimizer", "optimizer_steps", "scheduler", "rng", "grads", "data")
 STATE_KEYS = ("params", "optimizer", "optimizer_steps", "scheduler", "rng", "data")
 
 
-def _child(argv_json: str, out_path: str, threads: int) -> None:
+def consume_rng(device: str):
+    """after_train hook: one draw from every RNG stream, reported as metrics."""
+    import random
+
+    import numpy as np
+
+    def draw(_rollout_id: int) -> dict:
+        values = {"rng/python": random.random(), "rng/numpy": float(np.random.random()),
+                  "rng/torch_cpu": float(torch.rand(()))}
+        if device != "cpu":
+            from vime.platform import get_platform
+
+            values["rng/device"] = float(torch.rand((), device=get_platform(device).device()))
+        return values
+
+    return draw
+
+
+def _child(argv_json: str, out_path: str, threads: int, device: str = "cpu") -> None:
     """Entry point of the fresh-process B1: run, then write what the parent compares as JSON."""
     from vime.arguments import parse_args
     from vime.train import run as train_run
 
     torch.set_num_threads(threads)
-    r = train_run(parse_args(json.loads(argv_json)), log=quiet, audit=True)
+    r = train_run(parse_args(json.loads(argv_json)), log=quiet, audit=True, after_train=consume_rng(device))
     loaded = r.loaded
     data = {
         "start_rollout_id": r.start_rollout_id, "audit": r.audit, "initial_audit": r.initial_audit,
@@ -53,9 +78,10 @@ def _child(argv_json: str, out_path: str, threads: int) -> None:
         json.dump(data, fh)
 
 
-def _run_fresh_process(argv: list[str], tmp: str):
+def _run_fresh_process(argv: list[str], tmp: str, device: str):
     out = os.path.join(tmp, "b1.json")
-    code = f"from vime.gates.g3_resume import _child; _child({json.dumps(json.dumps(argv))}, {out!r}, {torch.get_num_threads()})"
+    code = (f"from vime.gates.g3_resume import _child; "
+            f"_child({json.dumps(json.dumps(argv))}, {out!r}, {torch.get_num_threads()}, {device!r})")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
         raise RuntimeError(f"resumed run B1 failed in its own process (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
@@ -74,20 +100,21 @@ def run(device: str, dtype: str, *, n: int = 4, k: int = 2, lose_optimizer_state
     if not 0 < k < n:
         raise ValueError(f"need 0 < k < n, got k={k} n={n}")
     tol = tolerance(device, dtype)
-    base = gate_argv(device, dtype, num_rollout=n)
+    base = gate_argv(device, dtype, "--num-prompts", str(NUM_PROMPTS), num_rollout=n)
+    hook = consume_rng(device)
     with tempfile.TemporaryDirectory(prefix="vime-g3-") as tmp:
-        a = train_run(parse_args(base), log=quiet, audit=True)
+        a = train_run(parse_args(base), log=quiet, audit=True, after_train=hook)
         b0 = train_run(parse_args(base + ["--save", tmp, "--save-interval", str(k)]), log=quiet, audit=True,
-                       stop_after_rollout=k - 1)
+                       stop_after_rollout=k - 1, after_train=hook)
         resume = ["--load", tmp]
         if lose_optimizer_state:
             resume.append("--no-load-optim")
         if lose_rng_state:
             resume.append("--no-load-rng")
         if fresh_process:
-            b1 = _run_fresh_process(base + resume, tmp)
+            b1 = _run_fresh_process(base + resume, tmp, device)
         else:
-            b1 = train_run(parse_args(base + resume), log=quiet, audit=True)
+            b1 = train_run(parse_args(base + resume), log=quiet, audit=True, after_train=hook)
 
     loaded = b1.loaded
     joined_audit = b0.audit + b1.audit
@@ -109,7 +136,11 @@ def run(device: str, dtype: str, *, n: int = 4, k: int = 2, lose_optimizer_state
     every_step_changes = len(set(params_chain)) == len(params_chain)
     grad_norms_positive = all(s["train/grad_norm"] > 0 for s in a.step_metrics + b0.step_metrics + b1.step_metrics)
 
+    per_rollout_prompts = parse_args(base).rollout_batch_size
+    crossed = [i for i in range(1, n) if (i * per_rollout_prompts) // NUM_PROMPTS != ((i + 1) * per_rollout_prompts - 1) // NUM_PROMPTS]
+    resumed_epoch = (k * per_rollout_prompts) // NUM_PROMPTS
     checks = [
+        Check("crosses_epoch_and_resumes_inside_later_epoch", bool(crossed) and resumed_epoch >= 1, resumed_epoch, ">= 1"),
         Check("resumed_at_rollout_k", b1.start_rollout_id == k, b1.start_rollout_id, k),
         Check("flags_loaded_optim_rng_not_finetune",
               bool(loaded and loaded.loaded_optim and loaded.loaded_rng and not loaded.finetune),

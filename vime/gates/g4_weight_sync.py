@@ -10,6 +10,12 @@ and per-tensor buckets:
     trainer's HF-converted weights (exact), and the engine's log-probs on a probe batch equal the
     trainer forward within the G1 tolerance for this device/dtype.
 
+Transport "dp" (not in the default set: it spawns 3 processes): 2 data-parallel trainer ranks and
+an engine rank in one torch.distributed world (vime.distributed): the ranks agree after a GRPO
+step on their shards, the averaged gradient equals one process's on the whole batch (relative 1e-5 in float32),
+rank 0's push over the trainer->engine group (one broadcast per bucket) completes with version 1,
+sends every parameter once, and the engine's fingerprints equal rank 0's weights exactly.
+
 Knobs: `fault="corrupt"|"drop"` perturbs or drops one tensor in every push (must fail);
 `transports=("colocated", "broadcast")` selects what runs.
 """
@@ -22,7 +28,9 @@ from typing import Any
 
 from vime.gates.common import Check, GateOutcome, GateSkip, outcome, tolerance
 
-TRANSPORTS = ("colocated", "broadcast")
+TRANSPORTS = ("colocated", "broadcast", "dp")
+DEFAULT_TRANSPORTS = ("colocated", "broadcast")  # "dp" spawns 3 processes (~10-30 s on 2 busy cores): tests run it
+DP_RANKS = 2
 
 
 def _iteration_checks(tag: str, report: Any, before: int, names: list[str], fp_diff: dict, gap: dict, tol: Any) -> list[Check]:
@@ -118,7 +126,64 @@ def _broadcast(world: Any, device: str, fault: Any, tol: Any, values: dict) -> l
     return checks
 
 
-def run(device: str, dtype: str, *, fault: str | None = None, transports: tuple[str, ...] = TRANSPORTS) -> GateOutcome:
+def _data_parallel(world: Any, device: str, tol: Any, values: dict) -> list[Check]:
+    """2 trainer ranks (gloo/nccl/hccl) take one GRPO step on their shards, rank 0 broadcasts to an
+    engine rank; compared with one process stepping on the whole batch."""
+    import torch
+
+    from vime import distributed as d
+    from vime.gates import world as w
+
+    batch, _ = w.rollout(world, _local_engine(world).generate, rollout_id=1)
+    tensors = {"prompt_tokens": batch.prompt_tokens, "response_tokens": batch.response_tokens,
+               "loss_mask": batch.loss_mask, "rollout_logprobs": batch.rollout_logprobs, "rewards": batch.rewards,
+               "n_samples_per_prompt": batch.n_samples_per_prompt}
+    dpw = d.DPWorld(world.config.to_dict(), tensors, world.trainer.cfg.lr, DP_RANKS, world.probe_prompt, world.probe_response,
+                    device_kind=device if device == "cpu" else "cpu", dtype=str(world.dtype).removeprefix("torch."))
+    reports = d.run_dp_sync(dpw)
+    ref = d.build_trainer(dpw, len(batch))
+    ref.train_rollout(d._train_batch(tensors))
+    state = reports[0]["state"]
+    diff = max(float((state["params"][n] - p.detach().cpu()).abs().max()) for n, p in ref.model.named_parameters())
+    got = torch.cat([state["grads"][n].double().reshape(-1) for n in ref.last_grads])
+    want = torch.cat([ref.last_grads[n].double().cpu().reshape(-1) for n in ref.last_grads])
+    grad_rel = float((got - want).norm() / want.norm())
+    engine = reports[-1]
+    gap = w.logprob_gap(torch.tensor(engine["probe_logprobs"]), _probe(ref, world))
+    # Adam's first step is ~lr * sign(g): a near-zero gradient element may flip, so the weights are
+    # compared loosely (2 lr) and the averaged gradient tightly (float32 all-reduce rounding)
+    step_tol = 2 * world.trainer.cfg.lr
+    grad_tol = 1e-5 if world.dtype == torch.float32 else 2e-2
+    values["dp"] = {"ranks": DP_RANKS, "backend": reports[0]["backend"], "max_param_diff_vs_single_process": diff,
+                    "grad_relative_error_vs_single_process": grad_rel,
+                    "push": {k: v for k, v in reports[0]["push"].items() if k != "names"}, "logprob_gap": gap}
+    names = list(reports[0]["trainer_fingerprints"])
+    return [
+        Check("dp.ranks_agree", all(r["params"] == reports[0]["params"] for r in reports[:DP_RANKS]),
+              detail="the data-parallel ranks hold different weights after the step"),
+        Check("dp.gradient_equals_single_process", grad_rel <= grad_tol, grad_rel, grad_tol,
+              "averaged shard gradients differ from the full batch's gradient"),
+        Check("dp.step_close_to_single_process", diff <= step_tol, diff, step_tol),
+        Check("dp.sync_ok", bool(engine["ok"]) and engine["version"] == 1, engine["version"], 1, engine.get("error", "")),
+        Check("dp.all_params_once", sorted(reports[0]["push"]["names"]) == sorted(names), len(reports[0]["push"]["names"]), len(names)),
+        Check("dp.fingerprints_exact", engine["engine_fingerprints"] == reports[0]["trainer_fingerprints"]),
+        Check("dp.logprob_max", gap["max"] <= max(tol.logprob_max, step_tol), gap["max"], max(tol.logprob_max, step_tol)),
+    ]
+
+
+def _local_engine(world: Any):
+    from vime.rollout.engine import RolloutEngine
+
+    return RolloutEngine.from_hf(world.hf_dir, device=world.device, dtype=world.dtype)
+
+
+def _probe(trainer: Any, world: Any):
+    from vime.gates import world as w
+
+    return w.trainer_probe(type(world)(**{**world.__dict__, "model": trainer.model}))
+
+
+def run(device: str, dtype: str, *, fault: str | None = None, transports: tuple[str, ...] = DEFAULT_TRANSPORTS) -> GateOutcome:
     from vime.gates import world as w
     from vime.weight_sync import SyncFault
 
@@ -134,6 +199,8 @@ def run(device: str, dtype: str, *, fault: str | None = None, transports: tuple[
             world = w.make_world(Path(tmp) / transport, device, dtype)
             if transport == "colocated":
                 checks += _colocated(world, sync_fault, tol, values)
+            elif transport == "dp":
+                checks += _data_parallel(world, device, tol, values)
             else:
                 checks += _broadcast(world, device, sync_fault, tol, values)
     if not checks:

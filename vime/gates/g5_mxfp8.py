@@ -80,6 +80,84 @@ def _format_checks(fault: str | None, values: dict) -> list[Check]:
     return checks
 
 
+def _spec_tensors() -> dict[str, torch.Tensor]:
+    """Inputs for the bit-exact comparison with the OCP reference: ties, every binade, specials."""
+    gen = torch.Generator().manual_seed(1)
+    tensors = dict(_format_tensors())
+    # amax 256 -> scale 2**0; midpoints between E4M3 neighbours test round-to-nearest-even
+    ties = torch.tensor([256.0, 1.0625, 1.1875, -1.3125, 2.125, 2.375, 0.01171875, 0.005859375, 3.0 / 1024,
+                         240.0 + 8.0, 432.0, 0.0, -0.0, 17.0, 19.0, 5.0 / 512] + [1.0] * 16).reshape(1, 32)
+    tensors["ties"] = ties
+    tensors["binades"] = torch.exp2(torch.arange(-140, 120, dtype=torch.float32)).reshape(-1, 26) * (
+        1 + torch.rand(10, 26, generator=gen))
+    special = torch.randn(4, 96, generator=gen)
+    special[0, 5] = float("nan")  # a NaN block between finite blocks
+    special[1, 40] = float("inf")
+    special[2, 70] = float("-inf")
+    special[3, 0] = float("nan")
+    special[3, 95] = float("inf")
+    tensors["nan_inf"] = special
+    return tensors
+
+
+def _ocp_checks(fault: str | None, values: dict) -> list[Check]:
+    """vime's quantiser against vime.quant.ocp_reference (written from the spec), bit for bit."""
+    from vime.quant import mxfp8, ocp_reference
+
+    checks: list[Check] = []
+    for label, x in _spec_tensors().items():
+        q, scale = mxfp8.quantize_mx_reference(x)
+        if fault == "bad_scale":
+            scale = (scale.to(torch.int32) - 1).clamp(0, 254).to(torch.uint8)
+        rq, rs = ocp_reference.quantize(x.numpy())
+        shape_ok = tuple(scale.shape) == rs.shape
+        scales_equal = shape_ok and bool((scale.numpy() == rs).all())
+        finite = torch.from_numpy(rs != ocp_reference.SCALE_NAN).repeat_interleave(ocp_reference.BLOCK, -1)[..., : x.shape[-1]] \
+            if shape_ok else None
+        elements_equal = shape_ok and bool(((q.view(torch.uint8) == torch.from_numpy(rq)) | ~finite).all())
+        decoded = mxfp8.dequantize_mx(q, scale).double().numpy() if shape_ok else None
+        want = ocp_reference.dequantize(rq, rs)
+        import numpy as np
+
+        decode_equal = shape_ok and bool(np.array_equal(decoded, want, equal_nan=True))
+        values[f"ocp.{label}"] = {"scales_equal": scales_equal, "elements_equal": elements_equal, "decode_equal": decode_equal,
+                                  "nan_blocks": int((rs == ocp_reference.SCALE_NAN).sum())}
+        checks += [
+            Check(f"ocp.{label}.scales", scales_equal, list(scale.shape), list(rs.shape),
+                  "E8M0 scales (group size, floor(log2 amax) - 8, NaN scale 0xFF) differ from the OCP reference"),
+            Check(f"ocp.{label}.elements", elements_equal, detail="E4M3 element bytes differ from the OCP reference"),
+            Check(f"ocp.{label}.decode", decode_equal, detail="dequantised values differ (NaN blocks must decode to NaN)"),
+        ]
+    return checks
+
+
+def activation_grid_state(engine: Any, prompt: torch.Tensor, response: torch.Tensor) -> dict:
+    """Inputs that the engine's eligible linear layers actually receive in a forward (after the
+    extension's hooks): how many layers saw input, and how many inputs are on the MX grid, i.e. are
+    fixed points of the OCP reference quantise-dequantise (W8A8: activations are MX-quantised)."""
+    import numpy as np
+
+    from vime.quant import ocp_reference
+
+    ext = engine.worker_extension
+    seen: dict[str, bool] = {}
+
+    def hook_for(name: str):
+        def hook(_module, args):
+            x = args[0].detach().float().cpu().numpy().reshape(-1, args[0].shape[-1])
+            back = ocp_reference.dequantize(*ocp_reference.quantize(x))
+            seen[name] = seen.get(name, True) and bool(np.array_equal(back.astype(np.float32), x))
+        return hook
+
+    handles = [m.register_forward_pre_hook(hook_for(n)) for n, m in ext._modules().items()]
+    try:
+        engine.compute_logprobs(prompt, response)
+    finally:
+        for h in handles:
+            h.remove()
+    return {"layers": len(ext._expected), "seen": len(seen), "on_grid": sum(seen.values())}
+
+
 def _kernel_checks(device: str, values: dict) -> list[Check]:
     from vime.quant import mxfp8
 
@@ -210,7 +288,9 @@ def _colocated(world: Any, description: Any, fault: str | None, values: dict) ->
         state = extension_state(engine)
         gap = w.logprob_gap(engine.compute_logprobs(world.probe_prompt, world.probe_response), w.trainer_probe(world))
         checks += _iteration_checks(tag, report, before, state, _expected_weights(world, description), gap)
-        values[tag] = {"version": report.version, "ok": report.ok, "error": report.error, "logprob_gap": gap}
+        acts = activation_grid_state(engine, world.probe_prompt, world.probe_response)
+        checks.append(_activation_check(tag, acts))
+        values[tag] = {"version": report.version, "ok": report.ok, "error": report.error, "logprob_gap": gap, "activations": acts}
         engine.generate(world.probe_prompt, max_new_tokens=4, temperature=1.0)  # generation works after the update
     return checks
 
@@ -239,8 +319,16 @@ def _broadcast(world: Any, description: Any, fault: str | None, values: dict) ->
             engine_lp = sync.call("compute_logprobs", world.probe_prompt, world.probe_response)
             gap = w.logprob_gap(engine_lp, w.trainer_probe(world))
             checks += _iteration_checks(tag, report, before, state, _expected_weights(world, description), gap)
-            values[tag] = {"version": report.version, "ok": report.ok, "error": report.error, "logprob_gap": gap}
+            acts = sync.apply(activation_grid_state, world.probe_prompt, world.probe_response)
+            checks.append(_activation_check(tag, acts))
+            values[tag] = {"version": report.version, "ok": report.ok, "error": report.error, "logprob_gap": gap, "activations": acts}
     return checks
+
+
+def _activation_check(tag: str, acts: dict) -> Check:
+    ok = acts["seen"] == acts["layers"] and acts["on_grid"] == acts["layers"]
+    return Check(f"{tag}.activations_mx_quantised", ok, acts["on_grid"], acts["layers"],
+                 f"{acts['on_grid']} of {acts['layers']} eligible layers received MX-quantised input")
 
 
 def _bf16_reference_gap(world: Any) -> dict:
@@ -259,7 +347,7 @@ def run(device: str, dtype: str, *, fault: str | None = None, transports: tuple[
     if fault is not None and fault not in FAULTS:
         raise ValueError(f"unknown G5 fault {fault!r}; use one of {FAULTS}")
     values: dict[str, Any] = {"fault": fault}
-    checks = _format_checks(fault, values) + _kernel_checks(device, values)
+    checks = _format_checks(fault, values) + _ocp_checks(fault, values) + _kernel_checks(device, values)
     with tempfile.TemporaryDirectory(prefix="vime-g5-") as tmp:
         for transport in transports:
             world = w.make_world(Path(tmp) / transport, device, dtype)

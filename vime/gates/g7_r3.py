@@ -14,6 +14,10 @@ On the MoE config (4 experts, top-2, every layer MoE):
   4. *with* replay, the experts the training forward used equal the rollout's exactly (mismatch 0),
      and the router still receives gradient (probabilities are gathered from the current scores).
 
+  5. the trainer's own path (`Trainer.forward_logprobs`, what its loss uses) gives exactly the
+     log-probs of a forward that replays the record, and not those of the model's own routing; its
+     real optimizer step (with replay) gave the routers a gradient.
+
 Knobs: `fault="no_replay"` (the training forward ignores the record) and `fault="shuffled"` (the
 record of another sample is replayed): both must fail.
 """
@@ -121,4 +125,28 @@ def run(device: str, dtype: str, *, fault: str | None = None) -> GateOutcome:
         checks.append(Check("with_replay.router_gradient", router_grad > 0, router_grad, "> 0"))
         if fault is None:
             spy.assert_all_consumed()
+
+        # 5. the trainer's real path, not a spy of the gate's own
+        from vime.model import RoutingReplay
+
+        with torch.no_grad():
+            world.model.eval()
+            lp_trainer, _ = world.trainer.forward_logprobs(world.model, batch)
+            resp = batch.response_tokens.to(world.device)
+            full = tokens.to(world.device)
+            lp_replay, _ = response_logprobs(world.model(full, routing=RoutingReplay("replay", recorded))[:, prompt_len - 1 :], resp)
+            lp_own, _ = response_logprobs(world.model(full)[:, prompt_len - 1 :], resp)
+        live = batch.loss_mask.to(world.device).bool()
+        vs_replay = float((lp_trainer - lp_replay)[live].abs().max())
+        vs_own = float((lp_replay - lp_own)[live].abs().max())
+        values["trainer_path"] = {"max_diff_vs_replayed_forward": vs_replay, "replayed_vs_own_routing": vs_own}
+        trainer_router_grad = sum(float(g.abs().sum()) for n, g in world.trainer.last_grads.items() if n.endswith("mlp.router.weight"))
+        values["trainer_router_grad_abs_sum"] = trainer_router_grad
+        checks += [
+            Check("trainer_path.replays_record", vs_replay <= 1e-6, vs_replay, 1e-6,
+                  "the trainer's forward does not use the recorded routing"),
+            Check("trainer_path.replay_matters", vs_own > 0, vs_own, "> 0",
+                  "replayed and own routing give the same log-probs: the check above cannot tell them apart"),
+            Check("trainer_path.router_gradient", trainer_router_grad > 0, trainer_router_grad, "> 0"),
+        ]
     return outcome(checks, values, {"with_replay.mismatch": 0.0, "without_replay.mismatch": "> 0"})

@@ -11,7 +11,11 @@ Format facts (OCP Microscaling spec v1.0, E4M3 element type):
   * shared exponent E = floor(log2(amax of the group)) - 8, where 8 is E4M3's largest exponent;
     it is stored as the uint8 E + 127 (E8M0, 255 is reserved for NaN);
   * element = x / 2**E rounded to float8_e4m3fn and clamped to +-448 (the scaled group maximum lies
-    in [256, 512), so the largest element of a group can saturate).
+    in [256, 512), so the largest element of a group can saturate);
+  * a group holding a NaN or an Inf gets the NaN scale 0xFF and every element of it decodes to NaN
+    (E4M3 has no infinity; the spec's NaN scale propagates to the whole block).
+Gate G5 checks this module bit for bit against vime.quant.ocp_reference, written separately from the
+spec.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ E4M3_EMAX = 8  # floor(log2(448))
 E4M3_MANTISSA_BITS = 3
 E4M3_MIN_NORMAL_EXP = -6  # smallest normal E4M3 value is 2**-6
 SCALE_BIAS = 127
+NAN_EXPONENT = 128  # stored as the E8M0 byte 0xFF: the NaN scale of a block holding NaN or Inf
 W8A8_MXFP8 = "W8A8_MXFP8"
 FLOAT = "FLOAT"
 DESCRIPTION_FILE = "quant_model_description.json"
@@ -66,12 +71,15 @@ def _grouped(x: torch.Tensor, group_size: int) -> tuple[torch.Tensor, int]:
 
 
 def shared_exponent(amax: torch.Tensor) -> torch.Tensor:
-    """E = floor(log2(amax)) - 8, clamped to E8M0's range; an all-zero group gets the minimum."""
+    """E = floor(log2(amax)) - 8, clamped to E8M0's range; an all-zero group gets the minimum; a
+    group whose amax is NaN or Inf gets NAN_EXPONENT (byte 0xFF)."""
     # frexp gives amax = m * 2**e with m in [0.5, 1): floor(log2(amax)) = e - 1, exactly.
     _, e = torch.frexp(amax.float())
     exp = (e.to(torch.int32) - 1) - E4M3_EMAX
     exp = torch.where(amax > 0, exp, torch.full_like(exp, -SCALE_BIAS))
-    return exp.clamp(-SCALE_BIAS, SCALE_BIAS)
+    exp = exp.clamp(-SCALE_BIAS, SCALE_BIAS)
+    exp = torch.where(amax.isfinite(), exp, torch.full_like(exp, NAN_EXPONENT))
+    return exp
 
 
 def quantize_mx_reference(x: torch.Tensor, group_size: int = GROUP_SIZE) -> tuple[torch.Tensor, torch.Tensor]:
@@ -80,9 +88,11 @@ def quantize_mx_reference(x: torch.Tensor, group_size: int = GROUP_SIZE) -> tupl
         raise ValueError(f"cannot MX-quantise a tensor of shape {tuple(x.shape)}")
     groups, k = _grouped(x.float(), group_size)
     exp = shared_exponent(groups.abs().amax(dim=-1))
-    scaled = groups / torch.exp2(exp.float()).unsqueeze(-1)
+    special = exp == NAN_EXPONENT
+    scaled = groups / torch.exp2(torch.where(special, 0, exp).float()).unsqueeze(-1)
     # Clamp before the cast: some backends turn out-of-range float8 conversions into NaN.
     q = scaled.clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    q = torch.where(special.unsqueeze(-1), torch.tensor(float("nan")).to(torch.float8_e4m3fn), q)
     q = q.reshape(*x.shape[:-1], -1)[..., :k]
     return q, (exp + SCALE_BIAS).to(torch.uint8)
 
@@ -97,7 +107,9 @@ def dequantize_mx(
             f"scale shape {tuple(scale.shape)} does not match elements {tuple(q.shape)} with group size {group_size}"
         )
     groups, _ = _grouped(q.float(), group_size)
-    factor = torch.exp2(scale.to(torch.int32).float() - SCALE_BIAS).unsqueeze(-1)
+    biased = scale.to(torch.int32)
+    factor = torch.exp2(biased.float() - SCALE_BIAS)
+    factor = torch.where(biased == NAN_EXPONENT + SCALE_BIAS, float("nan"), factor).unsqueeze(-1)
     out = (groups * factor).reshape(*q.shape[:-1], -1)[..., :k]
     return out.to(dtype)
 

@@ -67,16 +67,37 @@ def plan_members(path: str, pairs: list[tuple[DriftRecord, Any]], ctx: ShimConte
             if default is None and fact and fact[1] is not None and literal(fact[1]):
                 default = fact[1]
             default = default if isinstance(default, str) and literal(default) else "None"
-            code = (
-                f"# porter: {ctx.upstream} {ctx.target} reads `{member}` on every {base_name} ({where}).\n"
-                f"# Default below mirrors the upstream default ({default}); REVIEW it for NPU correctness.\n"
-                f"{member} = {default}\n"
-            )
+            uses = attribute_uses(ctx, member)
+            if default == "None" and uses:
+                skipped.append(Unhandled(record, f"{ctx.upstream} {ctx.target} uses `{member}` as a value ({uses[0]}); "
+                                                 "None would fail there and the upstream default is not a literal: "
+                                                 f"set `{cls}.{member}` by hand"))
+                continue
+            if _mutable(default):
+                # One object per instance (a class-level list would be shared by every instance).
+                slot = f"_porter_{member}"
+                code = (
+                    f"# porter: {ctx.upstream} {ctx.target} reads `{member}` on every {base_name} ({where}).\n"
+                    f"# A fresh {default} per instance, like the upstream default; REVIEW it for NPU correctness.\n"
+                    f"{member} = property(lambda self: self.__dict__.setdefault({slot!r}, {default}),\n"
+                    f"                    lambda self, value: self.__dict__.__setitem__({slot!r}, value))\n"
+                )
+            else:
+                code = (
+                    f"# porter: {ctx.upstream} {ctx.target} reads `{member}` on every {base_name} ({where}).\n"
+                    f"# Default below mirrors the upstream default ({default}); REVIEW it for NPU correctness.\n"
+                    f"{member} = {default}\n"
+                )
             rationale.append(
                 f"`{cls}` gains `{member} = {default}`: {ctx.upstream} {ctx.target} requires it on `{base_name}` "
                 "subclasses; the default mirrors upstream and is flagged for review."
             )
         else:
+            calls = method_calls(ctx, member)
+            if calls:
+                skipped.append(Unhandled(record, f"{ctx.upstream} {ctx.target} calls `{member}()` ({calls[0]}): a stub "
+                                                 f"that raises would break that path; implement `{cls}.{member}` for the NPU"))
+                continue
             params = fact[2] if fact and fact[0] == "method" else ()
             signature = signature_text(params) or "self, *args, **kwargs"
             code = (
@@ -114,3 +135,46 @@ def plan_members(path: str, pairs: list[tuple[DriftRecord, Any]], ctx: ShimConte
         member_adds=tuple(adds),
         review=tuple(dict.fromkeys(review)),
     ), skipped
+
+
+def _mutable(default: str) -> bool:
+    text = default.strip()
+    return text.startswith(("[", "{")) or text in ("list()", "dict()", "set()")
+
+
+def _grep(ctx: ShimContext, pattern) -> list[str]:
+    """`file@version:line` of lines in the target tree matching `pattern` (tests left out)."""
+    root = ctx.new_tree.root
+    found: list[str] = []
+    if root is None:
+        return found
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if "/tests/" in f"/{rel}" or rel.startswith(("tests/", "benchmarks/", "examples/")):
+            continue
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if not pattern.search(text):
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            if pattern.search(line):
+                found.append(f"{rel}@{ctx.target}:{number}")
+                if len(found) >= 3:
+                    return found
+    return found
+
+
+def attribute_uses(ctx: ShimContext, member: str) -> list[str]:
+    """Where the target uses `.member` as a value: subscripted, sliced, called, iterated or its attribute read."""
+    import re
+
+    return _grep(ctx, re.compile(rf"\.{re.escape(member)}\s*(\[|\.\w|\()|len\([\w.]*\.{re.escape(member)}\)|"
+                                 rf"in\s+[\w.]*\.{re.escape(member)}\s*:"))
+
+
+def method_calls(ctx: ShimContext, member: str) -> list[str]:
+    import re
+
+    return _grep(ctx, re.compile(rf"\.{re.escape(member)}\("))

@@ -44,16 +44,27 @@ def plan_moved(module: str, records: list[DriftRecord], ctx: ShimContext, taken:
         imp_module, imp_name = import_path(record)
         new = record.new_location
         assert new is not None
-        new_attr = new.qualname.split(".")[-1]
-        old_dotted, new_dotted = f"{imp_module}.{imp_name}", f"{new.module}.{new_attr}"
+        # `from a.b import protocol` where the submodule a.b.protocol moved: the target is a module
+        # (no qualname), taken whole instead of as an attribute (it used to render `class :`).
+        new_attr = new.qualname.split(".")[-1] if new.qualname else ""
+        old_is_module = ctx.old_tree.has_module(f"{imp_module}.{imp_name}")
+        old_dotted = f"{imp_module}.{imp_name}"
+        new_dotted = f"{new.module}.{new_attr}" if new_attr else new.module
         entries.append({
             "name": imp_name,
             "old": old_dotted,
             "new": new_dotted,
             "candidates": [(imp_module, imp_name), (new.module, new_attr)],
         })
-        add_source(layouts["baseline"], imp_module, stub_class(imp_name, "baseline"))
-        add_source(layouts["target"], new.module, stub_class(new_attr, "target"))
+        if old_is_module:
+            add_source(layouts["baseline"], imp_module, "")
+            add_source(layouts["baseline"], old_dotted, "porter_layout = 'baseline'\n")
+        else:
+            add_source(layouts["baseline"], imp_module, stub_class(imp_name, "baseline"))
+        if new_attr:
+            add_source(layouts["target"], new.module, stub_class(new_attr, "target"))
+        else:
+            add_source(layouts["target"], new.module, "porter_layout = 'target'\n")
         if ctx.new_tree.has_module(imp_module):  # the old module survives without the name
             add_source(layouts["target"], imp_module, "")
         expected["baseline"][imp_name] = old_dotted

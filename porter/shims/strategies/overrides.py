@@ -40,6 +40,10 @@ def override_fixes(record: DriftRecord, ctx: ShimContext) -> tuple[list[tuple[st
     if [p.name for p in new_params[: len(old_names)]] != old_names:
         return [], human  # parameters inserted or reordered: positions would shift
     tail = new_params[len(old_names):]
+    passed = _passed_non_default(ctx, method, [(p.name, p.default) for p in tail])
+    if passed:
+        return [], (f"{ctx.upstream} {ctx.target} passes {passed[0][0]} to `{cls}.{method}` at {passed[0][1]}: the override "
+                    "must handle it (accepting and ignoring it would drop it silently; raising would break that call)")
     added = [(p.name, p.default if p.has_default and literal(p.default) else "None",
               "keyword_only" if p.kind == "keyword_only" else "positional") for p in tail]
     fixes = []
@@ -51,12 +55,56 @@ def override_fixes(record: DriftRecord, ctx: ShimContext) -> tuple[list[tuple[st
         positional, keyword_only, has_var = override
         if has_var or positional != old_names[: len(positional)] or len(positional) != len(old_names):
             return [], human  # the override's own parameters do not line up with the base's
+        if keyword_only and any(k == "positional" for _, _, k in added):
+            return [], human  # a new positional parameter cannot follow the override's keyword-only ones
         comment = (f"porter: {ctx.upstream} {ctx.target} passes {', '.join(n for n, _, _ in added)} to {cls}.{method}; "
-                   "accepted with the upstream default (REVIEW: ignored here)")
+                   "accepted; any value but the upstream default raises until the NPU override handles it (REVIEW)")
         expected = positional + [n for n, _, k in added if k == "positional"] + keyword_only + \
             [n for n, _, k in added if k == "keyword_only"]
-        fixes.append((site.path, ParamAdd(site.path, cls_name, method, tuple(added), comment), expected))
+        fixes.append((site.path, ParamAdd(site.path, cls_name, method, tuple(added), comment,
+                                          _guards(cls_name, method, added, ctx)), expected))
     return fixes, ""
+
+
+def _passed_non_default(ctx: ShimContext, method: str, params) -> list[tuple[str, str]]:
+    """(`name=value`, file@version:line) where the target's own code calls `.method(...)` with one of the
+    new parameters set to something other than its default: the override then sees it on a real path."""
+    import re
+
+    root = ctx.new_tree.root
+    if root is None or not params:
+        return []
+    call = re.compile(rf"\.{re.escape(method)}\((.*)")
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if f".{method}(" not in text:
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            match = call.search(line)
+            if not match:
+                continue
+            for name, default in params:
+                value = re.search(rf"\b{re.escape(name)}\s*=\s*([^,)]+)", match.group(1))
+                if value and value.group(1).strip() != (default or "None"):
+                    found.append((f"{name}={value.group(1).strip()}",
+                                  f"{path.relative_to(root).as_posix()}@{ctx.target}:{number}"))
+    return found
+
+
+def _guards(cls_name: str, method: str, added, ctx: ShimContext) -> str:
+    """No silent drop: a value other than the upstream default reaches code that would ignore it, so
+    the override raises with a message naming it (at the default, behaviour is the baseline's)."""
+    lines = []
+    for name, default, _kind in added:
+        test = f"{name} is not None" if default == "None" else f"{name} != {default}"
+        lines.append(f"if {test}:\n    raise NotImplementedError(\n"
+                     f"        f\"{cls_name}.{method}: {ctx.upstream} {ctx.target} passed {name}={{{name}!r}}, which this "
+                     f"NPU override does not handle yet (parameter added by porter)\")\n")
+    return "".join(lines)
 
 
 def _method_params(path: Path, class_name: str, method: str) -> tuple[list[str], list[str], bool] | None:
@@ -84,7 +132,8 @@ def plan_overrides(path: str, fixes: list[tuple[DriftRecord, ParamAdd, list[str]
     records = list({record.key: record for record, _, _ in fixes}.values())
     rationale = tuple(
         f"`{fix.class_name}.{fix.method}` accepts {', '.join(f'`{n}={d}`' for n, d, _ in fix.params)}: {ctx.upstream} "
-        f"{ctx.target} appends them to the base signature (adaptation pattern 1); the override ignores them, review that."
+        f"{ctx.target} appends them to the base signature (adaptation pattern 1); any other value than the default "
+        "raises NotImplementedError naming it (no silent drop), review that."
         for _, fix, _ in fixes
     )
     return ShimGroup(

@@ -67,9 +67,21 @@ def plan_removed(module: str, records: list[DriftRecord], ctx: ShimContext, take
                 f"`{original}` (a constant) was removed in {ctx.upstream} {ctx.target}; `{shim_path}` "
                 f"keeps the {ctx.baseline} value."
             )
+        elif old_def and old_def.kind == "function" and self_contained(old_def.source, attr):
+            entry["mode"] = "function"
+            entry["old_source"] = _renamed(old_def.source, attr, f"_rebuilt_{attr}")
+            entry["link"] = source_link(ctx.old_tree, imp_module, attr, ctx.baseline)
+            entry["summary"] = f"rebuilt from its {ctx.baseline} body ({entry['link']}): it uses nothing but its arguments and builtins"
+            checks[name] = ("rebuilt_function", original, [p.name for p in old_def.params])
+            add_source(layouts["baseline"], imp_module, f"def {attr}(*args, **kwargs):\n    return 'baseline'\n")
+            rationale.append(
+                f"`{original}` was removed in {ctx.upstream} {ctx.target}; it is self-contained (arguments and "
+                f"builtins only), so `{shim_path}` carries its {ctx.baseline} body ({entry['link']}) for the target."
+            )
         else:
             kind = "class" if old_def and old_def.kind == "class" else "function"
-            entry.update(mode="todo", kind=kind, old_source=old_def.source if old_def else "")
+            entry.update(mode="todo", kind=kind, old_source="",
+                         link=source_link(ctx.old_tree, imp_module, attr, ctx.baseline) if old_def else "")
             entry["summary"] = "TODO(porter): no automatic replacement; a human must port it"
             checks[name] = ("todo", original, None)
             stub = stub_class(attr, "baseline") if kind == "class" else f"def {attr}(*args, **kwargs):\n    return 'baseline'\n"
@@ -113,3 +125,55 @@ def _literal_class_attributes(source: str) -> list[tuple[str, str]]:
             if literal(value):
                 out.append((stmt.targets[0].id, value))
     return out
+
+
+def self_contained(source: str, name: str) -> bool:
+    """A module-level function that reads no global name but builtins (so its body can be copied)."""
+    import builtins
+
+    try:
+        node = ast.parse(source).body[0]
+    except (SyntaxError, IndexError):
+        return False
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.decorator_list or node.name != name:
+        return False
+    bound = {a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)}
+    bound |= {a.arg for a in (node.args.vararg, node.args.kwarg) if a is not None}
+    loads: set[str] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, (ast.Global, ast.Nonlocal, ast.Import, ast.ImportFrom)):
+            return False
+        if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and sub is not node:
+            return False
+        if isinstance(sub, ast.Name):
+            (bound.add if isinstance(sub.ctx, (ast.Store, ast.Del)) else loads.add)(sub.id)
+        elif isinstance(sub, ast.arg):
+            bound.add(sub.arg)
+    # Annotations are strings under `from __future__ import annotations` in the shim: not read at runtime.
+    annotation_names = {n.id for a in (*node.args.args, *node.args.kwonlyargs, *node.args.posonlyargs)
+                        if a.annotation is not None for n in ast.walk(a.annotation) if isinstance(n, ast.Name)}
+    if node.returns is not None:
+        annotation_names |= {n.id for n in ast.walk(node.returns) if isinstance(n, ast.Name)}
+    free = loads - bound - set(dir(builtins))
+    return not (free - annotation_names)
+
+
+def _renamed(source: str, old: str, new: str) -> str:
+    import re
+
+    return re.sub(rf"^(\s*(?:async\s+)?def\s+){re.escape(old)}\b", rf"\g<1>{new}", source, count=1, flags=re.M)
+
+
+def source_link(tree, module: str, name: str, version: str) -> str:
+    """`pkg/mod.py@version:line` of `name`'s definition in `tree` (a link, instead of quoting it)."""
+    import re
+
+    path = tree.module_file(module)
+    if path is None or tree.root is None:
+        return f"{module}@{version}"
+    rel = path.relative_to(tree.root).as_posix()
+    pattern = re.compile(rf"^(?:async\s+def|def|class)\s+{re.escape(name)}\b|^{re.escape(name)}\s*[:=]")
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if pattern.match(line):
+            return f"{rel}@{version}:{number}"
+    return f"{rel}@{version}"

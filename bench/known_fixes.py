@@ -1,0 +1,259 @@
+"""Benchmark for `porter diagnose --history`: is the commit that fixed a real trace's bug found?
+
+    python bench/known_fixes.py build --repo vllm-ascend=/path/to/clone [--repo triton-ascend=...]
+    python bench/known_fixes.py score --repo vllm-ascend=/path/to/clone [--split dev|test|all] [--no-message] [--all-branches]
+
+`build` writes bench/known_fixes/index.yaml from
+  * the plugin-bug cases of tests/data/corpus (their `fixed_by` PR or commit) and the traces under
+    bench/known_fixes/traces/ (OWN_CASES below), each fix resolved to a commit of the repository's
+    branches (main first; `on_main` tells; fixes found nowhere are listed with the reason, unscored);
+  * environment-fault cases (the KB's territory, no plugin fix): tests/data/heldout and the corpus
+    cases of environment layers that no plugin commit fixed.
+The split is by thread, fixed before any tuning: test when sha256(thread) % 3 == 0.
+A case is `leaky` when most of its trace lines appear verbatim in the fixing commit's message
+(traces quoted from the PR description itself): reported apart, never only together.
+
+`score` prints top-1 / top-3 "fixing commit found" per split (bug cases), the share of environment
+faults that got any candidate, and timings (index load, extra time per trace with a warm index).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import yaml  # noqa: E402
+
+BENCH = ROOT / "bench" / "known_fixes"
+INDEX = BENCH / "index.yaml"
+ENV_LAYERS = {"cann", "driver", "hccl", "container", "packaging", "python-env", "host", "build"}
+# Traces collected for this benchmark (bench/known_fixes/traces/): thread, the fix the thread names.
+OWN_CASES = [
+    {"id": "vllm-ascend-2033", "trace": "bench/known_fixes/traces/vllm-ascend-2033.txt", "repo": "vllm-ascend",
+     "thread": "github.com/vllm-project/vllm-ascend/issues/2033", "fixed_by": "https://github.com/vllm-project/vllm-ascend/pull/2022",
+     "note": "worker frames from the issue; its title holds the failing statement (the commit says Fix #2033)"},
+    {"id": "vllm-ascend-1369", "trace": "bench/known_fixes/traces/vllm-ascend-1369.txt", "repo": "vllm-ascend",
+     "thread": "github.com/vllm-project/vllm-ascend/issues/1369", "fixed_by": "https://github.com/vllm-project/vllm-ascend/pull/1844",
+     "note": "error line of the issue title; the fixing commit names #1369"},
+    {"id": "vllm-ascend-872", "trace": "bench/known_fixes/traces/vllm-ascend-872.txt", "repo": "vllm-ascend",
+     "thread": "github.com/vllm-project/vllm-ascend/issues/872", "fixed_by": "https://github.com/vllm-project/vllm-ascend/pull/867",
+     "note": "vllm frames of the issue; the error line is the issue title (the fixing commit names #872)"},
+    {"id": "vllm-ascend-1572", "trace": "bench/known_fixes/traces/vllm-ascend-1572.txt", "repo": "vllm-ascend",
+     "thread": "github.com/vllm-project/vllm-ascend/issues/1572", "fixed_by": "https://github.com/vllm-project/vllm-ascend/pull/1573",
+     "note": "CI failure; vllm frames only; the fixing commit names #1572"},
+]
+
+
+def split_of(thread: str) -> str:
+    return "test" if int(hashlib.sha256(thread.encode()).hexdigest(), 16) % 3 == 0 else "dev"
+
+
+def _repos(values: list[str]) -> dict[str, Path]:
+    out = {}
+    for v in values:
+        name, _, path = v.partition("=")
+        out[name] = Path(path).resolve()
+    return out
+
+
+def _git(repo: Path, *args: str) -> str:
+    from porter import proc
+
+    return proc.run(["git", *args], cwd=repo, timeout=300, check=True).stdout
+
+
+def _pr_map(repo: Path) -> dict[int, str]:
+    """PR number -> commit whose subject ends with (#N) (the squash merge), main first, then the
+    other local branches (release lines)."""
+    import re
+
+    out: dict[int, str] = {}
+    log = _git(repo, "log", "HEAD", "--format=%H\t%s") + _git(repo, "log", "--branches", "--not", "HEAD", "--format=%H\t%s")
+    for line in log.splitlines():
+        sha, _, subject = line.partition("\t")
+        m = re.search(r"\(#(\d+)\)\s*$", subject)
+        if m:
+            out.setdefault(int(m.group(1)), sha)
+    return out
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _leaky(trace: str, message: str) -> bool:
+    from porter.kb.normalize import strip_prefix
+
+    lines = [_norm(strip_prefix(x)) for x in trace.splitlines()]
+    lines = [x for x in lines if len(x) >= 20]
+    if not lines:
+        return False
+    msg = _norm(message)
+    return sum(1 for x in lines if x in msg) * 2 >= len(lines)
+
+
+def _repo_of(meta: dict) -> str | None:
+    fb = str(meta.get("fixed_by", ""))
+    if "vllm-project/vllm-ascend" in fb:
+        return "vllm-ascend"
+    if meta.get("layer") == "triton-ascend" and len(fb) == 40:
+        return "triton-ascend"
+    if "verl-project/verl" in fb:
+        return "verl"
+    return None
+
+
+def build(repos: dict[str, Path]) -> None:
+    pr_maps = {name: _pr_map(path) for name, path in repos.items()}
+    cases, skipped = [], []
+    bug_sources = list(OWN_CASES)
+    corpus = ROOT / "tests" / "data" / "corpus"
+    for meta_file in sorted(corpus.glob("*/*.yaml")):
+        meta = yaml.safe_load(meta_file.read_text())
+        trace = meta_file.with_suffix(".txt")
+        if not trace.is_file():
+            continue
+        rel = str(trace.relative_to(ROOT))
+        fb = meta.get("fixed_by")
+        if fb and meta.get("kind") == "positive":
+            bug_sources.append({"id": meta["id"], "trace": rel, "repo": _repo_of(meta), "thread": meta["thread"],
+                                "fixed_by": str(fb), "layer": meta.get("layer")})
+        elif not fb and meta.get("kind") == "positive" and meta.get("layer") in ENV_LAYERS:
+            cases.append({"id": meta["id"], "kind": "env", "trace": rel, "thread": meta["thread"], "layer": meta["layer"],
+                          "split": split_of(meta["thread"])})
+    heldout = ROOT / "tests" / "data" / "heldout"
+    for c in yaml.safe_load((heldout / "index.yaml").read_text())["cases"]:
+        thread = c["source"].split("://", 1)[-1]
+        cases.append({"id": "heldout-" + c["file"].split("-", 1)[0], "kind": "env", "trace": f"tests/data/heldout/{c['file']}",
+                      "thread": thread, "layer": "kb:" + ",".join(c.get("expected") or ["unknown"]), "split": split_of(thread)})
+    for src in bug_sources:
+        repo = src.get("repo")
+        if repo not in repos:
+            skipped.append({"id": src["id"], "reason": f"no history for {repo or 'its repository'} here"})
+            continue
+        fb = src["fixed_by"]
+        sha = fb if len(fb) == 40 else pr_maps[repo].get(int(fb.rstrip("/").rsplit("/", 1)[-1]))
+        from porter import proc
+
+        if not sha or proc.run(["git", "cat-file", "-t", sha], cwd=repos[repo], timeout=60).stdout.strip() != "commit":
+            skipped.append({"id": src["id"], "reason": f"fix {fb} is not a commit of {repo}'s branches"})
+            continue
+        on_main = proc.run(["git", "merge-base", "--is-ancestor", sha, "HEAD"], cwd=repos[repo], timeout=60).ok
+        message = _git(repos[repo], "log", "-1", "--format=%B", sha)
+        trace_text = (ROOT / src["trace"]).read_text(errors="replace")
+        cases.append({"id": src["id"], "kind": "bug", "trace": src["trace"], "thread": src["thread"], "repo": repo,
+                      "fixed_by": fb, "fix_sha": sha, "fix_subject": message.splitlines()[0], "on_main": on_main,
+                      "leaky": _leaky(trace_text, message), "split": split_of(src["thread"]),
+                      **({"note": src["note"]} if src.get("note") else {})})
+    doc = {"version": 1, "repos": {n: "main" for n in repos}, "cases": cases, "skipped": skipped}
+    INDEX.write_text("# Generated by `python bench/known_fixes.py build`; see the script's docstring.\n"
+                     + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=140))
+    bugs = [c for c in cases if c["kind"] == "bug"]
+    print(f"{len(bugs)} bug cases ({sum(c['leaky'] for c in bugs)} leaky), "
+          f"{len(cases) - len(bugs)} environment cases, {len(skipped)} skipped -> {INDEX}")
+
+
+def score(repos: dict[str, Path], split: str, use_message: bool, verbose: bool, cache: Path, all_branches: bool = False) -> dict:
+    from porter.kb.history import mine
+    from porter.kb.history.lookup import HistorySource, analyse_diagnosis
+    from porter.kb.loader import load_kb
+    from porter.kb.matcher import diagnose_text
+
+    doc = yaml.safe_load(INDEX.read_text())
+    kb = load_kb(ROOT / "knowledge" / "patterns", None).compiled()
+    indexes, load_s = {}, {}
+    ref = mine.ALL_BRANCHES if all_branches else "HEAD"
+    for name, path in repos.items():
+        mine.build_index(path, cache, ref)
+        t = time.perf_counter()
+        indexes[name] = mine.cached_index(cache, path, mine.index_key(path, ref)[0])
+        load_s[name] = time.perf_counter() - t
+    rows, times = [], []
+    for case in doc["cases"]:
+        if split != "all" and case["split"] != split:
+            continue
+        repo = case.get("repo", "vllm-ascend")
+        if repo not in repos:
+            continue
+        text = (ROOT / case["trace"]).read_text(errors="replace")
+        diag = diagnose_text(kb, text)
+        src = HistorySource(repo, repos[repo], packages=(repo,))
+        t = time.perf_counter()
+        rep = analyse_diagnosis(src, diag, text, {}, cache, index=indexes[repo], use_message=use_message)
+        times.append(time.perf_counter() - t)
+        shas = [c.sha for c in rep.candidates]
+        row = {"id": case["id"], "kind": case["kind"], "split": case["split"], "leaky": case.get("leaky", False),
+               "status": rep.status, "frames": len(rep.frames), "installed": rep.installed.ref,
+               "rank": (shas.index(case["fix_sha"]) + 1) if case.get("fix_sha") in shas else None,
+               "contained": any(c.sha == case.get("fix_sha") for c in rep.contained),
+               "top": [f"{c.sha[:10]} {c.score:.1f} {c.subject[:70]}" for c in rep.candidates]}
+        rows.append(row)
+        if verbose:
+            want = f" want {case['fix_sha'][:10]} {case.get('fix_subject', '')[:60]}" if case.get("fix_sha") else ""
+            print(f"{row['id']:28} {row['kind']:3} {row['split']:4} rank={row['rank']} frames={row['frames']} "
+                  f"inst={row['installed']}{want}")
+            for line in row["top"]:
+                print(f"      {line}")
+
+    def figures(sel: list[dict]) -> dict:
+        n = len(sel)
+        return {"n": n, "top1": sum(1 for r in sel if r["rank"] == 1), "top3": sum(1 for r in sel if r["rank"] and r["rank"] <= 3)}
+
+    out: dict = {"use_message": use_message, "all_branches": all_branches, "index_load_s": {k: round(v, 3) for k, v in load_s.items()}, "splits": {}}
+    for sp in (["dev", "test"] if split == "all" else [split]):
+        bugs = [r for r in rows if r["kind"] == "bug" and r["split"] == sp]
+        env = [r for r in rows if r["kind"] == "env" and r["split"] == sp]
+        out["splits"][sp] = {
+            "bug_all": figures(bugs),
+            "bug_not_leaky": figures([r for r in bugs if not r["leaky"]]),
+            "bug_with_frames": figures([r for r in bugs if r["frames"]]),
+            "env": {"n": len(env), "with_candidate": sum(1 for r in env if r["top"])},
+        }
+    env_all = [r for r in rows if r["kind"] == "env"]
+    out["env_all"] = {"n": len(env_all), "with_candidate": sum(1 for r in env_all if r["top"])}
+    if times:
+        out["per_trace_s"] = {"mean": round(statistics.mean(times), 3), "max": round(max(times), 3),
+                              "p50": round(statistics.median(times), 3)}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("action", choices=["build", "score"])
+    ap.add_argument("--repo", action="append", default=[], help="NAME=PATH of a git clone with full history")
+    ap.add_argument("--split", default="dev", choices=["dev", "test", "all"])
+    ap.add_argument("--no-message", action="store_true", help="rank on code evidence only (ablation)")
+    ap.add_argument("--all-branches", action="store_true", help="index every branch (release lines), not only HEAD")
+    ap.add_argument("--cache", default=str(Path.home() / ".cache" / "porter"), help="porter cache dir for the index")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    repos = _repos(args.repo)
+    if not repos:
+        ap.error("pass --repo vllm-ascend=/path/to/clone")
+    if args.action == "build":
+        build(repos)
+        return 0
+    res = score(repos, args.split, not args.no_message, args.verbose, Path(args.cache), args.all_branches)
+    if args.json:
+        print(json.dumps(res, indent=1))
+    else:
+        for sp, f in res["splits"].items():
+            b, nl, wf, e = f["bug_all"], f["bug_not_leaky"], f["bug_with_frames"], f["env"]
+            print(f"[{sp}] fixing commit found: top-1 {b['top1']}/{b['n']}, top-3 {b['top3']}/{b['n']} "
+                  f"(not leaky: {nl['top1']}/{nl['n']}, {nl['top3']}/{nl['n']}; with plugin frames: {wf['top1']}/{wf['n']}, "
+                  f"{wf['top3']}/{wf['n']}); environment faults with a candidate: {e['with_candidate']}/{e['n']}")
+        print(f"index load {res['index_load_s']} s; extra time per trace (warm index): {res.get('per_trace_s')}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

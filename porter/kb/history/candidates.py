@@ -1,0 +1,257 @@
+"""Rank the commits after the installed version that may have fixed the trace's bug.
+
+Evidence, strongest first: the commit's message quotes the trace's exception (type and message
+template, or the distinctive names in the message); it rewrote the exact failing line; it changed
+the failing function; it is a bug fix. Pure: commits and frames in, candidates out.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+from rapidfuzz import fuzz
+
+from porter.kb.history.mine import line_key
+from porter.kb.history.models import Candidate, CommitRecord, Frame, TraceFacts
+
+FRAME_WEIGHTS = (1.0, 0.7, 0.5, 0.35)  # by depth from the innermost plugin frame; deeper: the last
+LINE_POINTS = 3.0  # rewrote the failing line
+FUNC_POINTS = 1.5  # changed the failing function (scaled down for functions many commits change)
+FILE_POINTS = 0.3
+CODE_CAP = 5.0
+TYPE_POINTS = 1.0  # the message names the exception type
+QUOTE_POINTS = 4.0  # the message quotes the exception's message (values included)
+TEMPLATE_POINTS = 1.0  # the message quotes the same kind of message (values blanked)
+NAME_POINTS = 1.5  # per distinctive name of the exception message found in the commit's message
+NAME_CAP = 3.0
+RARE_NAME_COMMITS = 3  # a name at most this many commit messages mention is rare
+COMMON_NAME_COMMITS = 20
+SUBJECT_POINTS = 0.5  # the title itself names the error's type or code names (more decisive than the body)
+WHERE_POINTS = 1.0  # the message names the failing module or function (`fix X in qwen2_5_vl`)
+FIX_POINTS = 1.0
+THRESHOLD = 3.5  # a candidate is proposed at this score
+STRICT_THRESHOLD = 5.0
+GUESSED_VERSION_PENALTY = 1.5  # a commit the version guessed from the frames already has: likely, not surely, in  # when the knowledge base already explains the trace as an environment fault
+QUOTE_MIN = 90.0
+TEMPLATE_MIN = 90.0
+MIN_TEMPLATE_WORDS = 4  # a template of fewer real words ("Q object has no attribute Q") is too common
+GENERIC_TYPES = frozenset({"RuntimeError", "Exception", "ValueError", "Error"})
+_QUOTED = re.compile(r"'[^']{0,200}'|\"[^\"]{0,200}\"")
+_NUM = re.compile(r"\b0x[0-9a-fA-F]+\b|\b\d+(?:\.\d+)?\b")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
+_COMMON_WORDS = frozenset(
+    "self none nonetype object attribute argument arguments expected unexpected keyword positional given "
+    "takes missing required module named import cannot from found support supported tensor tensors shape "
+    "error failed value type must with should into than this that have when which size dtype device index "
+    "list dict tuple call called function method class".split()
+)
+
+
+def template(message: str) -> str:
+    """The message with its variable parts (quoted values, numbers) blanked: the error's template."""
+    return " ".join(_NUM.sub("N", _QUOTED.sub("Q", message)).lower().split())
+
+
+def distinctive_names(message: str) -> list[str]:
+    """Identifiers in an exception message that point at code (snake_case, CamelCase, dotted)."""
+    out: dict[str, None] = {}
+    for name in _NAME.findall(message):
+        low = name.lower()
+        if low in _COMMON_WORDS:
+            continue
+        if "_" in name or (any(c.isupper() for c in name[1:]) and any(c.islower() for c in name)):
+            out.setdefault(name, None)
+    return list(out)[:8]
+
+
+@dataclass(frozen=True)
+class _Query:
+    frames: tuple[Frame, ...]
+    keys: tuple[str | None, ...]  # line_key() of each frame's source line
+    exc_type: str
+    message: str
+    template: str
+    names: tuple[str, ...]
+    places: tuple[str, ...]  # the innermost frame's module stem and function (when distinctive)
+    words: tuple[str, ...]  # the message's longest words (lowercase): a cheap test before fuzzy matching
+
+
+def _query(facts: TraceFacts, extra_text: str = "") -> _Query:
+    frames = facts.frames
+    tpl = template(facts.exception_message)
+    words = [w for w in tpl.split() if w not in ("q", "n") and len(w) > 2]
+    return _Query(frames, tuple(line_key(f.source) if f.source else None for f in frames),
+                  facts.exception_type.rsplit(".", 1)[-1], " ".join(facts.exception_message.lower().split()),
+                  tpl if len(words) >= MIN_TEMPLATE_WORDS else "",
+                  tuple(distinctive_names(facts.exception_message or extra_text)), _places(frames),
+                  _keys(facts.exception_message))
+
+
+def _keys(message: str) -> tuple[str, ...]:
+    words = sorted({w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]{3,}", _QUOTED.sub(" ", message))}, key=len, reverse=True)
+    if not words:  # a message of quoted values only: its values are the words
+        words = sorted({w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]{3,}", message)}, key=len, reverse=True)
+    return tuple(words[:3])
+
+
+def _places(frames: Sequence[Frame]) -> tuple[str, ...]:
+    if not frames:
+        return ()
+    f = frames[0]
+    stem = f.repo_path.rsplit("/", 1)[-1].removesuffix(".py")
+    out = [p for p in (stem, f.function) if len(p) >= 8 and p not in ("__init__", "forward", "__call__", "utils")]
+    return tuple(dict.fromkeys(out))
+
+
+def _quote_ratio(message: str, quoted: str) -> float:
+    """How well a string the commit quotes reproduces the trace's message. A short quote inside a
+    long message (`RuntimeError`, an error code) is no quote of it: it must cover half of it."""
+    if len(quoted) < len(message) and len(quoted) < max(24, len(message) // 2):
+        return 0.0
+    return fuzz.partial_ratio(message, quoted)
+
+
+def _weight(depth: int) -> float:
+    return FRAME_WEIGHTS[min(depth, len(FRAME_WEIGHTS) - 1)]
+
+
+def function_popularity(commits: Iterable[CommitRecord], frames: Sequence[Frame]) -> dict[tuple[str, str], int]:
+    """How many of the commits changed each frame's function: a function every commit touches
+    (execute_model, forward) is weak evidence, a rarely touched one is strong."""
+    wanted = {(f.repo_path, f.function) for f in frames}
+    counts: dict[tuple[str, str], int] = {k: 0 for k in wanted}
+    for c in commits:
+        for ch in c.changes:
+            for key in ((ch.path, fn) for fn in ch.functions):
+                if key in counts:
+                    counts[key] += 1
+    return counts
+
+
+def _name_points(df: int) -> float:
+    return NAME_CAP if df <= RARE_NAME_COMMITS else NAME_POINTS if df <= COMMON_NAME_COMMITS else NAME_POINTS / 3
+
+
+def name_frequency(commits: Iterable[CommitRecord], names: Sequence[str]) -> dict[str, int]:
+    """How many commit messages mention each name."""
+    counts = {n: 0 for n in names}
+    if not names:
+        return counts
+    for c in commits:
+        text = f"{c.subject}\n{c.body}\n" + "\n".join(c.error_strings)
+        for n in names:
+            if n in text:
+                counts[n] += 1
+    return counts
+
+
+def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], int], paths: Mapping[str, set[str]],
+          use_message: bool = True, name_df: Mapping[str, int] | None = None) -> tuple[float, list[str]]:
+    name_df = name_df or {}
+    evidence: list[str] = []
+    code = 0.0
+    for frame, key in zip(q.frames, q.keys):
+        names = paths.get(frame.repo_path, {frame.repo_path})
+        best, why = 0.0, ""
+        for ch in commit.changes:
+            if ch.path not in names and ch.old_path not in names:
+                continue
+            w = _weight(frame.depth)
+            if key and ch.removes(key):
+                pts, text = LINE_POINTS * w, f"rewrites the failing line {frame.repo_path}:{frame.line} `{frame.source[:120]}`"
+            elif frame.function in ch.functions:
+                n = popularity.get((frame.repo_path, frame.function), 1)
+                pts = FUNC_POINTS * w / (1.0 + math.log(max(n, 1)))
+                text = f"changes {frame.function}() in {frame.repo_path} ({n} commit(s) since your version do)"
+            else:
+                pts, text = FILE_POINTS * w, f"changes {ch.path}"
+            if pts > best:
+                best, why = pts, text
+        if best:
+            code += best
+            if why not in evidence:
+                evidence.append(why)
+    code = min(code, CODE_CAP)
+    text = f"{commit.subject}\n{commit.body}\n" + "\n".join(commit.error_strings) if use_message else ""
+    msg = 0.0
+    if q.exc_type and q.exc_type not in GENERIC_TYPES and q.exc_type in text:
+        msg += TYPE_POINTS
+        evidence.append(f"message names {q.exc_type}")
+    low = text.lower()
+    # the longest words of the message must be in the commit's text before a fuzzy quote can match
+    quotable = use_message and any(w in low for w in q.words)
+    quoted = [t for t in (*commit.error_strings, commit.subject) if len(t) >= 10] if quotable else []
+    if q.message and len(q.message) >= 12 and quoted:
+        best = max(_quote_ratio(q.message, " ".join(t.lower().split())) for t in quoted)
+        if best >= QUOTE_MIN:
+            msg += QUOTE_POINTS * (best - 70.0) / 30.0
+            evidence.append(f"message quotes the error ({best:.0f}% match)")
+        elif q.template:
+            best_t = max(fuzz.partial_ratio(q.template, template(t)) for t in quoted)
+            if best_t >= TEMPLATE_MIN:
+                msg += TEMPLATE_POINTS
+                evidence.append(f"message quotes an error of the same form ({best_t:.0f}% template match)")
+    hits = [n for n in q.names if n in text]
+    if hits:
+        # a name few commits mention (`decode_hs_or_q_c`) says more than one many do (`torch_npu`)
+        msg += min(sum(_name_points(name_df.get(n, 1)) for n in hits), NAME_CAP)
+        evidence.append("message names " + ", ".join(f"`{n}`" for n in hits[:4]))
+    if code and use_message:
+        where = next((w for w in q.places if w in text), None)
+        if where:
+            msg += WHERE_POINTS
+            evidence.append(f"message names `{where}`, where the trace failed")
+    if not code and msg < QUOTE_POINTS * 0.5:
+        return 0.0, []  # neither the code of the trace nor its error: unrelated
+    if msg and use_message and any(n in commit.subject for n in (*q.names, *q.places, q.exc_type) if n):
+        msg += SUBJECT_POINTS
+        evidence.append("its title names it")
+    total = code + msg
+    if commit.is_fix:
+        total += FIX_POINTS
+        evidence.append("bug-fix title")
+    return total, evidence
+
+
+def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[str, str], contained: set[str] | None,
+         paths: Mapping[str, set[str]], top: int = 3, strict: bool = False,
+         use_message: bool = True, error_text: str = "", guessed: bool = False) -> tuple[list[Candidate], list[Candidate]]:
+    """(candidates after the installed version, best fixes already contained in it), each best first.
+    `use_message=False` ranks on code evidence alone (an ablation for the benchmark). `error_text`:
+    the trace's error lines, whose code names count when the exception carries no message.
+    `guessed`: the installed version was guessed from the frames' code (the same lines live in many
+    releases): commits it contains stay candidates, ranked lower, instead of being ruled out.
+
+    `commits` newest first; `contained` the shas the installed version has (None: unknown, so every
+    commit counts as after it); `paths` maps a repository path to all names it had."""
+    q = _query(facts, error_text)
+    if not q.frames and not q.message:
+        return [], []
+    after = [c for c in commits if contained is None or c.sha not in contained]
+    popularity = function_popularity(after, q.frames)
+    name_df = name_frequency(commits, q.names) if use_message else {}
+    threshold = STRICT_THRESHOLD if strict else THRESHOLD
+    scored: list[tuple[float, int, Candidate]] = []
+    inside: list[tuple[float, int, Candidate]] = []
+    for age, c in enumerate(commits):
+        s, ev = score(c, q, popularity, paths, use_message, name_df)
+        if s < threshold:
+            continue
+        if strict and not any(e.startswith(("rewrites", "changes")) for e in ev):
+            continue  # the KB explains the trace as an environment fault: a quote alone is not enough
+        is_in = contained is not None and c.sha in contained
+        if is_in and guessed:
+            s -= GUESSED_VERSION_PENALTY
+            if s < threshold:
+                continue
+            ev = [*ev, "may already be in your version (guessed from the frames' code)"]
+            is_in = False
+        cand = Candidate(c.sha, c.subject, c.pr, first_tag.get(c.sha), s, tuple(ev), is_in)
+        # ties: the oldest commit after the version first (the first fix is the one that fixed it)
+        (inside if is_in else scored).append((s, age, cand))
+    scored.sort(key=lambda t: (-t[0], -t[1]))
+    inside.sort(key=lambda t: (-t[0], t[1]))
+    return [c for _, _, c in scored[:top]], [c for _, _, c in inside[:1]]

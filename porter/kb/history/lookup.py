@@ -1,0 +1,220 @@
+"""`diagnose --history`: from a trace's signals to a HistoryReport, against one repository.
+
+I/O lives here (git, the cache); frames.py, candidates.py do the thinking.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from porter.errors import InputError
+from porter.kb.history import mine
+from porter.kb.history.candidates import rank
+from porter.kb.history.frames import PathMapper, first_exception, trace_facts, versions_in_text
+from porter.kb.history.models import CommitRecord, HistoryIndex, HistoryReport, Installed, TraceFacts
+from porter.kb.history.version import installed_version
+
+# Knowledge-base entry kinds that are environment faults: a confident match of one raises the bar
+# for calling the same trace a plugin bug.
+ENVIRONMENT_KINDS = frozenset({"env", "config", "packaging", "build", "hardware", "network", "process"})
+STRICT_CONFIDENCE = 0.7
+TEXT_SCAN_CHARS = 2_000_000
+EMBEDDED_SCAN_CHARS = 200_000  # a pasted snippet's `Type: message` inside prose is looked for this far  # versions are looked for in the first and last MB of the text
+
+
+@dataclass(frozen=True)
+class HistorySource:
+    """One repository history to search: where it is, what its packages are called, how to get it."""
+
+    label: str  # plugin name or the path as given
+    repo: Path
+    packages: tuple[str, ...] = ()  # distribution names whose installed version --env / the text may give
+    remote: str = ""  # where a clone would come from (for the "would need" note)
+    ref: str = "HEAD"
+
+
+def availability_problem(source: HistorySource) -> str | None:
+    """Why this history cannot be searched (and what it would need), or None when it can."""
+    repo = source.repo
+    how = f"git clone {source.remote} {repo}" if source.remote else f"clone the plugin's repository to {repo}"
+    if not repo.exists():
+        return f"history for {source.label} is not available: {repo} does not exist; it needs a clone with full history ({how}), or pass --history PATH"
+    result = mine._git(repo, ["rev-parse", "--is-shallow-repository"], 30)
+    if not result.ok:
+        return f"history for {source.label} is not available: {repo} is not a git repository ({how})"
+    if result.stdout.strip() == "true":
+        return f"history for {source.label} is shallow: fixes before its oldest commit are invisible (run `git -C {repo} fetch --unshallow`)"
+    return None
+
+
+def _rename_closure(commits: Sequence[CommitRecord]) -> dict[str, set[str]]:
+    """Every path -> all names the same file had (renames, both ways)."""
+    groups: dict[str, set[str]] = {}
+    for c in commits:
+        for ch in c.changes:
+            if ch.old_path and ch.path and ch.old_path != ch.path:
+                merged = groups.get(ch.path, {ch.path}) | groups.get(ch.old_path, {ch.old_path})
+                for p in merged:
+                    groups[p] = merged
+    return groups
+
+
+def _live_commits(source: HistorySource, head: str, facts: TraceFacts, cache_dir: Path) -> list[CommitRecord]:
+    """Without an index: the log of each frame's file, following renames."""
+    seen: dict[str, CommitRecord] = {}
+    for path in dict.fromkeys(f.repo_path for f in facts.frames):
+        for c in mine.log_commits(source.repo, cache_dir, [head], paths=[path], follow=True):
+            prev = seen.get(c.sha)
+            if prev is None:
+                seen[c.sha] = c
+            else:  # the same commit seen through two files: keep the changes of both
+                merged = {ch.path: ch for ch in (*prev.changes, *c.changes)}
+                seen[c.sha] = CommitRecord(c.sha, c.time, c.subject, c.pr, c.is_fix, c.error_strings, tuple(merged.values()), c.body)
+    return sorted(seen.values(), key=lambda c: c.time, reverse=True)
+
+
+def _first_tag_live(source: HistorySource, sha: str, tags: Sequence[str]) -> str | None:
+    result = mine._git(source.repo, ["tag", "--contains", sha], 60)
+    have = set(result.stdout.split()) if result.ok else set()
+    return next((t for t in tags if t in have), None)
+
+
+def analyse(
+    source: HistorySource,
+    traceback_blocks: Sequence[Sequence[str]],
+    text: str,
+    env: Mapping[str, str],
+    cache_dir: Path,
+    *,
+    top: int = 3,
+    strict: bool = False,
+    index: HistoryIndex | None = None,
+    fallback_exception: tuple[str, str] | None = None,
+    use_message: bool = True,
+    error_text: str = "",
+) -> HistoryReport:
+    """Candidate fix commits in `source` for the trace. `index`: a loaded index (else the cached
+    one for the repository's tip is used when present, and git log on the frames' files if not)."""
+    started = time.perf_counter()
+    problem = availability_problem(source)
+    if problem and "shallow" not in problem:
+        return HistoryReport(source.label, "unavailable", Installed(None, None, "unknown"), note=problem)
+    head = mine.resolve(source.repo, source.ref)
+    if index is None or index.head != head and not index.head.startswith("branches-"):
+        # an index of every branch (release lines too) when there is one for the current tips
+        index = mine.cached_index(cache_dir, source.repo, mine.index_key(source.repo, mine.ALL_BRANCHES)[0]) \
+            or mine.cached_index(cache_dir, source.repo, head)
+    if index:
+        mapper = PathMapper(set(index.files) | mine.known_paths(index.commits))
+    else:
+        mapper = PathMapper(mine.repo_files(source.repo, head), existed=lambda p: mine.path_existed(source.repo, head, p))
+    facts = trace_facts(traceback_blocks, mapper, fallback_exception)
+    packages = (*source.packages, *dict.fromkeys(f.repo_path.split("/", 1)[0] for f in facts.frames))
+    tags = index.tags if index else mine.sorted_tags(source.repo)
+    scan = text if len(text) <= TEXT_SCAN_CHARS else text[: TEXT_SCAN_CHARS // 2] + "\n" + text[-TEXT_SCAN_CHARS // 2:]
+    installed = installed_version(env, packages, versions_in_text(scan, packages), tags, source.repo, facts.frames)
+    report = HistoryReport(source.label, "none", installed, frames=list(facts.frames), note=problem or "", index_used=index is not None)
+    if not facts.frames and not facts.exception_message:
+        report.status = "no-frames"  # nothing of the trace points into this repository
+        report.elapsed_s = time.perf_counter() - started
+        return report
+    contained: set[str] | None = None
+    if installed.ref:
+        contained = set(mine.git_ok(source.repo, ["rev-list", f"{installed.ref}^{{commit}}"], "rev-list").split())
+    # without an index only the frames' files are read: a message-only search needs the index
+    commits = index.commits if index else _live_commits(source, head, facts, cache_dir)
+    report.commits_considered = sum(1 for c in commits if contained is None or c.sha not in contained)
+    first_tag = index.first_tag if index else {}
+    candidates, inside = rank(commits, facts, first_tag, contained, _rename_closure(commits), top=top, strict=strict,
+                                 use_message=use_message, error_text=error_text, guessed=installed.source == "frames")
+    if not index:
+        from dataclasses import replace
+
+        candidates = [replace(c, first_tag=_first_tag_live(source, c.sha, tags)) for c in candidates]
+        inside = [replace(c, first_tag=_first_tag_live(source, c.sha, tags)) for c in inside]
+    # "already contains this fix" only for a fix that quotes this very error, not one that touched the code
+    report.contained = [c for c in inside if any(e.startswith("message ") for e in c.evidence)]
+    report.candidates = candidates
+    report.status = "candidates" if candidates else "none"
+    report.elapsed_s = time.perf_counter() - started
+    return report
+
+
+def resolve_sources(values: Sequence[str], forks_file: Path, registry_file: Path | None = None) -> list[HistorySource]:
+    """`--history` values: a path to a git repository, or a plugin/fork name from forks.yaml
+    (its `history:` clone, by default its fork clone under forks/)."""
+    from porter.registry import load_forks
+
+    forks = None
+    out: list[HistorySource] = []
+    for value in values:
+        path = Path(value).expanduser()
+        if path.exists() or "/" in value or value.startswith("."):
+            out.append(HistorySource(value, path.resolve() if path.exists() else path))
+            continue
+        if forks is None:
+            forks = load_forks(forks_file)
+        spec = forks.get(value) or next((f for f in forks.values() if f.plugin == value), None)
+        if spec is None:
+            raise InputError(f"--history {value!r}: neither a path nor a fork in {forks_file}",
+                             hint=f"pass a git clone's path, or one of: {', '.join(sorted(forks)) or 'no forks configured'}")
+        out.append(HistorySource(spec.name, spec.history, packages=(spec.plugin, spec.name),
+                                 remote=spec.upstream_remote or spec.remote))
+    return out
+
+
+def analyse_diagnosis(source: HistorySource, diag, text: str, env: Mapping[str, str], cache_dir: Path, *,
+                      top: int = 3, index: HistoryIndex | None = None, use_message: bool = True) -> HistoryReport:
+    """`analyse` for a knowledge-base Diagnosis: its traceback blocks, first exception and matches."""
+    # error blocks too: a traceback behind a log prefix the extractor did not strip lands there
+    blocks = [b.lines for b in diag.signals.blocks if b.kind in ("traceback", "error")]
+    errors = error_lines(diag.signals.error_texts(12))
+    return analyse(source, blocks, text, env, cache_dir, top=top, strict=is_strict(diag.matches), index=index,
+                   fallback_exception=(first_exception(diag.signals.exceptions) or embedded_exception(errors)
+                                       or embedded_exception(text[:EMBEDDED_SCAN_CHARS])),
+                   use_message=use_message, error_text=errors)
+
+
+def error_lines(texts: Sequence[str]) -> str:
+    """The trace's error lines without frames, log prefixes and paths: where code names in an
+    error that has no `Type: message` line come from."""
+    import re
+
+    from porter.kb.history.frames import strip_log_prefix
+
+    out = []
+    for t in texts:
+        t = strip_log_prefix(t).strip()
+        if t.startswith(("File ", "Traceback")):
+            continue
+        out.append(re.sub(r"\S*/\S*", " ", t))  # paths name files, not the failing code
+    return "\n".join(out)
+
+
+def embedded_exception(text: str) -> tuple[str, str] | None:
+    """`Type: message` inside an error line or a sentence (`... failed with KeyError: 'x'`), when
+    no line starts with one. A message wrapped onto the next line (pasted prose) is joined when
+    that line goes on with a quoted value."""
+    import re
+
+    m = re.search(r"\b([A-Z]\w{0,60}(?:Error|Exception))\b:\s*([^\n`]{4,300})(?:\n([^\n`]{1,200}))?", text)
+    if not m:
+        return None
+    message = m.group(2).strip()
+    more = (m.group(3) or "").strip()
+    if more[:1] in ("'", '"') and not message.endswith("."):
+        message = f"{message} {more}"
+    return m.group(1), message
+
+
+def is_strict(matches: Sequence[object]) -> bool:
+    """A confident knowledge-base match of an environment-fault entry (driver, CANN, config, ...)."""
+    for m in matches:
+        entry = getattr(m, "entry", None)
+        if entry is not None and entry.kind in ENVIRONMENT_KINDS and getattr(m, "confidence", 0.0) >= STRICT_CONFIDENCE:
+            return True
+    return False
+

@@ -1,0 +1,148 @@
+"""Records for the history search: frames, mined commits, the index, candidates, the report."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+INDEX_SCHEMA = 4
+REPORT_SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One traceback frame that lies in the plugin's repository."""
+
+    path: str  # as printed in the trace
+    repo_path: str  # the same file inside the repository
+    line: int
+    function: str
+    source: str  # the source line the trace printed under the frame ("" when absent)
+    depth: int  # 0 = innermost plugin frame of the causal traceback
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TraceFacts:
+    frames: tuple[Frame, ...]  # innermost first
+    exception_type: str
+    exception_message: str
+
+
+@dataclass(slots=True)  # not frozen: an index holds ~20k of them and frozen __init__ is slow to load
+class FileChange:
+    path: str  # after the commit
+    old_path: str  # before it (differs on renames; "" for new files)
+    functions: tuple[str, ...]  # functions/classes whose body the diff touched
+    removed: str  # " k1 k2 ... ": line_key() of every removed (or rewritten) line; one string loads fast
+
+    def removes(self, key: str) -> bool:
+        return f" {key} " in self.removed
+
+    def to_list(self) -> list[Any]:
+        return [self.path, self.old_path, list(self.functions), self.removed]
+
+    @classmethod
+    def from_list(cls, raw: list[Any]) -> "FileChange":
+        return cls(raw[0], raw[1], tuple(raw[2]), raw[3])
+
+
+@dataclass(slots=True)
+class CommitRecord:
+    sha: str
+    time: int  # committer time, epoch seconds
+    subject: str
+    pr: int | None
+    is_fix: bool
+    error_strings: tuple[str, ...]  # error texts quoted in the message
+    changes: tuple[FileChange, ...]
+    body: str = ""  # the message after the subject, trimmed
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sha": self.sha, "time": self.time, "subject": self.subject, "pr": self.pr, "is_fix": self.is_fix,
+                "error_strings": list(self.error_strings), "body": self.body,
+                "changes": [c.to_list() for c in self.changes]}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> "CommitRecord":
+        return cls(raw["sha"], int(raw["time"]), raw["subject"], raw.get("pr"), bool(raw["is_fix"]),
+                   tuple(raw.get("error_strings", ())), tuple(FileChange.from_list(c) for c in raw.get("changes", ())),
+                   raw.get("body", ""))
+
+
+@dataclass
+class HistoryIndex:
+    """Per-commit facts of one branch of a repository, newest first; cached by the tip's commit id."""
+
+    head: str
+    ref: str
+    commits: list[CommitRecord]
+    first_tag: dict[str, str]  # sha -> first tag (in version order) that contains it
+    tags: list[str]  # version order, oldest first
+    files: list[str]  # .py files at the tip (to map trace paths into the repository)
+    schema: int = INDEX_SCHEMA
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": self.schema, "head": self.head, "ref": self.ref, "tags": self.tags, "files": self.files,
+                "first_tag": self.first_tag, "commits": [c.to_dict() for c in self.commits]}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> "HistoryIndex":
+        return cls(raw["head"], raw["ref"], [CommitRecord.from_dict(c) for c in raw["commits"]], dict(raw["first_tag"]),
+                   list(raw["tags"]), list(raw["files"]), int(raw.get("schema", INDEX_SCHEMA)))
+
+
+@dataclass(frozen=True)
+class Installed:
+    version: str | None
+    ref: str | None  # the tag (or commit) that holds the installed code
+    source: str  # env | trace | frames | unknown
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    sha: str
+    subject: str
+    pr: int | None
+    first_tag: str | None
+    score: float
+    evidence: tuple[str, ...]
+    contained: bool = False  # already in the installed version
+
+    @property
+    def headline(self) -> str:
+        pr = f" (#{self.pr})" if self.pr and f"(#{self.pr})" not in self.subject else ""
+        where = f", first in {self.first_tag}" if self.first_tag else ", in no tag yet"
+        if self.contained:
+            return f"your version already contains this fix: {self.sha[:12]} {self.subject}{pr}{where}"
+        return f"possibly fixed upstream by {self.sha[:12]} {self.subject}{pr}{where}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sha": self.sha, "subject": self.subject, "pr": self.pr, "first_tag": self.first_tag,
+                "score": round(self.score, 3), "evidence": list(self.evidence), "contained": self.contained,
+                "headline": self.headline}
+
+
+@dataclass
+class HistoryReport:
+    repo: str
+    status: str  # candidates | none | no-frames | unavailable
+    installed: Installed
+    frames: list[Frame] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)
+    contained: list[Candidate] = field(default_factory=list)
+    note: str = ""  # what history would need, when unavailable
+    index_used: bool = False
+    commits_considered: int = 0
+    elapsed_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": REPORT_SCHEMA, "repo": self.repo, "status": self.status, "installed": self.installed.to_dict(),
+                "frames": [f.to_dict() for f in self.frames], "candidates": [c.to_dict() for c in self.candidates],
+                "contained": [c.to_dict() for c in self.contained], "note": self.note, "index_used": self.index_used,
+                "commits_considered": self.commits_considered, "elapsed_s": round(self.elapsed_s, 3)}
