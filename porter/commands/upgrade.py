@@ -48,7 +48,7 @@ def _run_drop(request, drop: str, dry_run: bool, reporter, state, *, force: bool
     from dataclasses import replace
 
     from porter.upgrade.analyze import run_analysis
-    from porter.upgrade.drop_run import plan_drop, write_drop_branch
+    from porter.upgrade.drop_run import plan_drop
     from porter.upgrade.report import render_html, render_markdown, render_rich, write_report
     from porter.upgrade.sources import parse_release
 
@@ -70,24 +70,9 @@ def _run_drop(request, drop: str, dry_run: bool, reporter, state, *, force: bool
         plan = plan_for(report.plugin_tree.root)
         payload["drop"] = plan.to_dict()
     else:
-        from porter.port_cli import _fork_of
-        from porter.slug import slugify
-
-        _name, fork_path, _registered, _remote = _fork_of(request.plugin, request.plugin_path, state.config())
-        prefix = _relative_to(report.plugin_tree.root, fork_path)
-
-        def plan_in(worktree: Path):
-            # The analysis ran on the checkout; the edits are made on the committed baseline in the worktree.
-            fresh = run_analysis(replace(request, plugin_path=worktree / prefix if prefix else worktree))
-            plan = plan_drop(fresh.dead_guards, worktree / prefix if prefix else worktree, drop, target, functions)
-            if prefix:
-                plan = replace(plan, results=tuple(replace(r, path=f"{prefix}/{r.path}") for r in plan.results))
-            return plan
-
-        plan, branch = write_drop_branch(fork_path, plan_in, slugify(report.upstream, "drop", drop), report.upstream,
-                                         fork_ref=fork_ref, allow_dirty=allow_dirty, force=force, status=reporter.status)
-        payload["drop"] = plan.to_dict()
-        payload["port"] = branch.to_dict()
+        payload["drop"], payload["port"] = _publish_drop(report, request, drop, target, functions, state.config(),
+                                                         reporter.status, force=force, allow_dirty=allow_dirty,
+                                                         fork_ref=fork_ref)
 
     def render(console) -> None:
         render_rich(report, console)
@@ -100,6 +85,52 @@ def _run_drop(request, drop: str, dry_run: bool, reporter, state, *, force: bool
             console.print(payload["port"]["message"])
 
     reporter.emit("upgrade", payload, render)
+
+
+def _publish_drop(report, request, drop: str, target: str, functions, config, status, *, force: bool,
+                  allow_dirty: bool, fork_ref: Optional[str]):
+    """The drop's edits on `ascend-port/<upstream>-drop-OLD` through the port pipeline's entry point
+    (porter.port.edit_port.publish_edits: worktree at the committed baseline, validation, PR material)."""
+    from porter.errors import InputError
+    from porter.port.dispatch import _fork_of
+    from porter.port.edit_port import EditCommit, EditRequest, FileEdit, publish_edits
+    from porter.port.plan import check_fork
+    from porter.proc import run
+    from porter.slug import slugify
+    from porter.upgrade.drop_run import plan_drop, pr_summary
+
+    fork_name, fork_path, registered, _remote = _fork_of(request.plugin, request.plugin_path, config)
+    root, base_sha, _ref = check_fork(fork_path, allow_dirty=allow_dirty, fork_ref=fork_ref)
+    plan = plan_drop(report.dead_guards, report.plugin_tree.root, drop, target, functions)
+    prefix = _relative_to(report.plugin_tree.root, root)
+    edits = []
+    for result in plan.results:
+        path = f"{prefix}/{result.path}" if prefix else result.path
+        committed = run(["git", "-C", str(root), "show", f"{base_sha}:{path}"], timeout=60)
+        current = (root / path).read_text(encoding="utf-8")
+        if not committed.ok or committed.stdout != current:
+            raise InputError(f"{path} differs from the committed baseline {base_sha[:12]}: the drop edits what was analysed",
+                             hint="commit or stash the change first, then run the drop again")
+        edits.append(FileEdit(path, result.source))
+    if not edits:
+        return plan.to_dict(), {"branch": None, "branch_moved": False, "message": "no guard to drop: branch not made"}
+    name = {"vllm": "vLLM"}.get(report.upstream, report.upstream)
+    commit = EditCommit(
+        f"Drop {name} {drop} version guards", families=("guard-cleanup",),
+        rationale=tuple(f"{e.path}:{e.line} {e.action} {e.guard}" + (f" -> {e.retarget_to}" if e.retarget_to else "")
+                        for e in plan.edits[:200]),
+        edits=tuple(edits))
+    edit_request = EditRequest(
+        fork=fork_name, fork_path=root, upstream=report.upstream,
+        baseline=str(report.baseline.version) if report.baseline and report.baseline.version else drop, target=target,
+        commits=(commit,), title=f"[Misc] Drop {name} {drop} support", slug=slugify(report.upstream, "drop", drop),
+        summary=pr_summary(plan, report.upstream), target_tree=report.target.root,
+        baseline_tree=report.baseline.root if report.baseline else None, fork_ref=fork_ref, allow_dirty=allow_dirty,
+        force=force, work_dir=Path(config.cache_dir) / "worktrees", runs_dir=Path(config.runs_dir),
+        forks_file=Path(config.forks_file) if registered else None,
+        reproducer=f"porter upgrade {request.plugin} --to {target} --drop {drop}",
+        outcome_reasons=(f"{len(plan.edits)} guard edit(s) for dropping {name} {drop}",))
+    return plan.to_dict(), publish_edits(edit_request, status).to_dict()
 
 
 def _relative_to(path: Path, root: Path) -> str:

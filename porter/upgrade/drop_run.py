@@ -1,18 +1,15 @@
 """`porter upgrade NAME --drop OLD`: the guard cleanup of an analysed plugin tree (which files
-change and how), its PR material, and the branch it is written on.
-
-`plan_drop` is pure over an AnalysisReport and the plugin's files; `write_drop_branch` is the one
-adapter to the port pipeline (worktree at the fork's committed baseline, commit, byte-compile,
-compare-and-swap of `ascend-port/<slug>`), so the integrator can re-point it at porter.port's
-public entry point.
+change and how) and its PR summary. `plan_drop` is pure over the guard verdicts and the plugin's
+files; the branch is written by the port pipeline's entry point (porter.port.edit_port.publish_edits,
+called from porter/commands/upgrade.py).
 """
 
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from porter.upgrade.drop import DropEdit, DropResult, drop_source
 from porter.upgrade.lanes import GuardVerdict
@@ -90,99 +87,20 @@ def plan_drop(guards: Iterable[GuardVerdict], plugin_root: Path, drop: str | Non
     return DropPlan(drop or "", target, chosen, tuple(results), tuple(skipped))
 
 
-def render_drop_pr(plan: DropPlan, upstream: str, validation: dict[str, Any], branch: str, base_sha: str) -> str:
-    """PR material in the maintainers' drop-PR shape: dropped gates, bumped gates, removed imports."""
-    name = {"vllm": "vLLM"}.get(upstream, upstream)
+def pr_summary(plan: DropPlan, upstream: str) -> tuple[str, ...]:
+    """The drop in the maintainers' drop-PR shape, for the PR material's summary: dropped gates,
+    bumped gates, removed imports, files left for a human."""
     collapse = [e for e in plan.edits if e.action == "collapse"]
     retarget = [e for e in plan.edits if e.action == "retarget"]
     imports = [e for e in plan.edits if e.action == "remove_import"]
-    lines = [f"# [Misc] Drop {name} {plan.drop} support" if plan.drop else f"# [Misc] Clean up dead {name} version guards", "",
-             "## Outcome", "",
-             f"C_PATCH: {len(collapse)} dead version guard(s) collapsed, {len(retarget)} retargeted to {plan.target}, "
-             f"{len(imports)} import(s) only the removed branches used deleted, in {len(plan.results)} file(s). "
-             f"Branch `{branch}` from `{base_sha[:12]}`.", ""]
-    lines += ["## Drop old gates", "", "| file | line | guard | kept |", "|---|---|---|---|"]
-    lines += [f"| `{e.path}` | {e.line}-{e.end_line} | `{e.guard}` | {'if' if e.kept == 'body' else 'else'} branch |" for e in collapse]
-    lines += ["", "## Bump gates", "", "| file | line | guard | now |", "|---|---|---|---|"]
-    lines += [f"| `{e.path}` | {e.line} | `{e.guard}` | `{e.retarget_to}` |" for e in retarget]
-    lines += ["", "Retargeted guards are those whose main-lane branch does not resolve at the new release, while the "
-              "old branch does: the new release still behaves like the old one there.", ""]
+    lines = [f"Drop old gates: {len(collapse)} dead version guard(s) collapsed (the branch no lane takes deleted)."]
+    lines += [f"  - {e.path}:{e.line}-{e.end_line} `{e.guard}`: kept the {'if' if e.kept == 'body' else 'else'} branch"
+              for e in collapse[:100]]
+    lines.append(f"Bump gates: {len(retarget)} guard(s) retargeted to {plan.target} (their main-lane branch does not "
+                 "resolve at the new release while the old branch does).")
+    lines += [f"  - {e.path}:{e.line} `{e.guard}` -> `{e.retarget_to}`" for e in retarget[:100]]
     if imports:
-        lines += ["## Removed imports", ""] + [f"- `{e.path}`: `{e.guard}`" for e in imports] + [""]
-    if plan.skipped:
-        lines += ["## Left for a human", ""] + [f"- {s}" for s in plan.skipped] + [""]
-    lines += ["## Reproducer", "", "```", f"porter upgrade <plugin> --to {plan.target} --drop {plan.drop} --dry-run", "```", "",
-              "## Validation", ""]
-    for check in validation.get("checks", []):
-        lines.append(f"- {check['name']}: {check['verdict']} ({check.get('detail', '')})")
-        lines += [f"  - {item}" for item in check.get("items", [])]
-    lines += ["", f"{name} version: v{plan.target}", ""]
-    return "\n".join(lines)
-
-
-@dataclass
-class DropBranch:
-    branch: str
-    tip: str | None
-    base_sha: str
-    moved: bool
-    validation: dict[str, Any] = field(default_factory=dict)
-    pr_material: str = ""
-    message: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"branch": self.branch, "tip": self.tip, "base_sha": self.base_sha, "branch_moved": self.moved,
-                "validation": self.validation, "message": self.message}
-
-
-def write_drop_branch(
-    fork_path: Path,
-    plan_in: Callable[[Path], DropPlan],
-    slug: str,
-    upstream: str,
-    *,
-    fork_ref: str | None = None,
-    allow_dirty: bool = False,
-    force: bool = False,
-    work_dir: Path = Path("/tmp/porter-worktrees"),
-    status: Callable[[str], None] = lambda _m: None,
-) -> tuple[DropPlan, DropBranch]:
-    """The adapter to the port pipeline: plan the drop on the fork's committed baseline in a detached
-    worktree, commit it with PR_MATERIAL.md, byte-compile what changed, and only then move
-    `ascend-port/<slug>` (compare-and-swap). Any failure leaves the fork as it was."""
-    from porter import forks
-    from porter.port import PortFailed, check_fork, new_run_id
-    from porter.port_validation import byte_compile
-    from porter.slug import port_branch
-
-    root, base_sha, ref_name = check_fork(fork_path, allow_dirty=allow_dirty, fork_ref=fork_ref)
-    branch = port_branch(slug)
-    existing = forks.check_branch(root, branch, base_sha, force=force)
-    run_id = new_run_id()
-    identity = forks.commit_identity(root)
-    status(f"porter run {run_id}: drop on {ref_name} ({base_sha[:12]}) -> {branch}")
-    with forks.worktree(root, base_sha, work_dir, run_id) as wt:
-        plan = plan_in(wt.path)
-        if not plan.results:
-            return plan, DropBranch(branch, None, base_sha, False, message="no guard to drop: branch not made")
-        for result in plan.results:
-            (wt.path / result.path).write_text(result.source, encoding="utf-8")
-        changed = [r.path for r in plan.results]
-        check = byte_compile(wt.path, changed)
-        validation = {"ok": check.verdict != "fail", "checks": [check.to_dict()]}
-        subject = f"Drop {upstream} {plan.drop} version guards" if plan.drop else f"Collapse dead {upstream} version guards"
-        body = "\n".join(f"- {e.path}:{e.line} {e.action} {e.guard}" for e in plan.edits[:200])
-        trailers = forks.trailer_block(("guards",), (), f"{upstream} {plan.target}", run_id)
-        if wt.commit(changed, f"{subject}\n\n{body}\n\n{trailers}\n", identity) is None:
-            return plan, DropBranch(branch, None, base_sha, False, message="the baseline already has these edits")
-        pr_text = render_drop_pr(plan, upstream, validation, branch, base_sha)
-        (wt.path / "PR_MATERIAL.md").write_text(pr_text, encoding="utf-8")
-        wt.commit(["PR_MATERIAL.md"], f"PR_MATERIAL.md: drop {upstream} {plan.drop}\n\n{trailers}\n", identity)
-        tip = wt.head()
-        if not validation["ok"]:
-            raise PortFailed(f"the drop does not byte-compile: {branch} was not moved",
-                             hint="see the byte-compile errors; the guard blocks named there need a human",
-                             details={"run_id": run_id, "checks": validation["checks"]})
-        forks.move_branch(root, branch, tip, existing.sha if existing else None, run_id)
-    return plan, DropBranch(branch, tip, base_sha, True, validation, pr_text,
-                            f"{branch} -> {tip[:12]}: {len(plan.edits)} edit(s) in {len(plan.results)} file(s) + PR_MATERIAL.md")
+        lines.append(f"Removed imports only the deleted branches used: {len(imports)}.")
+        lines += [f"  - {e.path}: `{e.guard}`" for e in imports[:100]]
+    lines += [f"Left for a human: {s}" for s in plan.skipped]
+    return tuple(lines)
