@@ -315,3 +315,12 @@ def test_redactor_counts_each_redacted_line_once():
                  "-----BEGIN RSA PRIVATE KEY-----", "body", "-----END RSA PRIVATE KEY-----"):
         r.line(line)
     assert r.redactions == 3  # the token line, the BEGIN line, the END line
+
+
+def test_invalid_yaml_names_the_line_and_column():
+    from porter.errors import InputError
+    from porter.yamlio import load_yaml_text
+
+    with pytest.raises(InputError) as info:
+        load_yaml_text("a: 1\nb: [1, 2\nc: 3\n", "porter.yaml")
+    assert "porter.yaml: invalid YAML at line 3, column 2" in info.value.message
