@@ -6,6 +6,12 @@ Prints:
   compiled-KB cache (and `porter --version` as the CLI framework's own floor);
 - throughput on a generated 50 MB log (noise, progress bars, warnings and a few real traces).
 
+- CLI p95 warm with 4 `porter diagnose` processes running at once (shared compiled-KB cache);
+- `porter diagnose` on 50 MB logs of three kinds, each in a fresh process: normal (the generated
+  log above), crafted (unique lines packed with signature words and odd whitespace, the
+  worst case of the whitespace-tolerant literal fallback) and long lines (1 MB unique lines):
+  wall time and peak RSS of the process.
+
 Targets (issue 2): p50 <= 20 ms per trace, CLI cold <= 300 ms, 50 MB <= 10 s.
 With `--history REPO` (a clone with full history, e.g. of vllm-ascend), also:
 - the `porter kb mine-history` index build for REPO into a fresh cache (time, size);
@@ -13,6 +19,8 @@ With `--history REPO` (a clone with full history, e.g. of vllm-ascend), also:
   (`porter diagnose FILE --history REPO` against `porter diagnose FILE`).
 Targets (issue 14): <= 1 s extra per trace with a warm index, index build <= 2 min on 2 cores.
 Usage: .venv/bin/python bench/diagnose.py [--mb 50] [--runs 7] [--history REPO] [--json]
+Targets (issue 13): CLI p95 <= 150 ms warm with 4 concurrent processes; 50 MB of any content
+<= 5 s and <= 100 MB RSS.
 """
 
 from __future__ import annotations
@@ -173,6 +181,88 @@ def history_figures(repo: Path, runs: int) -> dict:
         }
     finally:
         shutil.rmtree(cache, ignore_errors=True)
+def concurrent_cli(trace: Path, processes: int = 4, runs: int = 10) -> dict:
+    """p50/p95 of `porter diagnose` wall times while `processes` loops run at once (warm cache)."""
+    import threading
+
+    cache = Path(tempfile.mkdtemp(prefix="porter-bench-cache-"))
+    env = {**os.environ, "PORTER_CACHE_DIR": str(cache)}
+    argv = [str(PORTER), "diagnose", str(trace)]
+    subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, cwd=ROOT)
+    times: list[float] = []
+    lock = threading.Lock()
+
+    def loop() -> None:
+        for _ in range(runs):
+            start = time.perf_counter()
+            subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, cwd=ROOT)
+            with lock:
+                times.append((time.perf_counter() - start) * 1000)
+
+    threads = [threading.Thread(target=loop) for _ in range(processes)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    rebuilt = len(list((cache / "kb").glob("kb-*.pickle")))
+    shutil.rmtree(cache, ignore_errors=True)
+    return {"processes": processes, "calls": len(times), "p50_ms": round(percentile(times, 0.5), 1),
+            "p95_ms": round(percentile(times, 0.95), 1), "cache_files": rebuilt}
+
+
+def crafted_log(path: Path, megabytes: int, kb) -> int:
+    """Unique lines made of signature words joined by double spaces and tabs (defeats the memo,
+    sends every line through the index, and makes the whitespace-tolerant fallback work)."""
+    words = sorted({w for e in kb.entries for s in e.signatures if s.kind == "literal" for w in s.pattern.split() if len(w) >= 4})
+    rng = random.Random(7)
+    target, written, n = megabytes * 1024 * 1024, 0, 0
+    with path.open("wb") as fh:
+        while written < target:
+            n += 1
+            picked = rng.sample(words, k=min(12, len(words)))
+            line = f"[rank{n % 8}]: error {n}  " + "  \t".join(picked) + "\n"
+            data = line.encode()
+            fh.write(data)
+            written += len(data)
+    return written
+
+
+def long_line_log(path: Path, megabytes: int) -> int:
+    rng = random.Random(11)
+    target, written = megabytes * 1024 * 1024, 0
+    with path.open("wb") as fh:
+        while written < target:
+            chunk = " ".join(f"error{rng.randrange(1 << 30)}" for _ in range(60_000))[: 1 << 20] + "\n"
+            data = chunk.encode()
+            fh.write(data)
+            written += len(data)
+    return written
+
+
+def cli_big(path: Path) -> dict:
+    """Wall time and peak RSS of one fresh `porter diagnose` process on `path`."""
+    env = {**os.environ}
+    start = time.perf_counter()
+    proc = subprocess.Popen([str(PORTER), "diagnose", str(path)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    return {"seconds": round(elapsed, 2), "max_rss_mb": round(usage.ru_maxrss / 1024, 1), "exit": os.waitstatus_to_exitcode(status)}
+
+
+def big_logs(kb, megabytes: int, traces: list[Path]) -> dict:
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="porter-bench-") as tmp:
+        for kind in ("normal", "crafted", "long_lines"):
+            path = Path(tmp) / f"{kind}.log"
+            if kind == "normal":
+                size = generate_log(path, megabytes, traces)
+            elif kind == "crafted":
+                size = crafted_log(path, megabytes, kb)
+            else:
+                size = long_line_log(path, megabytes)
+            out[kind] = {"mb": round(size / 1024 / 1024, 1), **cli_big(path)}
+            path.unlink()
+    return out
 
 
 def main() -> int:
@@ -194,6 +284,8 @@ def main() -> int:
         "per_trace": per_trace_latency(kb, files, args.runs),
         "cli": cli_latency(SEEDS / "036-rmsnorm-bias-fused-split-qk-norm-traceback.txt", args.runs),
         "big_log": throughput(kb, args.mb, [positives[i] for i in (35, 13, 4, 44, 58, 72) if i < len(positives)]),
+        "cli_concurrent": concurrent_cli(SEEDS / "036-rmsnorm-bias-fused-split-qk-norm-traceback.txt", 4, args.runs),
+        "cli_big_logs": big_logs(kb, args.mb, [positives[i] for i in (35, 13, 4, 44, 58, 72) if i < len(positives)]),
         "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
         "cpus": os.cpu_count(),
     }
@@ -220,6 +312,11 @@ def main() -> int:
         print(f"--history extra per trace, warm index (load + search, {ex['traces']} traces): p50 {ex['p50']} s, max {ex['max']} s; "
               f"CLI {hc['trace']}: {fmt(hc['plain_ms'])} without, {fmt(hc['with_history_ms'])} with "
               f"(+{hc['extra_ms']} ms)   [target <= 1 s]")
+    cc = result["cli_concurrent"]
+    print(f"CLI warm with {cc['processes']} concurrent processes ({cc['calls']} calls): p50 {cc['p50_ms']} ms, p95 {cc['p95_ms']} ms, "
+          f"compiled-KB cache files {cc['cache_files']}   [target p95 <= 150 ms]")
+    for kind, m in result["cli_big_logs"].items():
+        print(f"porter diagnose on {m['mb']:.0f} MB {kind} log: {m['seconds']} s, peak RSS {m['max_rss_mb']} MB (exit {m['exit']})   [target <= 5 s, <= 100 MB]")
     print(f"load average {result['load_average']} on {result['cpus']} CPUs (other processes share this machine)")
     if os.environ.get("PYTHONDONTWRITEBYTECODE"):
         # Every fresh process then recompiles porter's sources (~80 ms): not what an install sees.

@@ -1,18 +1,21 @@
-"""Benchmark of `porter upgrade` on real wheels (not part of CI; needs PyPI and griffe).
+"""Benchmark of `porter upgrade` on real releases (not part of CI; needs the sdists and griffe).
 
     .venv/bin/pip install griffe            # benchmark-only dependency
-    .venv/bin/python bench/upgrade.py [--plugin-version 0.11.0] [--later-plugin 0.13.0]
-                                      [--baseline 0.11.0] [--target 0.13.0] [--repeat 1]
+    .venv/bin/python bench/upgrade.py [--plugin-version 0.18.0] [--baseline 0.18.0] [--target 0.22.1]
+                                      [--later-plugin 0.23.0.post1] [--repeat 1]
 
-Steps: download wheels (`pip download --no-deps --only-binary=:all: --python-version 3.11
---platform manylinux_...`) into bench/.data/wheels, keep their Python sources in
-bench/.data/trees, then measure
-  * porter cold analysis (fresh cache: plugin scanned, both upstream trees indexed, drift computed),
-  * porter warm analysis (same inputs, cache filled),
-  * griffe's static load of the two upstream trees (each in a fresh process),
+Sources: the sdists in the shared cache /work/cache/pypi (`<name>-<version>.tar.gz`; downloaded
+there from pip's configured index when missing). Figures:
+  * end to end, cold: `python -m porter upgrade vllm-ascend --from OLD --to NEW --plugin-path <sdist>
+    --upstream-path OLD=<sdist> --upstream-path NEW=<sdist> --dry-run --json` with a fresh cache
+    (a process of its own: source extraction, scan, index of what the plugin reaches, drift), against
+    griffe end to end: a process that extracts the Python sources of both upstream sdists (porter's
+    extractor: the same work) and loads both packages whole (static, no inspection);
+  * end to end, warm: the same porter command again (result cache) and in-process `run_analysis`;
+  * like for like: the same module set (every module porter's index read in that run), parsed in one
+    process by porter's parser and by griffe's loader (`submodules=False`), both from extracted trees;
   * agreement of porter's "does this import resolve at the target?" with griffe's alias resolution,
-  * findings by family, a sanity run of the plugin against its own upstream release, and
-  * for every finding: what the later plugin release did with that use (changed? to where?).
+    findings by family, and a sanity run of the plugin against its own release.
 Results: bench/results/upgrade.json and a Markdown summary on stdout.
 """
 
@@ -28,39 +31,33 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "bench" / ".data"
+SDISTS = Path(os.environ.get("PORTER_BENCH_SDISTS", "/work/cache/pypi"))
 RESULTS = ROOT / "bench" / "results"
 sys.path.insert(0, str(ROOT))
 
-from porter.upgrade.sources import extract_archive  # noqa: E402
-
-PLATFORMS = ["manylinux_2_31_x86_64", "manylinux_2_28_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
-             "manylinux2014_x86_64", "manylinux1_x86_64"]
+from porter.upgrade.sources import Sources, extract_archive  # noqa: E402
 
 
-def download(name: str, version: str) -> Path:
-    wheels = DATA / "wheels"
-    wheels.mkdir(parents=True, exist_ok=True)
+def sdist(name: str, version: str) -> Path:
+    """`<name>-<version>.tar.gz` from the shared cache, downloaded (sha256 checked) when missing."""
     stem = name.replace("-", "_")
-    found = sorted(wheels.glob(f"{stem}-{version}-*.whl")) or sorted(wheels.glob(f"{name}-{version}-*.whl"))
-    if found:
-        return found[0]
-    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", "3.11",
-            "-d", str(wheels), f"{name}=={version}"]
-    for p in PLATFORMS:
-        argv += ["--platform", p]
-    subprocess.run(argv, check=True, capture_output=True)
-    found = sorted(wheels.glob(f"{stem}-{version}-*.whl")) or sorted(wheels.glob(f"{name}-{version}-*.whl"))
-    if not found:
-        raise SystemExit(f"no wheel for {name} {version}")
-    return found[0]
+    for candidate in (SDISTS / f"{stem}-{version}.tar.gz", SDISTS / f"{name}-{version}.tar.gz"):
+        if candidate.is_file():
+            return candidate
+    with tempfile.TemporaryDirectory() as cache:
+        sources = Sources(Path(cache))
+        files = sources.pypi_project(name)["releases"].get(version, [])
+        SDISTS.mkdir(parents=True, exist_ok=True)
+        got = sources._sdist_download(files, SDISTS)
+    if got is None:
+        raise SystemExit(f"no sdist of {name} {version} on the index")
+    return got
 
 
-def tree(name: str, version: str) -> Path:
-    dest = DATA / "trees" / f"{name}-{version}"
+def extracted(archive: Path, work: Path) -> Path:
+    dest = work / archive.name.replace(".tar.gz", "")
     if not (dest / ".porter-complete").is_file():
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        extract_archive(download(name, version), dest)
+        extract_archive(archive, dest)
     return dest
 
 
@@ -78,11 +75,33 @@ def analyse(plugin: Path, baseline: tuple[str, Path], target: tuple[str, Path], 
     return report, time.perf_counter() - t0
 
 
-GRIFFE_LOAD = """
-import json, sys, time, griffe
+GRIFFE_E2E = """
+import json, sys, tempfile, time
+from pathlib import Path
 t0 = time.perf_counter()
-griffe.load("vllm", search_paths=[sys.argv[1]], allow_inspection=False)
+import griffe
+from porter.upgrade.sources import extract_archive
+work = Path(tempfile.mkdtemp())
+for i, archive in enumerate(sys.argv[1:]):
+    dest = work / str(i)
+    extract_archive(Path(archive), dest)
+    griffe.load("vllm", search_paths=[str(dest)], allow_inspection=False)
 print(json.dumps({"seconds": time.perf_counter() - t0}))
+"""
+
+GRIFFE_MODULES = """
+import json, sys, time
+import griffe
+modules = json.load(open(sys.argv[2]))
+t0 = time.perf_counter()
+loader = griffe.GriffeLoader(search_paths=[sys.argv[1]], allow_inspection=False)
+failed = 0
+for name in modules:
+    try:
+        loader.load(name, submodules=False)
+    except Exception:
+        failed += 1
+print(json.dumps({"seconds": time.perf_counter() - t0, "failed": failed}))
 """
 
 GRIFFE_VERDICTS = """
@@ -110,9 +129,78 @@ print(json.dumps(out))
 """
 
 
-def griffe_load_seconds(path: Path) -> float:
-    out = subprocess.run([sys.executable, "-c", GRIFFE_LOAD, str(path)], check=True, capture_output=True, text=True)
+def griffe_e2e_seconds(*archives: Path) -> float:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", GRIFFE_E2E, *map(str, archives)], check=True, capture_output=True,
+                         text=True, env=env)
     return json.loads(out.stdout)["seconds"]
+
+
+def griffe_modules_seconds(tree: Path, modules: list[str]) -> dict:
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+        json.dump(modules, fh)
+    try:
+        out = subprocess.run([sys.executable, "-c", GRIFFE_MODULES, str(tree), fh.name], check=True,
+                             capture_output=True, text=True)
+    finally:
+        os.unlink(fh.name)
+    return json.loads(out.stdout)
+
+
+def porter_modules_seconds(tree: Path, modules: list[str]) -> float:
+    """porter's parser over the same modules, one process, no cache."""
+    from porter.upgrade.index import discover_modules, parse_module
+
+    files = discover_modules(tree, ["vllm"])
+    t0 = time.perf_counter()
+    for name in modules:
+        path = files.get(name)
+        if path is not None and path.is_file():
+            parse_module(name, str(path.relative_to(tree)), path.read_bytes())
+    return time.perf_counter() - t0
+
+
+def porter_cli_seconds(args: list[str], cache: Path) -> float:
+    env = dict(os.environ, PORTER_CACHE_DIR=str(cache), PORTER_OFFLINE="1")
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "porter", *args], capture_output=True, text=True, env=env, cwd=ROOT)
+    seconds = time.perf_counter() - t0
+    if out.returncode not in (0, 1):
+        raise SystemExit(f"porter failed ({out.returncode}): {out.stderr[-2000:]}")
+    return seconds
+
+
+class ModuleRecorder:
+    """Which modules each TreeIndex reads during one analysis (the like-for-like module set)."""
+
+    def __init__(self):
+        from porter.upgrade import index as index_mod
+
+        self.index_mod = index_mod
+        self.seen: dict[str, set[str]] = {}
+
+    def __enter__(self):
+        cls = self.index_mod.TreeIndex
+        self.original = (cls.module, cls.prefetch)
+        recorder = self
+
+        def module(index, name):
+            info = recorder.original[0](index, name)
+            if info is not None and name in index.files and index.files[name].is_file():
+                recorder.seen.setdefault(str(index.root), set()).add(name)
+            return info
+
+        def prefetch(index, names, progress=None, workers=None):
+            names = list(names)
+            recorder.seen.setdefault(str(index.root), set()).update(
+                n for n in names if n in index.files and index.files[n].is_file())
+            return recorder.original[1](index, names, progress, workers)
+
+        cls.module, cls.prefetch = module, prefetch
+        return self
+
+    def __exit__(self, *exc):
+        self.index_mod.TreeIndex.module, self.index_mod.TreeIndex.prefetch = self.original
 
 
 def griffe_verdicts(path: Path, symbols: list[str]) -> dict[str, str]:
@@ -220,40 +308,50 @@ def later_release_check(report, later_plugin: Path) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--plugin-version", default="0.11.0")
-    parser.add_argument("--later-plugin", default="0.13.0")
-    parser.add_argument("--baseline", default="0.11.0")
-    parser.add_argument("--target", default="0.13.0")
+    parser.add_argument("--plugin-version", default="0.18.0")
+    parser.add_argument("--later-plugin", default="0.23.0.post1", help="'' to skip the later-release check")
+    parser.add_argument("--baseline", default="0.18.0")
+    parser.add_argument("--target", default="0.22.1")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--out", default="upgrade.json", help="file name under bench/results/")
     args = parser.parse_args()
 
     t0 = time.perf_counter()
-    plugin = tree("vllm-ascend", args.plugin_version)
-    later = tree("vllm-ascend", args.later_plugin)
-    base = tree("vllm", args.baseline)
-    target = tree("vllm", args.target)
+    plugin_a, base_a, target_a = sdist("vllm-ascend", args.plugin_version), sdist("vllm", args.baseline), sdist("vllm", args.target)
+    work = Path(tempfile.mkdtemp(prefix="porter-bench-trees-"))
+    plugin, base, target = extracted(plugin_a, work), extracted(base_a, work), extracted(target_a, work)
+    later = extracted(sdist("vllm-ascend", args.later_plugin), work) if args.later_plugin else None
     prepare = time.perf_counter() - t0
+    cli = ["upgrade", "vllm-ascend", "--from", args.baseline, "--to", args.target, "--plugin-path", str(plugin_a),
+           "--upstream-path", f"{args.baseline}={base_a}", "--upstream-path", f"{args.target}={target_a}", "--dry-run", "--json"]
 
-    cold, warm, warm_modules, griffe_times = [], [], [], []
+    e2e_cold, e2e_warm, griffe_e2e, cold, warm = [], [], [], [], []
     report = None
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory(prefix="porter-bench-") as cache:
-            report, seconds = analyse(plugin, (args.baseline, base), (args.target, target), Path(cache))
+            e2e_cold.append(porter_cli_seconds(cli, Path(cache)))
+            e2e_warm.append(porter_cli_seconds(cli, Path(cache)))
+        griffe_e2e.append(griffe_e2e_seconds(base_a, target_a))
+        with tempfile.TemporaryDirectory(prefix="porter-bench-") as cache:
+            with ModuleRecorder() as recorder:
+                report, seconds = analyse(plugin, (args.baseline, base), (args.target, target), Path(cache))
             cold.append(seconds)
             for _ in range(2):
                 _, seconds = analyse(plugin, (args.baseline, base), (args.target, target), Path(cache))
                 warm.append(seconds)
-            # Warm without the result cache: every module and file scan comes from its per-file cache.
-            import shutil
-
-            shutil.rmtree(Path(cache) / "results", ignore_errors=True)
-            _, seconds = analyse(plugin, (args.baseline, base), (args.target, target), Path(cache))
-            warm_modules.append(seconds)
-            with tempfile.TemporaryDirectory(prefix="porter-bench-own-") as own_cache:
-                own, _ = analyse(plugin, (args.baseline, base), (args.baseline, base), Path(own_cache))
-        griffe_times.append(griffe_load_seconds(base) + griffe_load_seconds(target))
     assert report is not None
+    with tempfile.TemporaryDirectory(prefix="porter-bench-own-") as own_cache:
+        own, _ = analyse(plugin, (args.baseline, base), (args.baseline, base), Path(own_cache))
+
+    like: dict[str, dict] = {}
+    for label, tree_root in (("baseline", base), ("target", target)):
+        modules = sorted(recorder.seen.get(str(tree_root.resolve()), set()) | recorder.seen.get(str(tree_root), set()))
+        g = griffe_modules_seconds(tree_root, modules)
+        like[label] = {"modules": len(modules), "porter_seconds": round(porter_modules_seconds(tree_root, modules), 3),
+                       "griffe_seconds": round(g["seconds"], 3), "griffe_failed": g["failed"]}
+    like_porter = sum(v["porter_seconds"] for v in like.values())
+    like_griffe = sum(v["griffe_seconds"] for v in like.values())
+
     symbols = [v.symbol for v in report.verdicts]
     agree = agreement(report, griffe_verdicts(target, symbols))
     by_family: dict[str, int] = {}
@@ -262,23 +360,25 @@ def main() -> None:
     notes_by_family: dict[str, int] = {}
     for r in report.notes:
         notes_by_family[r.family.value] = notes_by_family.get(r.family.value, 0) + 1
-    later_rows = later_release_check(report, later)
+    later_rows = later_release_check(report, later) if later is not None else []
     result = {
         "pair": {"plugin": f"vllm-ascend {args.plugin_version}", "baseline": f"vllm {args.baseline}",
-                 "target": f"vllm {args.target}", "later_plugin": f"vllm-ascend {args.later_plugin}"},
+                 "target": f"vllm {args.target}", "later_plugin": f"vllm-ascend {args.later_plugin}" if later else None},
         "machine": {"cpus": os.cpu_count(), "load_avg": os.getloadavg()},
         "prepare_seconds": round(prepare, 2),
-        "porter_cold_seconds": [round(x, 3) for x in cold],
-        "porter_warm_seconds": [round(x, 3) for x in warm],
-        "porter_warm_without_result_cache_seconds": [round(x, 3) for x in warm_modules],
-        "griffe_load_both_seconds": [round(x, 3) for x in griffe_times],
-        "cold_over_griffe": round(min(cold) / min(griffe_times), 3),
-        "modules": {"baseline": report.index_stats.get("baseline", {}).get("modules"),
-                    "target": report.index_stats["target"]["modules"]},
+        "end_to_end": {"porter_cold_cli_seconds": [round(x, 3) for x in e2e_cold],
+                       "porter_warm_cli_seconds": [round(x, 3) for x in e2e_warm],
+                       "griffe_extract_and_load_both_seconds": [round(x, 3) for x in griffe_e2e],
+                       "ratio": round(min(e2e_cold) / min(griffe_e2e), 3)},
+        "in_process": {"porter_cold_seconds": [round(x, 3) for x in cold], "porter_warm_seconds": [round(x, 3) for x in warm],
+                       "timings": {k: round(v, 3) for k, v in report.timings.items()}},
+        "like_for_like": {**like, "ratio": round(like_porter / like_griffe, 3) if like_griffe else None,
+                          "processes": 1},
         "usage": report.usage.to_dict(),
         "outcome": report.outcome.to_dict(),
         "findings_by_family": by_family,
         "notes_by_family": notes_by_family,
+        "guards": {v: sum(1 for g in report.dead_guards if g.verdict == v) for v in ("collapse", "retarget", "keep")},
         "own_release_sanity": {"breaking": len(own.breaking), "records": len(own.records),
                                "symbols": [r.symbol for r in own.records][:20]},
         "agreement_with_griffe": agree,
@@ -287,17 +387,24 @@ def main() -> None:
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / args.out).write_text(json.dumps(result, indent=2, default=str))
+    e2e = result["end_to_end"]
     print(f"## porter upgrade benchmark: vllm-ascend {args.plugin_version}, vllm {args.baseline} -> {args.target}\n")
-    print(f"- cold analysis: {min(cold):.2f} s; warm: {min(warm):.2f} s (without the result cache: "
-          f"{min(warm_modules):.2f} s); griffe load of both trees: "
-          f"{min(griffe_times):.2f} s; cold/griffe = {result['cold_over_griffe']}")
-    print(f"- findings by family: {by_family}; notes: {notes_by_family}; outcome {report.outcome.outcome.value}")
+    print(f"- machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    print(f"- end to end (sdists in, fresh cache, own process each): porter cold {min(e2e_cold):.2f} s, "
+          f"griffe extract + load of both trees {min(griffe_e2e):.2f} s: ratio {e2e['ratio']}")
+    print(f"- warm: porter CLI {min(e2e_warm):.2f} s (process start included); in-process {min(warm):.3f} s; "
+          f"in-process cold {min(cold):.2f} s")
+    print(f"- like for like (same {like['baseline']['modules']} + {like['target']['modules']} modules, one process each): "
+          f"porter {like_porter:.2f} s, griffe {like_griffe:.2f} s: ratio {result['like_for_like']['ratio']}")
+    print(f"- findings by family: {by_family}; notes: {notes_by_family}; guards {result['guards']}; "
+          f"outcome {report.outcome.outcome.value}")
     print(f"- own-release sanity (vllm {args.baseline} -> {args.baseline}): {len(own.breaking)} breaking")
     print(f"- agreement with griffe: {agree['agree']}/{agree['compared']} = {agree['rate']} "
           f"(undetermined {agree['undetermined']})")
     for d in agree["disagreements"]:
         print(f"  - disagree: {d}")
-    print("\n| family | symbol | porter new home | later release |\n|---|---|---|---|")
+    if later_rows:
+        print("\n| family | symbol | porter new home | later release |\n|---|---|---|---|")
     for row in later_rows:
         print(f"| {row['family']} | `{row['symbol']}` | {row['porter_new_home'] or '—'} | {row['verdict']}"
               + (f" ({', '.join(row.get('later_same_name_imports', []))})" if row.get("later_same_name_imports") else "") + " |")

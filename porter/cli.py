@@ -7,9 +7,13 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from enum import Enum
+
 import typer
+from typer.core import TyperGroup
 
 from porter import __version__
+from porter.cliargs import hoist_global_options
 from porter.cliutil import app_state
 from porter.commands import register_all
 from porter.errors import ExitCode, Interrupted, PorterError, UsageError
@@ -17,11 +21,54 @@ from porter.output import Reporter
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok; 1 findings, failed checks or unknown diagnosis; 2 usage or input error; "
-    "3 environment or host error; 4 internal error (a porter bug); 130 interrupted."
+    "3 environment or host error; 4 internal error (a porter bug); 130 interrupted.\n\n"
+    "--json, --format, -q and -v may also follow the command (porter smoke --host a3 -q --format junit)."
 )
+
+class OutputFormat(str, Enum):
+    text = "text"
+    json = "json"
+    sarif = "sarif"
+    junit = "junit"
+    github = "github"
+
+
+class PorterGroup(TyperGroup):
+    """The root group: global options may follow the subcommand (porter.cliargs), and every
+    command lists `--format` in its own help (a copy of the global option that sets the same state)."""
+
+    def __init__(self, *args, **kwargs):  # noqa: ANN002, ANN003 - click's signature
+        super().__init__(*args, **kwargs)
+        root_format = next((p for p in self.params if "--format" in getattr(p, "opts", ())), None)
+        if root_format is not None:
+            _add_format_option(self, root_format)
+
+    def parse_args(self, ctx, args):  # noqa: ANN001 - click's signature
+        return super().parse_args(ctx, hoist_global_options(self, list(args)))
+
+
+def _set_format(ctx, param, value):  # noqa: ANN001, ARG001 - a click option callback
+    if value is not None:
+        app_state(ctx).format = getattr(value, "value", str(value)).lower()
+    return value
+
+
+def _add_format_option(group, root_format) -> None:
+    import copy
+
+    for command in (getattr(group, "commands", None) or {}).values():
+        if getattr(command, "commands", None):
+            _add_format_option(command, root_format)
+        elif not any("--format" in getattr(p, "opts", ()) for p in command.params):
+            option = copy.copy(root_format)
+            option.default, option.expose_value, option.callback = None, False, _set_format
+            option.help = "text, json (same as --json), sarif, junit or github; see `porter --help`."
+            command.params.append(option)
+
 
 app = typer.Typer(
     name="porter",
+    cls=PorterGroup,
     help="Keep AI software running on Huawei Ascend NPUs while its upstreams move.\n\n" + EXIT_CODES_HELP,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -38,8 +85,13 @@ def _version(value: bool) -> None:
 @app.callback()
 def root(
     ctx: typer.Context,
-    json_: bool = typer.Option(False, "--json", help="JSON output for every command (same as the per-command flag)."),
+    json_: bool = typer.Option(False, "--json", help="JSON output for every command (same as --format json)."),
+    format_: OutputFormat = typer.Option(
+        OutputFormat.text, "--format", case_sensitive=False,
+        help="text (tables), json, sarif (upgrade findings), junit (smoke checks), github (Actions annotations "
+             "for upgrade and smoke)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or status lines on stderr."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Print every command porter runs (git, pip, ssh, ...) on stderr."),
     config: Optional[Path] = typer.Option(None, "--config", help="Use this porter.yaml instead of searching upward."),
     trust_project: bool = typer.Option(
         False, "--trust-project",
@@ -49,6 +101,8 @@ def root(
 ) -> None:
     state = app_state(ctx)
     state.json_mode = json_
+    state.format = format_.value
+    state.verbose = verbose
     state.quiet = quiet
     state.config_path = config
     state.trust_project = trust_project
@@ -76,9 +130,15 @@ def _command_name(argv: list[str]) -> str:
     return ".".join(parts) or "error"
 
 
+def _wants_json(argv: list[str]) -> bool:
+    if "--json" in argv or "--format=json" in argv:
+        return True
+    return any(a == "--format" and b.lower() == "json" for a, b in zip(argv, argv[1:]))
+
+
 def main() -> None:
     argv = sys.argv[1:]
-    json_mode = "--json" in argv
+    json_mode = _wants_json(argv)
     try:
         if not json_mode:
             app()  # standalone: typer renders usage errors for people

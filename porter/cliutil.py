@@ -13,7 +13,7 @@ from typing import Iterator
 import typer
 
 from porter.config import PorterConfig, load_config
-from porter.errors import EnvironmentProblem, ExitCode, Interrupted, PorterError
+from porter.errors import EnvironmentProblem, ExitCode, Interrupted, PorterError, UsageError
 from porter.output import Reporter
 
 JSON_HELP = "Print one JSON document with a stable, versioned schema instead of tables."
@@ -27,6 +27,8 @@ def json_option() -> bool:
 class AppState:
     json_mode: bool = False
     quiet: bool = False
+    format: str = "text"  # --format; --json is its alias
+    verbose: bool = False  # -v: every subprocess porter runs, on stderr
     config_path: Path | None = None
     trust_project: bool = False
     _config: PorterConfig | None = field(default=None, repr=False)
@@ -49,10 +51,21 @@ def app_state(ctx: typer.Context) -> AppState:
 @contextmanager
 def command_context(ctx: typer.Context, command: str, json_flag: bool = False) -> Iterator[tuple[Reporter, AppState]]:
     """Yields (reporter, state); a PorterError inside becomes an error report and its exit code."""
+    from porter.formats import MACHINE_FORMATS, is_supported, unsupported_message
+    from porter.proc import tracing
+
     state = app_state(ctx)
-    reporter = Reporter(json_mode=json_flag or state.json_mode, quiet=state.quiet)
+    fmt = state.format
+    if json_flag or state.json_mode:
+        fmt = "json" if fmt in ("text", "json") else fmt
+    reporter = Reporter(format="json" if (json_flag or state.json_mode) and fmt == "json" else fmt, quiet=state.quiet)
     try:
-        yield reporter, state
+        if (json_flag or state.json_mode) and fmt in MACHINE_FORMATS:
+            raise UsageError(f"--json and --format {fmt} ask for two different outputs", hint="pass one of them")
+        if not is_supported(command, fmt):
+            raise UsageError(*unsupported_message(command, fmt))
+        with tracing(reporter.trace if state.verbose else None):
+            yield reporter, state
     except PorterError as exc:
         reporter.error(exc, command)
         raise typer.Exit(int(exc.exit_code)) from None

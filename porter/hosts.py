@@ -130,6 +130,19 @@ def bundled_local() -> HostProfile:
     )
 
 
+def close_match(word: str, choices: Any, cutoff: float = 70.0) -> str | None:
+    """The most similar of `choices` (rapidfuzz WRatio), for a "did you mean"."""
+    from rapidfuzz import fuzz, process
+
+    found = process.extractOne(str(word), [str(c) for c in choices], scorer=fuzz.WRatio, score_cutoff=cutoff)
+    return found[0] if found else None
+
+
+def _did_you_mean(unknown: list[str], known: Any) -> str:
+    guesses = [f"`{m}` for `{u}`" for u in unknown if (m := close_match(u, known)) is not None]
+    return f" (did you mean {', '.join(guesses)}?)" if guesses else ""
+
+
 def _fail(name: str, source: str, message: str, hint: str | None = None) -> InputError:
     return InputError(f"host {name!r} ({source}): {message}", hint=hint)
 
@@ -153,7 +166,7 @@ def _parse_container(name: str, source: str, value: Any) -> ContainerSpec:
         raise _fail(name, source, "`container` must be a container name or a mapping")
     unknown = sorted(set(value) - CONTAINER_KEYS)
     if unknown:
-        raise _fail(name, source, f"unknown container key(s) {', '.join(unknown)}",
+        raise _fail(name, source, f"unknown container key(s) {', '.join(unknown)}{_did_you_mean(unknown, CONTAINER_KEYS)}",
                     hint=f"known keys: {', '.join(sorted(CONTAINER_KEYS))}")
     engine = str(value.get("engine", "docker"))
     if PurePosixPath(engine).name not in ENGINES or (("/" in engine) and not engine.startswith("/")):
@@ -216,7 +229,8 @@ def parse_profile(name: str, data: Any, source: str) -> HostProfile:
     _check_controls(name, source, data)
     unknown = sorted(set(data) - PROFILE_KEYS)
     if unknown:
-        raise _fail(name, source, f"unknown key(s) {', '.join(unknown)}", hint=f"known keys: {', '.join(sorted(PROFILE_KEYS))}")
+        raise _fail(name, source, f"unknown key(s) {', '.join(unknown)}{_did_you_mean(unknown, PROFILE_KEYS)}",
+                    hint=f"known keys: {', '.join(sorted(PROFILE_KEYS))}")
     implied = ("ssh+container" if "container" in data else "ssh") if data.get("address") else "local"
     transport = str(data.get("transport", implied))
     if transport not in TRANSPORTS:
@@ -380,13 +394,128 @@ def check_project_trust(config: Any, profile: HostProfile) -> None:
     )
 
 
+DOCS_SECTION = "docs/smoke.md#host-profiles"
+SSH_DERIVED = "~/.ssh/config (derived)"
+
+
+def minimal_profile(name: str, address: str | None = None) -> str:
+    """The YAML a user adds for a new host: what every ssh profile needs, with placeholders."""
+    return (f"{name}:\n"
+            f"  address: {address or 'user@' + name + '.example'}   # host, user@host or a ~/.ssh/config alias\n"
+            f"  device_kind: npu-a3   # cpu | cuda | npu-a2 | npu-a3 | npu-a5 (`porter hosts check {name}` shows it)\n"
+            f"  setup:\n"
+            f"    - source /usr/local/Ascend/ascend-toolkit/set_env.sh   # lines run before python on the host\n"
+            f"  python: python3\n")
+
+
+def ssh_derived_host(config: Any, name: str) -> HostProfile | None:
+    """A profile for a `Host NAME` of ~/.ssh/config: ssh to that entry, device kind as last probed."""
+    from porter.ssh_hosts import derived_profile_data, probed_kinds, ssh_config_hosts
+
+    if not _NAME.match(name) or name not in ssh_config_hosts():
+        return None
+    kind = probed_kinds(Path(config.user_config_dir)).get(name)
+    return parse_profile(name, derived_profile_data(name, kind if kind in DEVICE_KINDS else None), SSH_DERIVED)
+
+
 def get_host(config: Any, name: str) -> HostProfile:
     hosts = load_hosts(config)
     if name not in hosts:
+        derived = ssh_derived_host(config, name)
+        if derived is not None:
+            return derived
+        from porter.ssh_hosts import ssh_config_hosts
+
+        user_file = user_hosts_file(Path(config.user_config_dir))
+        guess = close_match(name, [*hosts, *ssh_config_hosts()])
         raise InputError(
-            f"unknown host {name!r}",
-            hint=f"known hosts: {', '.join(sorted(hosts))}; add one under `hosts:` in porter.yaml "
-            f"or in {user_hosts_file(Path(config.user_config_dir))}",
+            f"unknown host {name!r}" + (f" (did you mean {guess!r}?)" if guess else ""),
+            hint=f"known hosts: {', '.join(sorted(hosts))}; `porter hosts add {name} --address ADDRESS` writes a profile to {user_file}, or add "
+            f"`Host {name}` to ~/.ssh/config; a minimal profile (see {DOCS_SECTION}):\n{minimal_profile(name)}",
+            details={"minimal_profile": minimal_profile(name), "docs": DOCS_SECTION, "did_you_mean": guess},
         )
     check_project_trust(config, hosts[name])
     return hosts[name]
+
+
+def host_sources(config: Any) -> list[dict[str, Any]]:
+    """Every place host profiles come from, in the order they override each other by name."""
+    from porter.ssh_hosts import default_ssh_config, ssh_config_hosts
+
+    user_file = user_hosts_file(Path(config.user_config_dir))
+    user_names: list[str] = []
+    user_error = None
+    if user_file.is_file():
+        try:
+            user_names = sorted(str(n) for n in _load_user_file(user_file))
+        except InputError as exc:
+            user_error = exc.message
+    project = [s for s in getattr(config, "sources", ()) if s]
+    ssh_file = default_ssh_config()
+    out = [
+        {"kind": "bundled", "path": None, "exists": True, "hosts": ["local"]},
+        {"kind": "user", "path": str(user_file), "exists": user_file.is_file(), "hosts": user_names,
+         **({"error": user_error} if user_error else {})},
+        {"kind": "project", "path": project[-1] if project else None, "exists": bool(project),
+         "hosts": sorted(str(n) for n in (config.hosts or {}))},
+        {"kind": "ssh_config", "path": str(ssh_file), "exists": ssh_file.is_file(),
+         "hosts": [n for n in ssh_config_hosts(ssh_file) if _NAME.match(n)]},
+    ]
+    return out
+
+
+def add_user_host(config: Any, name: str, address: str | None = None, device_kind: str | None = None,
+                  transport: str = "ssh") -> tuple[Path, str]:
+    """Append a profile for NAME to the user hosts.yaml (never a project file), with the fields a
+    user must fill marked. The whole file is validated before it is replaced."""
+    from porter.fsutil import atomic_write_text
+
+    if not _NAME.match(name):
+        raise InputError(f"host name {name!r} must be letters, digits, '.', '_' or '-'")
+    if name == "local":
+        raise InputError("`local` is the bundled host; pick another name")
+    if transport not in ("ssh", "ssh+container"):
+        raise InputError(f"--transport {transport!r}: hosts add writes ssh or ssh+container profiles")
+    if device_kind is not None and device_kind not in DEVICE_KINDS:
+        guess = close_match(device_kind, DEVICE_KINDS)
+        raise InputError(f"--device-kind {device_kind!r} is not one of {', '.join(DEVICE_KINDS)}"
+                         + (f" (did you mean {guess!r}?)" if guess else ""))
+    if address is not None and (not address or address.startswith("-") or any(c.isspace() for c in address)):
+        raise InputError(f"--address {address!r} is not a host name")
+    path = user_hosts_file(Path(config.user_config_dir))
+    existing = path.read_text(encoding="utf-8") if path.is_file() else ""
+    current = _load_user_file(path) if path.is_file() else {}
+    if name in current:
+        raise InputError(f"host {name!r} is already in {path}", hint=f"edit it there, or check it: porter hosts show {name}")
+    wrapped = bool(existing) and _is_wrapped(path)
+    fill = "FILL IN"
+    lines = [f"{name}:",
+             f"  transport: {transport}",
+             f"  address: {address or 'user@' + name + '.example'}" + ("" if address else f"   # {fill}: host, user@host or a ~/.ssh/config alias"),
+             f"  device_kind: {device_kind or 'cpu'}" + ("" if device_kind else
+                                                      f"   # {fill}: cpu | cuda | npu-a2 | npu-a3 | npu-a5 (`porter hosts check {name}`)"),
+             f"  # setup:   # {fill} for NPU hosts: lines run before python",
+             "  #   - source /usr/local/Ascend/ascend-toolkit/set_env.sh",
+             "  python: python3",
+             f"  workdir: {DEFAULT_WORKDIR}"]
+    if transport == "ssh+container":
+        lines += [f"  container:   # {fill}: the running container (mode exec) or an image (mode run)",
+                  "    mode: exec", f"    name: {name}-dev"]
+    block = "\n".join(("  " + l if wrapped else l) for l in lines) + "\n"
+    header = "" if existing else "# porter host profiles (docs/smoke.md#host-profiles)\n"
+    text = header + existing + ("" if not existing or existing.endswith("\n") else "\n") + block
+    from porter.yamlio import load_yaml_text
+
+    data = load_yaml_text(text, str(path))
+    data = data["hosts"] if wrapped else data
+    parse_profile(name, data[name], str(path))  # what we write must load
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, text)
+    return path, block
+
+
+def _is_wrapped(path: Path) -> bool:
+    from porter.yamlio import load_yaml_file
+
+    data = load_yaml_file(path) or {}
+    return isinstance(data, dict) and set(data) == {"hosts"}

@@ -41,17 +41,66 @@ def to_json(payload: dict[str, Any]) -> str:
     return json.dumps(payload, indent=2, default=_default, ensure_ascii=False)
 
 
+WIDE_TABLE_LIMIT = 240
+
+
+def print_whole(console: Console, renderable: Any) -> None:
+    """Print a table without cutting its no-wrap cells (identifiers, symbol paths, commands):
+    wider than the console when it must be, so a piped line is long instead of folded or
+    ellipsised, and every name can be copied."""
+    from rich.measure import Measurement
+
+    expand = getattr(renderable, "expand", None)
+    if expand:
+        renderable.expand = False  # an expanding table measures as the whole console width
+    try:
+        measured = Measurement.get(console, console.options.update(max_width=10_000), renderable)
+        # the natural width when it is reasonable (no cell wraps), else the least that cuts nothing
+        needed = measured.maximum if measured.maximum <= WIDE_TABLE_LIMIT else measured.minimum + 2
+    finally:
+        if expand:
+            renderable.expand = expand
+    if needed <= console.width:
+        console.print(renderable)
+        return
+    saved = console._width  # print(width=) is capped at the console's width: widen it for this table
+    console.width = needed
+    try:
+        console.print(renderable)
+    finally:
+        console._width = saved
+
+
 @dataclass
 class Reporter:
     json_mode: bool = False
     quiet: bool = False
     console: Console = field(default_factory=lambda: Console(soft_wrap=False, highlight=False))
     err: Console = field(default_factory=lambda: Console(stderr=True, highlight=False))
+    format: str = "text"  # text | json | sarif | junit | github (porter.formats)
+
+    def __post_init__(self) -> None:
+        if self.json_mode and self.format == "text":
+            self.format = "json"
+        self.json_mode = self.format == "json"
 
     def emit(self, command: str, payload: dict[str, Any], render: Callable[[Console], None]) -> None:
         """Secrets are masked on the values before serialising (so the JSON stays valid) and on
-        the rendered text for people (tables are built from values the command holds)."""
-        if self.json_mode:
+        the rendered text for people (tables are built from values the command holds).
+        The CI formats (SARIF, JUnit, GitHub annotations) are built from the same redacted document."""
+        from porter.formats import MACHINE_FORMATS
+
+        if self.format in MACHINE_FORMATS:
+            from porter.errors import UsageError
+            from porter.formats import converter, unsupported_message
+
+            convert = converter(command, self.format)
+            if convert is None:
+                raise UsageError(*unsupported_message(command, self.format))
+            doc = {"schema": schema_id(command), "porter_version": __version__, **payload}
+            sys.stdout.write(convert(json.loads(to_json(redact_data(doc)))))
+            sys.stdout.flush()
+        elif self.json_mode:
             doc = {"schema": schema_id(command), "porter_version": __version__, **payload}
             sys.stdout.write(to_json(redact_data(doc)) + "\n")
             sys.stdout.flush()
@@ -66,9 +115,25 @@ class Reporter:
             doc = {"schema": schema_id(command), "porter_version": __version__, "error": exc.to_dict()}
             sys.stdout.write(to_json(redact_data(doc)) + "\n")
         else:
-            self.err.print(f"[bold red]error:[/] {escape(redact_text(exc.message))}", markup=True)
+            if self.format == "github":  # the workflow shows it on the run's summary
+                from porter.formats.github import command as annotation
+
+                sys.stdout.write(annotation("error", redact_text(exc.message + (f" (hint: {exc.hint})" if exc.hint else "")),
+                                            title=f"porter {command.replace('.', ' ')}") + "\n")
+                sys.stdout.flush()
+            # soft_wrap: a path or command in the message stays one piece (the terminal wraps it, we never fold it)
+            self.err.print(f"[bold red]error:[/] {escape(redact_text(exc.message))}", markup=True, soft_wrap=True)
             if exc.hint:
-                self.err.print(f"[yellow]hint:[/] {escape(redact_text(exc.hint))}", markup=True)
+                self.err.print(f"[yellow]hint:[/] {escape(redact_text(exc.hint))}", markup=True, soft_wrap=True)
+
+    def trace(self, argv: Any, cwd: Any = None) -> None:
+        """`-v`: one line per subprocess, secrets masked, whole (never wrapped) on stderr."""
+        import shlex
+
+        from porter.redact import sanitize_terminal
+
+        line = "porter: $ " + shlex.join(str(a) for a in argv) + (f"   (in {cwd})" if cwd else "")
+        self.err.print(sanitize_terminal(redact_text(line)), markup=False, highlight=False, soft_wrap=True)
 
     def status(self, message: str) -> None:
         if not self.quiet and not self.json_mode:

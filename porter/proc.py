@@ -6,11 +6,30 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 from porter.errors import EnvironmentProblem
+
+# `porter -v` watchers of every spawn: set for one command by the CLI (porter.cliutil). A list on
+# the module rather than a parameter, because every domain module reaches the spawner through its
+# own helpers (git, pip, ssh) and threads of a pool must see it too.
+_TRACERS: list[Callable[[Sequence[str], str | None], None]] = []
+
+
+@contextmanager
+def tracing(tracer: Callable[[Sequence[str], str | None], None] | None) -> Iterator[None]:
+    """Call `tracer(argv, cwd)` before each subprocess starts, inside the block."""
+    if tracer is None:
+        yield
+        return
+    _TRACERS.append(tracer)
+    try:
+        yield
+    finally:
+        _TRACERS.remove(tracer)
 
 
 @dataclass(frozen=True)
@@ -51,6 +70,8 @@ def _spawn(
     text: bool,
 ) -> subprocess.Popen:
     """Start `argv` in its own session (so its whole process group can be killed)."""
+    for tracer in list(_TRACERS):
+        tracer(argv, str(cwd) if cwd else None)
     full_env = dict(os.environ if env is None else env)
     if extra_env:
         full_env.update(extra_env)

@@ -302,3 +302,25 @@ def test_hosts_check_keeps_secret_setup_lines_off_the_command_line(project, tmp_
     assert marker.exists()  # the setup line ran
     assert seen and not any("ghp_abcdefghijklmnop" in " ".join(a) for a in seen)
     assert doc["schema"] == "porter.hosts.check/1"
+
+
+def test_redact_data_covers_sets_and_tuples():
+    out = redact_data({"s": {"token=abc123secret"}, "t": ("password=hunter9",)})
+    assert out == {"s": ["token=[REDACTED]"], "t": ["password=[REDACTED]"]}
+
+
+def test_redactor_counts_each_redacted_line_once():
+    r = Redactor()
+    for line in ("plain", "HF_TOKEN=abc123secret ghp_abcdefghijklmnopqrstuvwxyz123456", "still plain",
+                 "-----BEGIN RSA PRIVATE KEY-----", "body", "-----END RSA PRIVATE KEY-----"):
+        r.line(line)
+    assert r.redactions == 3  # the token line, the BEGIN line, the END line
+
+
+def test_invalid_yaml_names_the_line_and_column():
+    from porter.errors import InputError
+    from porter.yamlio import load_yaml_text
+
+    with pytest.raises(InputError) as info:
+        load_yaml_text("a: 1\nb: [1, 2\nc: 3\n", "porter.yaml")
+    assert "porter.yaml: invalid YAML at line 3, column 2" in info.value.message

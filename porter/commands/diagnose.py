@@ -104,6 +104,16 @@ def _render(console, payload: dict, explain: bool) -> None:
         render_history(console, payload["history"])
 
 
+def decoded_codes(patterns_dir: Path, diag) -> list[dict]:
+    """The trace's error codes with their meaning (knowledge/codes), read only when there are codes."""
+    if not diag.signals.codes:
+        return []
+    from porter.kb.codes import codes_dir_for, decode_signals, load_tables
+
+    tables, _ = load_tables(codes_dir_for(patterns_dir))
+    return decode_signals(tables, diag.signals.codes)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("diagnose")
     def diagnose(
@@ -149,7 +159,7 @@ def register(app: typer.Typer) -> None:
             if reader.bytes == 0:
                 raise InputError(f"{name}: empty input, nothing to diagnose", hint="pass the file that holds the traceback or log")
             kb_info = {"entries": len(loaded.entries), "patterns_dir": str(patterns_dir), "cached": loaded.from_cache}
-            payload = diagnose_payload(diag, name, kb_info, explain)
+            payload = diagnose_payload(diag, name, kb_info, explain, decoded_codes(patterns_dir, diag))
             if facts:
                 payload["env"] = facts
             if history:

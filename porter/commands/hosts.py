@@ -140,15 +140,17 @@ def register(app: typer.Typer) -> None:
                 from rich.markup import escape
                 from rich.table import Table
 
+                from porter.output import print_whole
+
                 table = Table(title="hosts")
                 for column in ("name", "transport", "address", "device", "source"):
-                    table.add_column(column)
+                    table.add_column(column, no_wrap=True, overflow="ignore")
                 for h in hosts.values():
                     target = h.address
                     if h.container is not None:
                         target += f" + {h.container.engine_name} {h.container.name or h.container.image}"
                     table.add_row(h.name, h.transport, escape(target or "-"), h.device_kind, escape(h.source))
-                console.print(table)
+                print_whole(console, table)
 
             reporter.emit("hosts.list", payload, render)
 
@@ -167,16 +169,48 @@ def register(app: typer.Typer) -> None:
                 from rich.markup import escape
                 from rich.table import Table
 
+                from porter.output import print_whole
+
                 table = Table(title=f"host {name}", show_header=False)
+                table.add_column("field", no_wrap=True)
+                table.add_column("value", no_wrap=True, overflow="ignore")  # commands to copy: never cut
                 for key, value in profile.to_dict().items():
                     if value in (None, "", [], {}, ()):
                         continue
                     table.add_row(key, escape(json.dumps(value) if isinstance(value, (dict, list)) else str(value)))
                 for key, command in commands.items():
                     table.add_row(f"{key} command", escape(command))
-                console.print(table)
+                print_whole(console, table)
 
             reporter.emit("hosts.show", payload, render)
+
+    @hosts_app.command("add")
+    def add_host(
+        ctx: typer.Context,
+        name: str = typer.Argument(..., help="Name of the new host (`porter smoke --host NAME`)."),
+        address: Optional[str] = typer.Option(None, "--address", help="ssh destination: host, user@host or a ~/.ssh/config alias."),
+        device_kind: Optional[str] = typer.Option(None, "--device-kind", help="cpu, cuda, npu-a2, npu-a3 or npu-a5."),
+        container: bool = typer.Option(False, "--container", help="The runtime runs in a container on the host (ssh+container)."),
+        json_: bool = json_option(),
+    ) -> None:
+        """Write a profile for NAME into your hosts.yaml (never a project file), the fields to fill marked FILL IN."""
+        with command_context(ctx, "hosts.add", json_) as (reporter, state):
+            from porter.hosts import add_user_host
+
+            path, block = add_user_host(state.config(), name, address=address, device_kind=device_kind,
+                                        transport="ssh+container" if container else "ssh")
+            todo = [line.strip() for line in block.splitlines() if "FILL IN" in line]
+            payload = {"host": name, "file": str(path), "profile": block, "to_fill": todo}
+
+            def render(console) -> None:
+                from rich.markup import escape
+
+                console.print(f"added host {escape(name)} to {escape(str(path))}:", soft_wrap=True)
+                console.print(escape(block.rstrip()), soft_wrap=True)
+                if todo:
+                    console.print(f"fill in the lines marked FILL IN, then: porter hosts check {escape(name)}", soft_wrap=True)
+
+            reporter.emit("hosts.add", payload, render)
 
     @hosts_app.command("check")
     def check(
@@ -195,6 +229,14 @@ def register(app: typer.Typer) -> None:
             profile = get_host(state.config(), name)
             reporter.status(f"checking {name} ...")
             outcome = check_host(profile, timeout or CHECK_TIMEOUT_S)
+            from porter.hosts import SSH_DERIVED
+
+            if profile.source == SSH_DERIVED:  # a `Host` of ~/.ssh/config: remember what it has
+                outcome["probed_device_kind"] = _probed_kind(outcome["facts"])
+                if outcome["probed_device_kind"]:
+                    from porter.ssh_hosts import remember_kind
+
+                    remember_kind(state.config().user_config_dir, name, outcome["probed_device_kind"])
             payload = {"host": name, **outcome}
 
             def render(console) -> None:
@@ -203,6 +245,22 @@ def register(app: typer.Typer) -> None:
             reporter.emit("hosts.check", payload, render)
             if outcome["problems"]:
                 raise typer.Exit(1)
+
+
+def _probed_kind(facts: dict[str, Any]) -> str | None:
+    """The profile device kind for what the probe saw: cpu, cuda, or npu-aN from the chip name."""
+    devices = facts.get("devices") or {}
+    kind = devices.get("kind")
+    if kind in ("cpu", "cuda"):
+        return kind
+    if kind == "npu":
+        names = " ".join(str(d.get("name", "")) for d in devices.get("devices", []) if isinstance(d, dict)).lower()
+        # npu-smi chip names: 910B* on A2, 910_93* on A3, 950* on A5
+        for marker, profile_kind in (("910_93", "npu-a3"), ("910b", "npu-a2"), ("950", "npu-a5")):
+            if marker in names:
+                return profile_kind
+        return None  # an NPU of unknown generation: set device_kind by hand
+    return None
 
 
 def _render_check(console, name: str, outcome: dict[str, Any]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Optional
 
@@ -131,11 +132,11 @@ def _render_eval(console, ev: dict) -> None:
         soft_wrap=True,
     )
     for c in ev["false_positives"]:
-        console.print(f"  [red]false positive[/] {escape(c['file'])} ({c['kind']}): got {', '.join(c['got'])}", soft_wrap=True)
+        console.print(f"  [red]false positive[/] {escape(c['id'])} ({c['kind']}): got {', '.join(c['got'])}", soft_wrap=True)
     for c in ev["misses"]:
         got = ", ".join(c["got"]) or "unknown"
         mark = "top-3 only" if c["top3"] else "miss"
-        console.print(f"  [yellow]{mark}[/] {escape(c['file'])}: expected {', '.join(c['expected'])}, got {escape(got)}", soft_wrap=True)
+        console.print(f"  [yellow]{mark}[/] {escape(c['id'])}: expected {', '.join(c['expected'])}, got {escape(got)}", soft_wrap=True)
 
 
 @kb_app.command("lint")
@@ -185,25 +186,107 @@ def kb_lint(
         raise typer.Exit(1 if failed else 0)
 
 
+def _render_splits(console, payload: dict, show_cases: bool) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    for problem in payload["split_problems"]:
+        console.print(f"[red]split problem[/] {escape(problem)}", soft_wrap=True)
+    for name, ev in payload["splits"].items():
+        hi = ev["high_confidence"]
+        precision = f"{hi['precision']:.1%}" if hi["precision"] is not None else "n/a"
+        console.print(
+            f"[bold]{escape(name)}[/]: top-1 {ev['top1']:.1%} ({ev['top1_correct']}/{ev['positives']}), "
+            f"top-3 {ev['top3']:.1%} ({ev['top3_correct']}/{ev['positives']}), unknown on {ev['unknown_on_positives']} positives; "
+            f"confidence >= {hi['threshold']:g} right {precision} ({hi['right']}/{hi['answers']}); "
+            f"false diagnoses on healthy/unexplained {ev['false_diagnoses']}/{ev['negatives_and_unknown']} "
+            f"(healthy {ev['false_diagnoses_healthy']}/{ev['healthy']})",
+            soft_wrap=True,
+        )
+        table = Table(title=f"{name}: reliability per confidence bucket", title_justify="left")
+        for col in ("confidence", "answers", "right", "accuracy", "mean confidence"):
+            table.add_column(col)
+        for b in ev["reliability"]:
+            acc = f"{b['accuracy']:.0%}" if b["accuracy"] is not None else "-"
+            mean = f"{b['mean_confidence']:.2f}" if b["mean_confidence"] is not None else "-"
+            table.add_row(b["bucket"], str(b["answers"]), str(b["right"]), acc, mean)
+        console.print(table)
+        if ev["excluded"]:
+            console.print(f"  not counted ({len(ev['excluded'])} cases: an entry cites their thread):")
+            for x in ev["excluded"]:
+                console.print(f"    {escape(x['id'])}  {escape(x['thread'])}  cited by {', '.join(x['cited_by'])}", soft_wrap=True)
+        if show_cases:
+            _render_eval(console, ev)
+
+
 @kb_app.command("eval")
 def kb_eval(
     ctx: typer.Context,
-    corpus: Path = typer.Argument(..., help="Corpus directory with index.yaml (e.g. tests/data/seed-traces)."),
+    corpus: Optional[Path] = typer.Argument(None, help="Corpus directory: dev/ and test/ with <id>.yaml labels (default tests/data/corpus), a split directory, or an index.yaml corpus such as tests/data/seed-traces."),
+    split: list[str] = typer.Option([], "--split", help="Only this split (dev, test; repeatable)."),
+    cases: bool = typer.Option(False, "--cases", help="List every miss and false diagnosis per split."),
     env: list[str] = typer.Option([], "--env", help="Installed versions: package==version or a smoke-report JSON file."),
     kb: Optional[Path] = typer.Option(None, "--kb", help=KB_OPTION_HELP),
     json_: bool = json_option(),
 ) -> None:
-    """Score the knowledge base on a labelled corpus: top-1/top-3, false positives, misses.
+    """Score the knowledge base on a labelled corpus, per split: top-1/top-3, precision of answers
+    with confidence >= 0.9, false diagnoses on healthy/unexplained logs, reliability per bucket.
 
-    Exit 1 when any case is wrong.
+    Test cases whose thread an entry cites are listed and not counted. Exit 1 when any counted
+    case is wrong.
     """
     with command_context(ctx, "kb.eval", json_) as (reporter, state):
+        from porter.errors import UsageError
         from porter.kb.env import parse_env
-        from porter.kb.evaluate import evaluate
+        from porter.kb.evaluate import evaluate_splits
 
-        ev = evaluate(_load(state, kb).compiled(), corpus, parse_env(env)).to_dict()
-        reporter.emit("kb.eval", {"corpus": ev}, lambda console: _render_eval(console, ev))
-        raise typer.Exit(1 if (ev["false_positives"] or ev["misses"]) else 0)
+        if corpus is None:
+            corpus = Path("tests/data/corpus")
+            if not corpus.is_dir():
+                raise UsageError("no corpus given and tests/data/corpus does not exist here", hint="porter kb eval PATH/TO/CORPUS")
+        payload = evaluate_splits(_load(state, kb).compiled(), corpus, parse_env(env), tuple(split))
+        wrong = any(ev["false_positives"] or ev["misses"] for ev in payload["splits"].values())
+        reporter.emit("kb.eval", payload, lambda console: _render_splits(console, payload, cases))
+        raise typer.Exit(1 if wrong else 0)
+
+
+@kb_app.command("calibrate")
+def kb_calibrate(
+    ctx: typer.Context,
+    corpus: Path = typer.Argument(Path("tests/data/corpus"), help="Labelled corpus; only its dev split is used."),
+    write: bool = typer.Option(False, "--write", help="Write the fitted model to knowledge/calibration.json next to the patterns."),
+    also: list[Path] = typer.Option([], "--also", help="More labelled corpora to fit on (index.yaml corpora such as tests/data/seed-traces); never a test split."),
+    kb: Optional[Path] = typer.Option(None, "--kb", help=KB_OPTION_HELP),
+    json_: bool = json_option(),
+) -> None:
+    """Fit calibrated confidence on the dev split (leave-source-out: each case is diagnosed without
+    the entries written from it). Never reads the test split."""
+    with command_context(ctx, "kb.calibrate", json_) as (reporter, state):
+        from porter.fsutil import atomic_write_bytes
+        from porter.kb.calibrate import calibration_path, fit_model, leave_source_out_samples
+        from porter.kb.corpus import effective_split, load_corpus
+        from porter.kb.loader import load_entries
+
+        patterns = _patterns_dir(state, kb)
+        cases = [c for c in load_corpus(corpus) if effective_split(c) == "dev"]
+        for extra in also:
+            cases += [c for c in load_corpus(extra) if effective_split(c) != "test"]
+        samples, records = leave_source_out_samples(load_entries(patterns).entries, cases)
+        model = fit_model(samples, f"{corpus} dev{''.join(' + ' + str(a) for a in also)}, leave-source-out")
+        payload = {"calibration": model.to_dict(), "cases": len(cases), "answered": len(samples),
+                   "right": sum(y for _, y, _ in samples), "records": records}
+        if write:
+            path = calibration_path(patterns)
+            atomic_write_bytes(path, (json.dumps(model.to_dict(), indent=2) + "\n").encode())
+            payload["written"] = str(path)
+
+        def render(console) -> None:
+            console.print(f"dev cases {len(cases)}, answered without their own entries {len(samples)}, right {payload['right']}")
+            console.print("weights: " + ", ".join(f"{k}={v:+.3f}" for k, v in zip(model.to_dict()["features"], model.weights)))
+            if write:
+                console.print(f"written to {payload['written']}")
+
+        reporter.emit("kb.calibrate", payload, render)
 
 
 @kb_app.command("mine-history")

@@ -87,6 +87,11 @@ def register(app: typer.Typer) -> None:
                 raise UsageError("--timeout must be a positive number of seconds")
             if not drift >= 0:
                 raise UsageError("--drift must be a relative change >= 0", hint="for example 0.05 for 5 %")
+            if report is not None and (report.is_dir() or not report.parent.is_dir()):
+                # checked before the run; a typo in a directory name never becomes a new directory tree
+                why = "it is a directory" if report.is_dir() else f"directory {report.parent} does not exist"
+                raise InputError(f"cannot write the HTML report {report}: {why}",
+                                 hint="pass --report a file path in an existing, writable directory")
             if not host and not compare and not report:
                 raise UsageError("nothing to do", hint="pass --host NAME to run, --compare PREVIOUS, or --report FILE.html")
             config = state.config()
@@ -299,7 +304,7 @@ def _render_comparison(console, comparison) -> None:
                   + ("[red]regressed[/]" if comparison.regressed else "[green]no new failures[/]"))
     for label, items in (("new failures", comparison.new_failures), ("fixed", comparison.fixed),
                          ("still failing", comparison.still_failing), ("new checks", comparison.added),
-                         ("gone", comparison.removed)):
+                         ("gone", comparison.removed), ("not reached (the run broke first)", comparison.not_reached)):
         if items:
             console.print(f"  {label}: {escape(', '.join(items))}")
     if comparison.error_change:

@@ -16,6 +16,7 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         name: Optional[str] = typer.Argument(None, help="A plugin (vllm-ascend, torch-npu, ...); default: every plugin."),
         all_upstreams: bool = typer.Option(False, "--all-upstreams", help="Every upstream of the plugin, not only its primary one."),
+        offline: bool = typer.Option(False, "--offline", help="Use only porter's cache (no network)."),
         json_: bool = json_option(),
     ) -> None:
         """Where each upstream stands relative to the plugin's baseline. Works offline from the cache."""
@@ -24,5 +25,5 @@ def register(app: typer.Typer) -> None:
 
             config = state.config()
             with reporter.progress("checking upstreams", None):
-                result = collect_status(config, name, all_upstreams=all_upstreams)
+                result = collect_status(config, name, all_upstreams=all_upstreams, offline=True if offline else None)
             reporter.emit("status", result.to_dict(), lambda console: render_status(result, console))

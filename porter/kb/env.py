@@ -60,6 +60,20 @@ def _from_mapping(doc: Any, source: str) -> dict[str, str]:
     return facts
 
 
+_PACKAGE_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,100}[A-Za-z0-9])?$")
+
+
+def _check_version(value: str, version: str) -> None:
+    """A version `porter diagnose` can compare with applies_to (PEP 440; CANN's 8.0.RC1 style too)."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(version)
+    except InvalidVersion:
+        if not re.match(r"^\d+(?:\.\d+){0,3}(?:\.?[A-Za-z]{1,8}\d{0,4}){0,2}$", version):
+            raise InputError(f"--env {value!r}: {version!r} is not a version", hint="e.g. --env torch_npu==2.7.1 or --env cann==8.1.RC1") from None
+
+
 def parse_env(values: Iterable[str]) -> dict[str, str]:
     facts: dict[str, str] = {}
     for value in values:
@@ -68,6 +82,9 @@ def parse_env(values: Iterable[str]) -> dict[str, str]:
             name, _, version = value.partition("==")
             if not name.strip() or not version.strip():
                 raise InputError(f"--env {value!r}: expected package==version", hint="e.g. --env torch_npu==2.7.1")
+            if not _PACKAGE_NAME.match(name.strip()):
+                raise InputError(f"--env {value!r}: {name.strip()!r} is not a package name", hint="e.g. --env torch_npu==2.7.1")
+            _check_version(value, version.strip())
             facts[normalise_package(name.strip())] = version.strip()
             continue
         path = Path(value)

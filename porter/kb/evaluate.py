@@ -1,8 +1,16 @@
-"""Accuracy of the knowledge base on a labelled trace corpus (`index.yaml` + trace files).
+"""Accuracy of the knowledge base on a labelled trace corpus (see porter.kb.corpus).
 
-A positive case is correct at top-1 when the first match's id, or one of its aliases, is in
-the case's `expected` or `acceptable` ids; top-3 likewise for any of the first three matches.
-`negative` and `unknown` cases are correct only when the diagnosis is `unknown`.
+A positive case is right at top-1 when the first match's id (or an alias) is in the case's
+`expected` or `acceptable` ids, or when the entry declares the case's `cause` slug in its
+`causes`; top-3 likewise for any of the first three matches. Healthy and unexplained cases are
+right only when the diagnosis is `unknown`; any match there is a false diagnosis.
+
+A test case whose source thread an entry cites in `references` cannot measure generalisation:
+it is not counted, and the report lists it with the citing entries.
+
+Per split: top-1, top-3, how often an answer given with confidence >= 0.9 is right, false
+diagnoses on healthy/unexplained cases, and reliability per confidence bucket (of the answers
+given with confidence in [lo, hi), the fraction that was right).
 """
 
 from __future__ import annotations
@@ -10,30 +18,43 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from porter.errors import InputError
+from porter.kb.corpus import CorpusCase, canonical_thread, load_corpus, split_problems
 from porter.kb.index import CompiledKB
 from porter.kb.matcher import Diagnosis, Match, diagnose_stream
+
+HIGH_CONFIDENCE = 0.9
+BUCKETS = ((0.0, 0.5), (0.5, 0.6), (0.6, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 1.01))
 
 
 @dataclass(frozen=True)
 class CaseResult:
-    file: str
+    file: str  # the case id (index.yaml corpora: the trace file name)
     kind: str
     expected: tuple[str, ...]
     got: tuple[str, ...]  # ids of the reported matches, best first
     top1: bool
     top3: bool
-    confidence: float
+    confidence: float  # of the first match; 0.0 when unknown
+    split: str = ""
+    cause: str = ""
+    judged_by: str = ""  # expected | cause | unknown (how a right answer was recognised)
+
+    @property
+    def answered(self) -> bool:
+        return bool(self.got)
 
     def to_dict(self) -> dict:
-        return {"file": self.file, "kind": self.kind, "expected": list(self.expected), "got": list(self.got),
-                "top1": self.top1, "top3": self.top3, "confidence": self.confidence}
+        return {"id": self.file, "split": self.split, "kind": self.kind, "cause": self.cause,
+                "expected": list(self.expected), "got": list(self.got), "top1": self.top1, "top3": self.top3,
+                "confidence": self.confidence, "judged_by": self.judged_by}
 
 
 @dataclass
 class EvalReport:
     corpus: str
+    split: str = ""
     cases: list[CaseResult] = field(default_factory=list)
+    excluded: list[dict] = field(default_factory=list)  # test cases whose thread an entry cites
 
     def _positives(self) -> list[CaseResult]:
         return [c for c in self.cases if c.kind == "positive"]
@@ -50,21 +71,53 @@ class EvalReport:
 
     @property
     def false_positives(self) -> list[CaseResult]:
+        """Healthy / unexplained cases that got a diagnosis (their right answer is unknown)."""
         return [c for c in self.cases if c.kind != "positive" and not c.top1]
 
     @property
     def misses(self) -> list[CaseResult]:
         return [c for c in self._positives() if not c.top1]
 
+    def high_confidence(self, threshold: float = HIGH_CONFIDENCE) -> tuple[int, int]:
+        """(right, answered) over the answers given with confidence >= threshold."""
+        given = [c for c in self.cases if c.answered and c.confidence >= threshold]
+        return sum(c.kind == "positive" and c.top1 for c in given), len(given)
+
+    def reliability(self) -> list[dict]:
+        out = []
+        for lo, hi in BUCKETS:
+            given = [c for c in self.cases if c.answered and lo <= c.confidence < hi]
+            right = sum(c.kind == "positive" and c.top1 for c in given)
+            out.append({
+                "bucket": f"{lo:.1f}-{min(hi, 1.0):.1f}",
+                "answers": len(given),
+                "right": right,
+                "accuracy": round(right / len(given), 4) if given else None,
+                "mean_confidence": round(sum(c.confidence for c in given) / len(given), 4) if given else None,
+            })
+        return out
+
     def to_dict(self) -> dict:
+        pos = self._positives()
+        right_hi, given_hi = self.high_confidence()
+        abstain = [c for c in self.cases if c.kind != "positive"]
         return {
             "corpus": self.corpus,
-            "positives": len(self._positives()),
-            "negatives_and_unknown": len(self.cases) - len(self._positives()),
+            "split": self.split,
+            "positives": len(pos),
+            "negatives_and_unknown": len(abstain),
             "top1": round(self.top1, 4),
             "top3": round(self.top3, 4),
-            "top1_correct": sum(c.top1 for c in self._positives()),
-            "top3_correct": sum(c.top3 for c in self._positives()),
+            "top1_correct": sum(c.top1 for c in pos),
+            "top3_correct": sum(c.top3 for c in pos),
+            "unknown_on_positives": sum(not c.answered for c in pos),
+            "high_confidence": {"threshold": HIGH_CONFIDENCE, "answers": given_hi, "right": right_hi,
+                                "precision": round(right_hi / given_hi, 4) if given_hi else None},
+            "false_diagnoses": len(self.false_positives),
+            "healthy": sum(c.kind in ("healthy", "negative") for c in self.cases),
+            "false_diagnoses_healthy": sum(c.kind in ("healthy", "negative") for c in self.false_positives),
+            "reliability": self.reliability(),
+            "excluded": list(self.excluded),
             "false_positives": [c.to_dict() for c in self.false_positives],
             "misses": [c.to_dict() for c in self.misses],
             "cases": [c.to_dict() for c in self.cases],
@@ -75,45 +128,85 @@ def _names(m: Match) -> set[str]:
     return {m.entry.id, *m.entry.aliases}
 
 
-def score_case(diag: Diagnosis, kind: str, wanted: set[str]) -> tuple[bool, bool]:
-    if kind != "positive":
-        ok = diag.status == "unknown"
-        return ok, ok
-    top1 = bool(diag.matches) and bool(_names(diag.matches[0]) & wanted)
-    top3 = any(_names(m) & wanted for m in diag.matches[:3])
+def _right(m: Match, wanted: set[str], cause: str) -> str:
+    """'expected' / 'cause' when this match is a right answer for the case, else ''."""
+    if _names(m) & wanted:
+        return "expected"
+    if cause and cause in m.entry.causes:
+        return "cause"
+    return ""
+
+
+def score_case(diag: Diagnosis, kind: str, wanted: set[str], cause: str = "") -> tuple[bool, bool]:
+    top1, top3, _ = judge(diag, kind, wanted, cause)
     return top1, top3
 
 
-def load_index(corpus: Path) -> list[dict]:
-    from porter.yamlio import load_yaml_file
+def judge(diag: Diagnosis, kind: str, wanted: set[str], cause: str = "") -> tuple[bool, bool, str]:
+    if kind != "positive":
+        ok = diag.status == "unknown"
+        return ok, ok, "unknown" if ok else ""
+    verdicts = [_right(m, wanted, cause) for m in diag.matches[:3]]
+    top1 = bool(verdicts) and bool(verdicts[0])
+    return top1, any(verdicts), next((v for v in verdicts if v), "")
 
-    index = corpus / "index.yaml"
-    if not index.is_file():
-        raise InputError(f"{corpus}: no index.yaml", hint="a corpus directory holds trace files and an index.yaml (see tests/data/seed-traces/README.md)")
-    doc = load_yaml_file(index) or {}
-    cases = doc.get("cases") if isinstance(doc, dict) else None
-    if not isinstance(cases, list):
-        raise InputError(f"{index}: expected a `cases:` list")
-    return cases
+
+def cited_threads(kb: CompiledKB) -> dict[str, list[str]]:
+    """canonical thread -> ids of the entries whose `references` cite it."""
+    out: dict[str, list[str]] = {}
+    for entry in kb.entries:
+        for ref in entry.references:
+            if "/" in ref:
+                out.setdefault(canonical_thread(ref), []).append(entry.id)
+    return out
+
+
+def run_case(kb: CompiledKB, case: CorpusCase, env: dict[str, str] | None = None) -> tuple[CaseResult, Diagnosis]:
+    with case.trace.open("rb") as fh:
+        diag = diagnose_stream(kb, fh, env, top=3)
+    top1, top3, how = judge(diag, case.kind, case.wanted, case.cause)
+    result = CaseResult(case.id, case.kind, case.expected, tuple(m.entry.id for m in diag.matches), top1, top3,
+                        diag.matches[0].confidence if diag.matches else 0.0, case.split, case.cause, how)
+    return result, diag
+
+
+def evaluate_cases(kb: CompiledKB, cases: list[CorpusCase], corpus: str, env: dict[str, str] | None = None) -> dict[str, EvalReport]:
+    """One report per split, in the order dev, test, then any other split names."""
+    from porter.kb.corpus import effective_split
+
+    cited = cited_threads(kb)
+    reports: dict[str, EvalReport] = {}
+    for case in cases:
+        split = effective_split(case)
+        report = reports.setdefault(split, EvalReport(corpus, split))
+        citing = cited.get(case.thread) if case.thread else None
+        if citing and split == "test":
+            report.excluded.append({"id": case.id, "thread": case.thread, "cited_by": sorted(set(citing))})
+            continue
+        report.cases.append(run_case(kb, case, env)[0])
+    order = {"dev": 0, "test": 1}
+    return dict(sorted(reports.items(), key=lambda kv: (order.get(kv[0], 2), kv[0])))
 
 
 def evaluate(kb: CompiledKB, corpus: Path, env: dict[str, str] | None = None) -> EvalReport:
+    """All cases of a corpus in one report (index.yaml corpora: one split, the directory name)."""
     corpus = Path(corpus)
-    report = EvalReport(str(corpus))
-    for i, case in enumerate(load_index(corpus)):
-        if not isinstance(case, dict) or not case.get("file"):
-            raise InputError(f"{corpus / 'index.yaml'}: case {i} has no `file`")
-        path = corpus / case["file"]
-        if not path.is_file():
-            raise InputError(f"{path}: listed in index.yaml but missing")
-        kind = str(case.get("kind", "positive"))
-        expected = tuple(str(x) for x in case.get("expected") or ())
-        wanted = set(expected) | {str(x) for x in case.get("acceptable") or ()}
-        with path.open("rb") as fh:
-            diag = diagnose_stream(kb, fh, env, top=3)
-        top1, top3 = score_case(diag, kind, wanted)
-        report.cases.append(
-            CaseResult(case["file"], kind, expected, tuple(m.entry.id for m in diag.matches), top1, top3,
-                       diag.matches[0].confidence if diag.matches else 0.0)
-        )
-    return report
+    reports = evaluate_cases(kb, load_corpus(corpus), str(corpus), env)
+    merged = EvalReport(str(corpus), "+".join(reports))
+    for r in reports.values():
+        merged.cases.extend(r.cases)
+        merged.excluded.extend(r.excluded)
+    return merged
+
+
+def evaluate_splits(kb: CompiledKB, corpus: Path, env: dict[str, str] | None = None, splits: tuple[str, ...] = ()) -> dict:
+    """The `porter kb eval` payload: per-split reports plus the corpus' collection problems."""
+    corpus = Path(corpus)
+    cases = load_corpus(corpus)
+    if splits:
+        from porter.kb.corpus import effective_split
+
+        cases = [c for c in cases if effective_split(c) in splits]
+    reports = evaluate_cases(kb, cases, str(corpus), env)
+    return {"corpus": str(corpus), "splits": {name: r.to_dict() for name, r in reports.items()},
+            "split_problems": split_problems(cases)}

@@ -72,7 +72,7 @@ _ERR_WORDS = (
 ).split()
 _ERR_TOKENS = frozenset(v for w in _ERR_WORDS for v in (w, w.capitalize(), w.upper()))
 # One leading character class, then the rest: lets the regex engine skip most positions fast.
-_ERR_PHRASES = re.compile(r"[EeNnOoCcr](?:rrCode|etCode|et is|ot found|ot supported|o such file|ut of memory|an't|ould not|OT FOUND|UT OF MEMORY)")
+_ERR_PHRASES = re.compile(r"[EeNnOoCcr](?:rrCode|etCode|et is|ot found|ot supported|o such file|ut of memory|an't|ould not|OT FOUND|UT OF MEMORY|[ZEIHJLK]\d{4}\b)")
 _TOKEN = re.compile(r"\w+")
 _EXC_SUFFIXES = ("Error", "Exception", "Exit", "Interrupt", "Failed", "Fault", "Invalid", "NotFound",
                  "Timeout", "Unavailable", "Denied")  # not "Warning": warnings are not part of the failure chain
@@ -86,11 +86,13 @@ _CODES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("cann", re.compile(r"[Ee](?:rror[ _]?[Cc]ode|rrCode|rrcode|rr_code|rror)(?:\s+is)?\s*[=:]?\s*\[?(\d{6})(?!\d)")),  # 507899, 161002
     ("cann", re.compile(r"507\d{3}(?!\d)")),  # runtime 507xxx codes are distinctive even without "code"
     ("cann", re.compile(r"retCode=0x[0-9a-fA-F]+")),
+    ("cann", re.compile(r"\bresult\s?=\s?(\d{6})(?!\d)")),  # "build op model failed, result = 500001"
+    ("hccl", re.compile(r"HCCL function error: [^\n]{0,300}?error code is (\d{1,2})(?!\d)")),
     ("driver", re.compile(r"drvRetCode=\d+")),
     ("driver", re.compile(r"ret is (-?\d{1,6})(?!\d)")),
     ("driver", re.compile(r"dcmi\b[^\n]{0,80}?\bret(?:urn)?(?: code)?\s*[=:]\s*(-?\d{1,6})(?!\d)")),
 )
-_CODE_GATE = re.compile(r"\d{4}|0x|RetCode")  # every code above has one of these: a cheap first test
+_CODE_GATE = re.compile(r"\d{4}|0x|RetCode|HCCL function")  # every code above has one of these: a cheap first test
 # Substrings that make a line worth a full look by the extractor (a superset of what `feed`
 # reacts to when idle). The scanner finds them chunk-wise with str.find and skips other lines.
 EXTRACT_NEEDLES: tuple[str, ...] = (
@@ -100,7 +102,10 @@ EXTRACT_NEEDLES: tuple[str, ...] = (
     *_EXC_SUFFIXES,
     _TRACEBACK, 'File "', *_CHAIN_MARKERS, "uda_", "devdrv", "davinci", "hdc_", "dms_",
 )
-_CODE_LAYER_HINT = {"cann": "cann", "driver": "driver"}
+# CANN codes (EZ9999, EI0006 ...) make a line worth a look even without an error word; one regex
+# pass over the chunk is cheaper than a str.find per code prefix.
+CODE_LINE = re.compile(r"E[ZEIHJLK]\d{4}")
+_CODE_LAYER_HINT = {"cann": "cann", "driver": "driver", "hccl": "hccl"}
 
 
 @dataclass(frozen=True)
@@ -281,6 +286,8 @@ class Extractor:
                 if start and (text[start - 1].isalnum() and m.re.pattern[0] in "E5"):
                     continue  # "xEZ9999" / "1507899": part of a longer word or number
                 code = m.group(1) if m.re.groups else m.group()
+                if family == "hccl":
+                    code = f"HCCL:{code}"  # HcclResult values are small integers: keep them apart
                 if code not in self._codes and len(self._codes) < MAX_CODES:
                     self._codes[code] = (code, family, number)
 

@@ -140,13 +140,38 @@ def regex_needles(pattern: str) -> tuple[str, ...]:
 
 
 def signature_needles(kind: str, pattern: str) -> tuple[str, ...]:
-    """For a literal: its longest whitespace-free run (literals match whitespace-tolerantly)."""
+    """For a literal: its longest whitespace-free run (literals match whitespace-tolerantly);
+    for a code or range: the characters every code in it starts with."""
+    if kind == "code":
+        from porter.kb.families import code_needle
+
+        return (code_needle(pattern),)
     if kind != "literal":
-        return regex_needles(pattern)
+        # a needle with a space misses a line whose whitespace was widened: use its rarest word
+        needles = regex_needles(pattern)
+        if "\\ " in pattern:  # a structured template (porter.kb.families writes spaces as `\ `)
+            words = [_word_needle(run) for run in regex_literal_runs(pattern) or ()]
+            words = [w for w in words if len(w) >= 4 and " " not in w]
+            if words:
+                return (max(words, key=_needle_score),)
+        return needles
     runs = [run for run in pattern.split() if len(run) >= 3]
     best = max(runs, key=_run_rarity) if runs else ""
     # only plain words: the whole literal is the better needle (exact whitespace, but selective)
     return (best,) if best and _run_rarity(best) >= 6 else (pattern,)
+
+
+def _word_needle(needle: str) -> str:
+    """The rarest whitespace-free run of a needle (the whole needle when it has no usable run)."""
+    runs = [run for run in needle.split() if len(run) >= 4]
+    return max(runs, key=_needle_score) if runs else needle
+
+
+def _needle_score(run: str) -> int:
+    """Longer is rarer; identifiers (digits, underscores, CamelCase) rarer still."""
+    core = run.strip(".,:;!?()[]'\"")
+    bonus = 3 if any(c.isdigit() or c == "_" for c in core) or any(c.isupper() for c in core[1:]) else 0
+    return len(core) + bonus
 
 
 def _run_rarity(run: str) -> float:
@@ -176,6 +201,12 @@ def signature_keys(kind: str, pattern: str, needles: tuple[str, ...]) -> list[st
     if kind == "literal":
         key = _best_key(_interior_tokens(pattern))
         return [key] if key else []
+    if kind == "code":
+        return []  # a code prefix is part of a longer token: checked by needle on every line
+    if "\\ " in pattern and len(needles) == 1 and TOKEN.fullmatch(needles[0]):
+        # a structured template's needle word: a key when some literal run holds it as a whole word
+        if any(needles[0] in _interior_tokens(run) for run in regex_literal_runs(pattern) or ()):
+            return [needles[0]]
     return needle_keys(needles) or []
 
 
@@ -199,6 +230,14 @@ def needle_keys(needles: tuple[str, ...]) -> list[str] | None:
 
 
 # -- the compiled knowledge base ------------------------------------------------------------------
+_ODD_SPACE = re.compile(r"\s\s|[^\S ]")
+
+
+def squeeze(line: str) -> str:
+    """The line with every whitespace run as one space (the line itself when it has none)."""
+    return " ".join(line.split()) if _ODD_SPACE.search(line) else line
+
+
 class _Sig:
     """A signature prepared for the line loop. The regex is compiled on first use."""
 
@@ -212,24 +251,61 @@ class _Sig:
         has_space = kind == "literal" and any(ch.isspace() for ch in pattern)
         self._collapsed = " ".join(pattern.split()) if has_space else None
 
-    def hits(self, clean: str, text: str) -> bool:
+    def _regex(self) -> re.Pattern[str] | None:
+        if not self._compiled:
+            self._compiled = True
+            try:
+                if self.kind == "code":
+                    from porter.kb.families import code_regex
+
+                    self._rx = re.compile(code_regex(self.pattern))
+                else:
+                    self._rx = re.compile(self.pattern)
+            except (re.error, ValueError):
+                self._rx = None  # lint reports it; matching skips it
+        return self._rx
+
+    def hits(self, clean: str, text: str, squeezed: str | None = None) -> bool:
+        """`squeezed`: the line with whitespace runs made single spaces (`squeeze`), computed once
+        per line by the caller (building it per signature made crafted logs quadratic)."""
         if self.kind == "literal":
             if self.pattern in clean:
                 return True
-            return self._collapsed is not None and self._collapsed in " ".join(clean.split())
+            return self._collapsed is not None and self._collapsed in (squeezed if squeezed is not None else squeeze(clean))
         for needle in self.needles:
             if needle in clean:
                 break
         else:
             if self.needles:
-                return False
-        if not self._compiled:
-            self._compiled = True
-            try:
-                self._rx = re.compile(self.pattern)
-            except re.error:
-                self._rx = None  # lint reports it; matching skips it
-        return self._rx is not None and self._rx.search(text) is not None
+                return False  # needles are whitespace-free words when the pattern has spaces
+        rx = self._regex()
+        if rx is None:
+            return False
+        if self.kind == "code":
+            from porter.kb.families import code_in_range
+
+            return any(code_in_range(self.pattern, m.group("code")) for m in rx.finditer(text))
+        if rx.search(text) is not None:
+            return True
+        # structured templates put one space per whitespace run: try the squeezed line too
+        if squeezed is not None and squeezed is not clean:
+            return rx.search(squeeze(text)) is not None
+        return False
+
+    def captures(self, text: str) -> dict[str, str]:
+        """Named groups of the first match in a hit line (a code item captures `code`)."""
+        rx = self._regex()
+        if rx is None or not rx.groupindex:
+            return {}
+        if self.kind == "code":
+            from porter.kb.families import code_in_range
+
+            for m in rx.finditer(text):
+                if code_in_range(self.pattern, m.group("code")):
+                    return {"code": m.group("code")}
+            return {}
+        m = rx.search(text) or rx.search(squeeze(text))
+        return {k: v for k, v in m.groupdict().items() if v} if m else {}
 
 
 @dataclass
@@ -239,6 +315,7 @@ class CompiledKB:
     index: dict[str, list[int]]  # key token -> positions in `sigs`
     always: list[int]  # signatures without a key token: checked (needle first) on every line
     fuzzy_targets: list[tuple[int, str]]  # (entry index, fuzzy form of a symptom or title)
+    calibration: object = None  # porter.kb.calibrate.Calibration fitted for this KB, or None (raw scores)
 
     @classmethod
     def build(cls, entries: Iterable[KBEntry], plan: dict | None = None) -> "CompiledKB":
@@ -271,6 +348,13 @@ class CompiledKB:
                 if len(form) >= 12:
                     fuzzy.append((ei, form))
         return {"sigs": sigs, "fuzzy": fuzzy}
+
+    def signature_map(self) -> dict[tuple[int, int], "_Sig"]:
+        """(entry index, signature index) -> prepared signature."""
+        cached = getattr(self, "_sig_map", None)
+        if cached is None:
+            cached = self._sig_map = {(s.ei, s.si): s for s in self.sigs}
+        return cached
 
     def by_id(self, entry_id: str) -> KBEntry | None:
         for entry in self.entries:

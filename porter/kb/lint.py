@@ -90,6 +90,19 @@ def _check_signatures(entry: KBEntry, problems: list[Problem], regex_cache: dict
     return checked
 
 
+def _check_placeholders(entry: KBEntry, problems: list[Problem]) -> None:
+    """`{op}` in the fix text must be a capture of one of the entry's structured signatures."""
+    from porter.kb.families import CAPTURE_PATTERNS, capture_names, placeholder_names
+
+    names = capture_names(entry.signatures)
+    for field_name, texts in (("title", [entry.title]), ("root_cause", [entry.root_cause]), ("fix", entry.fix), ("verify", [entry.verify])):
+        for text in texts:
+            for name in sorted(placeholder_names(text) - names):
+                if name in CAPTURE_PATTERNS:
+                    problems.append(Problem(entry.path, field_name, f"{{{name}}} is not captured by any signature of this entry",
+                                            f"add a template item with {{{name}}}, or write the text without the placeholder", "warning"))
+
+
 def _check_verify(entry: KBEntry, problems: list[Problem]) -> None:
     command = entry.verify.split("  #", 1)[0]  # a trailing comment is advice for the reader
     if _ALWAYS_SUCCEEDS.search(command):
@@ -114,7 +127,7 @@ def _check_versions(entry: KBEntry, problems: list[Problem]) -> None:
 def _check_examples(kb: LoadedKB, root: Path, problems: list[Problem]) -> int:
     from porter.kb.matcher import diagnose_stream
 
-    compiled = kb.compiled()
+    compiled = kb.compiled(calibrated=False)  # examples check the signatures; calibration may still abstain
     checked = 0
     for entry in kb.entries:
         for i, example in enumerate(entry.examples):
@@ -173,6 +186,10 @@ def lint(patterns_dir: Path, root: Path | None = None, check_examples: bool = Tr
         report.regexes_checked += _check_signatures(entry, problems, regex_cache)
         _check_versions(entry, problems)
         _check_verify(entry, problems)
+        _check_placeholders(entry, problems)
+        for i, up in enumerate(entry.downstream_of):
+            if up not in by_id:
+                problems.append(Problem(entry.path, f"downstream_of[{i}]", f"{up!r} is not the id of any entry", "fix the id or remove it"))
         for i, rel in enumerate(entry.related):
             if rel not in by_id:
                 problems.append(Problem(entry.path, f"related[{i}]", f"{rel!r} is not the id of any entry", "fix the id or remove it from `related`"))
@@ -185,6 +202,11 @@ def lint(patterns_dir: Path, root: Path | None = None, check_examples: bool = Tr
             problems.append(Problem(entry.path, "signatures", "no item has weight >= 0.5, so no single line can diagnose this entry",
                                     "raise the weight of the most specific item, or use match: all", "warning"))
 
+    codes_dir = patterns_dir.parent / "codes"
+    if codes_dir.is_dir():
+        from porter.kb.codes import load_tables
+
+        problems.extend(load_tables(codes_dir)[1])
     if check_examples and kb.entries:
         report.examples_checked = _check_examples(kb, root, problems)
     report.problems = sorted(problems, key=lambda p: (p.severity != "error", p.file, p.field))

@@ -2,8 +2,10 @@
 
 Parsing ~130 YAML files costs more than the whole diagnosis, so the validated entries are
 cached as plain data (pickle of dicts, strings and numbers only; loading refuses any class)
-under `<cache_dir>/kb/`, keyed by a hash of every file's (path, size, mtime_ns) and the
-engine version. A changed file changes the key; a corrupt cache file is ignored and rebuilt.
+under `<cache_dir>/kb/`, keyed by a hash of every file's name and content and the engine
+version. A changed file changes the key; a corrupt cache file is ignored and rebuilt; up to
+CACHE_SLOTS compiled KBs live side by side. A KB that is not the bundled one (`--kb`, a
+project's knowledge_dir) must pass the regex-safety check before it is used or cached.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from porter.kb.schema import SCHEMA_VERSION, KBEntry, Problem, parse_entry
 
-ENGINE_VERSION = f"{SCHEMA_VERSION}.5"  # bump when the cached representation changes
+ENGINE_VERSION = f"{SCHEMA_VERSION}.9"  # bump when the cached representation changes
 
 
 @dataclass
@@ -28,11 +30,17 @@ class LoadedKB:
     from_cache: bool = False
     skipped: int = 0  # files that could not be turned into an entry
     plan: dict | None = None  # CompiledKB.plan() of the entries, when it came from the cache
+    patterns_dir: Path | None = None
 
-    def compiled(self):
+    def compiled(self, calibrated: bool = True):
         from porter.kb.index import CompiledKB
 
-        return CompiledKB.build(self.entries, self.plan)
+        kb = CompiledKB.build(self.entries, self.plan)
+        if calibrated and self.patterns_dir is not None:
+            from porter.kb.calibrate import calibration_path, load
+
+            kb.calibration = load(calibration_path(self.patterns_dir))
+        return kb
 
 
 def entry_files(patterns_dir: Path) -> list[Path]:
@@ -98,24 +106,25 @@ def load_entries(patterns_dir: Path, display_base: Path | None = None) -> Loaded
             skipped += 1
         else:
             entries.append(entry)
-    return LoadedKB(entries, problems, files, from_cache=False, skipped=skipped)
+    return LoadedKB(entries, problems, files, from_cache=False, skipped=skipped, patterns_dir=Path(patterns_dir))
 
 
 def cache_key(files: list[Path]) -> str:
-    """64-bit key (crc32 + adler32) of the engine version and every file's path, size, mtime.
+    """64-bit key (crc32 + adler32) of the engine version and every file's path and *content*.
 
-    zlib rather than hashlib: importing hashlib initialises OpenSSL, a cost every cold
-    `porter diagnose` would pay; a collision only means one stale rebuild check.
+    Content, not mtimes: a checkout, a copy or `touch` must not invalidate the cache, and two
+    copies of one KB share one cache file. zlib rather than hashlib: importing hashlib
+    initialises OpenSSL, a cost every cold `porter diagnose` would pay.
     """
-    parts = [ENGINE_VERSION]
+    crc, adler = zlib.crc32(ENGINE_VERSION.encode()), zlib.adler32(ENGINE_VERSION.encode())
     for path in files:
         try:
-            st = path.stat()
+            data = path.read_bytes()
         except OSError:
             continue
-        parts.append(f"{path}\0{st.st_size}\0{st.st_mtime_ns}")
-    data = "\n".join(parts).encode()
-    return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}{len(files):04x}"
+        name = path.name.encode() + b"\0"
+        crc, adler = zlib.crc32(data, zlib.crc32(name, crc)), zlib.adler32(data, zlib.adler32(name, adler))
+    return f"{crc:08x}{adler:08x}{len(files):04x}"
 
 
 class _PlainUnpickler(pickle.Unpickler):
@@ -140,17 +149,59 @@ def _read_cache(path: Path) -> tuple[list[KBEntry], dict] | None:
         return None
 
 
+CACHE_SLOTS = 8  # compiled KBs kept per cache dir: processes using different KBs must not evict each other
+
+
 def _write_cache(path: Path, entries: list[KBEntry], plan: dict, problems: int) -> None:
     from porter.fsutil import atomic_write_bytes
 
     payload = {"engine": ENGINE_VERSION, "entries": [e.to_dict() for e in entries], "plan": plan, "problems": problems}
     try:
+        # atomic: a concurrent reader sees the old file or the new one, never half of one
         atomic_write_bytes(path, pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
-        for old in path.parent.glob("kb-*.pickle"):
-            if old != path:
-                old.unlink(missing_ok=True)
+        others = sorted((p for p in path.parent.glob("kb-*.pickle") if p != path), key=_mtime, reverse=True)
+        for old in others[CACHE_SLOTS - 1 :]:
+            old.unlink(missing_ok=True)
     except OSError:
         pass  # a read-only cache dir only costs speed
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def is_bundled(patterns_dir: Path) -> bool:
+    """The knowledge base shipped with porter (its regexes are checked by `porter kb lint` in CI)."""
+    from porter.config import bundled_root
+
+    try:
+        return Path(patterns_dir).resolve() == (bundled_root() / "knowledge" / "patterns").resolve()
+    except OSError:
+        return False
+
+
+def check_regex_safety(entries: list[KBEntry]) -> None:
+    """Refuse a KB with a regex that could stall on a crafted line (the bundled KB's lint rule)."""
+    from porter.errors import InputError
+    from porter.kb.regexsafety import check_regex
+
+    bad = []
+    verdicts: dict[str, object] = {}
+    for entry in entries:
+        for i, sig in enumerate(entry.signatures):
+            if sig.kind != "regex":
+                continue
+            verdict = verdicts.get(sig.pattern) or verdicts.setdefault(sig.pattern, check_regex(sig.pattern))
+            if not verdict.ok:
+                bad.append(f"{entry.path or entry.id}: signatures.items[{i}]: {verdict.problem}")
+    if bad:
+        raise InputError(
+            f"knowledge base refused: {len(bad)} unsafe regex(es): " + "; ".join(bad[:5]) + (" ..." if len(bad) > 5 else ""),
+            hint="bound every repetition (.{0,200} instead of .*) and avoid nested quantifiers; `porter kb lint --kb DIR` lists them all",
+        )
 
 
 def load_kb(patterns_dir: Path, cache_dir: Path | None = None, use_cache: bool = True) -> LoadedKB:
@@ -162,8 +213,10 @@ def load_kb(patterns_dir: Path, cache_dir: Path | None = None, use_cache: bool =
         cache_path = Path(cache_dir) / "kb" / f"kb-{cache_key(files)}.pickle"
         cached = _read_cache(cache_path)
         if cached is not None:
-            return LoadedKB(cached[0], [], files, from_cache=True, plan=cached[1])
+            return LoadedKB(cached[0], [], files, from_cache=True, plan=cached[1], patterns_dir=patterns_dir)
     loaded = load_entries(patterns_dir)
+    if not is_bundled(patterns_dir):
+        check_regex_safety(loaded.entries)  # once per content: the result is cached with the entries
     if cache_path is not None:
         from porter.kb.index import CompiledKB
 

@@ -20,9 +20,11 @@ from itertools import accumulate
 from typing import BinaryIO, Iterable, Iterator, Mapping
 
 from porter.kb.env import normalise_package  # also re-exported: porter.smoke imports it from here
-from porter.kb.extract import Extractor, Signals
+from bisect import bisect_right
+
+from porter.kb.extract import CODE_LINE, Extractor, Signals
 from porter.kb.index import TOKEN as _TOKEN
-from porter.kb.index import CompiledKB, candidate_lines, prefilter_needles  # CompiledKB re-exported too
+from porter.kb.index import CompiledKB, candidate_lines, prefilter_needles, squeeze  # CompiledKB re-exported too
 from porter.kb.normalize import fuzzy_form, iter_batches, strip_prefix
 from porter.kb.schema import KBEntry
 
@@ -37,7 +39,7 @@ VERSION_DEMOTE = 0.4  # multiply confidence when the installed version is outsid
 MAX_HITS_PER_SIGNATURE = 3
 FUZZY_QUERY_CHARS = 400
 FUZZY_MAX_QUERIES = 12
-LINE_MEMO_SIZE = 4096
+LINE_MEMO_BYTES = 8 << 20  # the recent-line memo's estimated size (line, de-prefixed line, tokens)
 SEVERITY_RANK_PENALTY = {"warning": 0.15, "info": 0.3}  # ranking only; confidence is unchanged
 
 
@@ -62,6 +64,7 @@ class Match:
     lines: list[MatchedLine]
     explain: dict = field(default_factory=dict)
     version_notes: list[str] = field(default_factory=list)
+    captures: dict[str, str] = field(default_factory=dict)  # named captures of structured signatures
 
     @property
     def specificity(self) -> int:
@@ -100,8 +103,10 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
     needles = prefilter_needles(kb)
 
     # Logs repeat lines verbatim (every rank prints the same warning): remember what a line
-    # matched, so a repeat costs one dict lookup. Bounded: cleared when full.
+    # matched, so a repeat costs one dict lookup. Bounded in characters (long unique lines would
+    # make a count bound hold hundreds of MB): cleared when full.
     seen_lines: dict[str, tuple[str, list[str], list[int]]] = {}
+    memo_chars = 0
 
     def match_line(clean: str) -> tuple[str, list[str], list[int]]:
         text = strip_prefix(clean)
@@ -115,17 +120,21 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
         for needle, pos in always_needles:  # keyless signatures: a substring test first
             if needle in clean:
                 candidates.add(pos)
-        return text, tokens, [pos for pos in candidates if sigs[pos].hits(clean, text)]
+        squeezed = squeeze(clean) if candidates else clean
+        return text, tokens, [pos for pos in candidates if sigs[pos].hits(clean, text, squeezed)]
 
     def look_at(line: str, number: int) -> None:
+        nonlocal memo_chars
         clean = line.rstrip()
         if not clean:
             feed(number, clean, ())
             return
         known = seen_lines.get(clean)
         if known is None:
-            if len(seen_lines) >= LINE_MEMO_SIZE:
+            memo_chars += 3 * len(clean) + 100
+            if memo_chars > LINE_MEMO_BYTES:
                 seen_lines.clear()
+                memo_chars = 3 * len(clean) + 100
             known = seen_lines[clean] = match_line(clean)
         text, tokens, matched = known
         for pos in matched:
@@ -146,6 +155,7 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
             if len(folded) == len(text):  # a few Unicode letters change length when lower-cased
                 found = candidate_lines(folded, ends, needles[0])
                 found |= candidate_lines(text, ends, needles[1])
+                found.update(bisect_right(ends, m.start()) for m in CODE_LINE.finditer(text))
                 wanted = sorted(found)
         upcoming = iter(wanted)
         i, last = next(upcoming, n), -1
@@ -201,6 +211,9 @@ def _score_signatures(
         explain: dict = {"hit": sorted(sig_hits), "of": len(sigs), "match": entry.match}
         if entry.match == "all":
             missing = [i for i, s in enumerate(sigs) if s.required and i not in sig_hits]
+            if not missing and entry.within and not _within(entry, sig_hits):
+                missing = [i for i, s in enumerate(sigs) if s.required]
+                explain["outside_window"] = entry.within
             if missing:
                 explain["missing_required"] = missing
                 partial = 1.0
@@ -227,7 +240,32 @@ def _score_signatures(
             confidence += VERSION_BOOST * (1.0 - confidence)
         if notes:
             explain["versions"] = notes
-        out.append(Match(entry, round(min(confidence, 0.99), 4), "signature", _lines(entry, sig_hits), explain, notes))
+        out.append(Match(entry, round(min(confidence, 0.99), 4), "signature", _lines(entry, sig_hits), explain, notes,
+                         _captures(kb, ei, sig_hits)))
+    return out
+
+
+def _within(entry: KBEntry, sig_hits: Mapping[int, list[tuple[int, str]]]) -> bool:
+    """Some hit of every required item lies within `entry.within` lines of one anchor hit."""
+    required = [i for i, s in enumerate(entry.signatures) if s.required]
+    first, rest = required[0], required[1:]
+    for anchor, _ in sig_hits[first]:
+        if all(any(abs(n - anchor) <= entry.within for n, _ in sig_hits[i]) for i in rest):
+            return True
+    return False
+
+
+def _captures(kb: CompiledKB, ei: int, sig_hits: Mapping[int, list[tuple[int, str]]]) -> dict[str, str]:
+    """Named captures from the hit lines, earliest line first (the causal occurrence wins)."""
+    sigs = kb.signature_map()
+    out: dict[str, str] = {}
+    for si in sorted(sig_hits):
+        sig = sigs.get((ei, si))
+        if sig is None or sig.kind == "literal":
+            continue
+        for _, text in sorted(sig_hits[si]):
+            for k, v in sig.captures(text).items():
+                out.setdefault(k, v)
     return out
 
 
@@ -292,11 +330,14 @@ def _fuzzy(kb: CompiledKB, signals: Signals, env: Mapping[str, str]) -> list[Mat
     return out
 
 
-def _rank_key(m: Match) -> tuple:
+def _effective(m: Match) -> float:
     # a warning-class finding (an op falling back to CPU, a slow mirror) explains a failure less
     # than an error entry that also matched: rank it as if it were this much less confident
-    effective = m.confidence - SEVERITY_RANK_PENALTY.get(m.entry.severity, 0.0)
-    return (-effective, -len(m.lines), -m.specificity, m.entry.id)
+    return m.confidence - SEVERITY_RANK_PENALTY.get(m.entry.severity, 0.0)
+
+
+def _rank_key(m: Match) -> tuple:
+    return (-_effective(m), -len(m.lines), -m.specificity, m.entry.id)
 
 
 def decide(kb: CompiledKB, hits, signals: Signals, env: Mapping[str, str] | None = None, top: int = 3) -> Diagnosis:
@@ -308,6 +349,12 @@ def decide(kb: CompiledKB, hits, signals: Signals, env: Mapping[str, str] | None
         fuzzy = sorted(_fuzzy(kb, signals, env), key=_rank_key)
         firm = [m for m in fuzzy if m.confidence >= MATCH_THRESHOLD]
         near = sorted(near + [m for m in fuzzy if m.confidence < MATCH_THRESHOLD], key=_rank_key)
+    from porter.kb.causal import causal_order
+
+    firm = causal_order(firm, _effective)
+    if kb.calibration is not None and firm:
+        firm, abstained = _calibrated(kb.calibration, firm)
+        near = sorted(near + abstained, key=_rank_key)
     matches = firm[: max(1, top)]
     close = len(firm) >= 2 and abs(firm[0].confidence - firm[1].confidence) <= CLOSE_MARGIN
     return Diagnosis(
@@ -317,6 +364,24 @@ def decide(kb: CompiledKB, hits, signals: Signals, env: Mapping[str, str] | None
         signals=signals,
         close=close,
     )
+
+
+def _calibrated(calibration, firm: list[Match]) -> tuple[list[Match], list[Match]]:
+    """Replace the weight-based score by the calibrated probability of being right; answers
+    below ABSTAIN_BELOW become near misses (the evidence is too generic to assert a cause)."""
+    from porter.kb.calibrate import ABSTAIN_BELOW, MIN_SAMPLES_TO_ABSTAIN, features
+
+    floor = ABSTAIN_BELOW if calibration.samples >= MIN_SAMPLES_TO_ABSTAIN else 0.0
+
+    kept, dropped = [], []
+    probabilities = [calibration.probability(features(m, firm, calibration)) for m in firm]  # before any score changes
+    for m, p in zip(firm, probabilities):
+        p = round(min(p, 0.99), 4)
+        m.explain["score"] = m.confidence
+        m.explain["calibrated"] = p
+        m.confidence = p
+        (kept if p >= floor else dropped).append(m)
+    return kept, dropped
 
 
 def _without_private_keys(batches: Iterable[list[str]]) -> Iterator[list[str]]:

@@ -27,18 +27,27 @@ def entry_summary(entry: KBEntry) -> dict[str, Any]:
 def entry_detail(entry: KBEntry) -> dict[str, Any]:
     d = entry.to_dict()
     d["signatures"] = {"match": entry.match, "items": [
-        {s.kind: s.pattern, "weight": s.weight, **({"required": s.required} if entry.match == "all" else {})} for s in entry.signatures
+        {s.kind: s.pattern, "weight": s.weight, **({"required": s.required} if entry.match == "all" else {}),
+         **({"form": s.form, "spec": s.spec} if s.spec else {})} for s in entry.signatures
     ]}
     d.pop("match", None)
     return d
 
 
 def match_payload(rank: int, m: Match, explain: bool) -> dict[str, Any]:
+    from porter.kb.families import capture_names, fill
+
     e = m.entry
+    names = capture_names(e.signatures)
+    caps = {k: _r(v) for k, v in m.captures.items()}
+
+    def f(text: str) -> str:
+        return fill(text, caps, names)
+
     out: dict[str, Any] = {
         "rank": rank,
         "id": e.id,
-        "title": e.title,
+        "title": f(e.title),
         "layer": e.layer,
         "kind": e.kind,
         "severity": e.severity,
@@ -46,9 +55,10 @@ def match_payload(rank: int, m: Match, explain: bool) -> dict[str, Any]:
         "method": m.method,
         "aliases": list(e.aliases),
         "matched_lines": [{**ml.to_dict(), "text": _r(ml.text)} for ml in m.lines],
-        "root_cause": e.root_cause,
-        "fix": list(e.fix),
-        "verify": e.verify,
+        "captures": caps,
+        "root_cause": f(e.root_cause),
+        "fix": [f(step) for step in e.fix],
+        "verify": f(e.verify),
         "discriminators": list(e.discriminators),
         "related": list(e.related),
         "references": list(e.references),
@@ -77,10 +87,28 @@ def signals_payload(diag: Diagnosis, full: bool) -> dict[str, Any]:
     return s
 
 
-def diagnose_payload(diag: Diagnosis, source: str, kb_info: dict[str, Any], explain: bool = False) -> dict[str, Any]:
+def diagnose_payload(diag: Diagnosis, source: str, kb_info: dict[str, Any], explain: bool = False,
+                     codes: list[dict] | None = None) -> dict[str, Any]:
+    """`codes`: the trace's error codes decoded from knowledge/codes (porter.kb.codes.decode_signals)."""
+    from porter.kb.causal import first_line, triage
+
+    codes = [{**c, "text": _r(c["text"])} if "text" in c else c for c in (codes or [])]
+    if diag.top is not None:
+        line = first_line(diag.top)
+        text = next((ml.text for ml in diag.top.lines if ml.line == line), "")
+        causal = {"line": line if line < (1 << 30) else 0, "text": _r(text)}
+        tri = None
+    else:
+        t = triage(diag.signals, codes).to_dict()
+        t["causal_line"]["text"] = _r(t["causal_line"]["text"])
+        t["next_commands"] = [_r(c) for c in t["next_commands"]]
+        causal, tri = t["causal_line"], t
     return {
         "input": {"source": source, "lines": diag.signals.lines},
         "status": diag.status,
+        "causal_line": causal,
+        "triage": tri,
+        "codes": codes,
         "matches": [match_payload(i, m, explain) for i, m in enumerate(diag.matches, 1)],
         "close": diag.close,
         "near_misses": [near_payload(m, explain) for m in diag.near_misses],
@@ -95,6 +123,10 @@ def render_diagnosis(console, payload: dict[str, Any], explain: bool = False) ->
     from rich.panel import Panel
 
     src = escape(payload["input"]["source"])
+    causal = payload.get("causal_line") or {}
+    if causal.get("text") and payload["status"] != "match":  # a match's panel lists its lines earliest first
+        console.print(f"[bold]causal line[/] {causal['line']}: {escape(causal['text'][:300])}", soft_wrap=True)
+    _render_codes(console, payload.get("codes") or [])
     if payload["status"] == "match":
         matches = payload["matches"]
         console.print(f"[bold green]diagnosis[/] for {src} ({payload['input']['lines']} lines): {len(matches)} match(es)")
@@ -129,12 +161,18 @@ def render_diagnosis(console, payload: dict[str, Any], explain: bool = False) ->
         return
 
     console.print(f"[bold yellow]unknown[/]: no knowledge-base entry matches {src} ({payload['input']['lines']} lines)")
+    tri = payload.get("triage") or {}
+    if tri:
+        console.print(f"[bold]triage[/]: layer {escape(tri['layer'] or '?')}; failing package {escape(tri['failing_package'] or '?')}"
+                      + (f"; {escape(tri['reason'])}" if tri["reason"] else ""), soft_wrap=True)
+        for cmd in tri["next_commands"]:
+            console.print(f"  next: [bold]{escape(cmd)}[/]", soft_wrap=True)
     sig = payload["signals"]
     if sig["exceptions"]:
         console.print("[bold]exception chain[/]:")
         for exc in sig["exceptions"][-8:]:
             console.print(f"  line {exc['line']}: {escape(exc['type'])}: {escape(exc['message'][:300])}")
-    if sig["codes"]:
+    if sig["codes"] and not payload.get("codes"):
         console.print("[bold]error codes[/]: " + escape(", ".join(f"{c['code']} ({c['family']})" for c in sig["codes"][:12])))
     if sig["packages"]:
         console.print("[bold]frame packages[/]: " + escape(", ".join(f"{p['package']}×{p['frames']}" for p in sig["packages"][:8])))
@@ -157,6 +195,21 @@ def render_diagnosis(console, payload: dict[str, Any], explain: bool = False) ->
                 console.print(f"        [dim]score: {escape(str(m['explain']))}[/]")
 
 
+def _render_codes(console, codes: list[dict]) -> None:
+    from rich.markup import escape
+
+    decoded = [c for c in codes if c.get("meaning")]
+    if not decoded:
+        return
+    console.print("[bold]error codes[/]:")
+    for c in decoded[:8]:
+        name = f" {c['name']}" if c.get("name") else ""
+        how = "" if c.get("exact") else " [dim](by range)[/]"
+        console.print(f"  [cyan]{escape(c['code'])}[/]{escape(name)} (line {c['line']}): {escape(c['meaning'])}{how}", soft_wrap=True)
+        for step in c.get("first_steps", [])[:2]:
+            console.print(f"      - {escape(step)}", soft_wrap=True)
+
+
 def render_entry(console, entry: KBEntry) -> None:
     from rich.markup import escape
 
@@ -164,7 +217,7 @@ def render_entry(console, entry: KBEntry) -> None:
     console.print(f"\n[bold]signatures[/] (match: {entry.match})")
     for s in entry.signatures:
         req = "" if entry.match == "any" else (" required" if s.required else " optional")
-        console.print(f"  {s.kind:7} w={s.weight:.2f}{req}  {escape(s.pattern)}")
+        console.print(f"  {(s.form or s.kind):9} w={s.weight:.2f}{req}  {escape(s.shown)}")
     sections = [("symptoms", entry.symptoms), ("fix", entry.fix), ("discriminators", entry.discriminators),
                 ("related", entry.related), ("references", entry.references), ("aliases", entry.aliases), ("examples", entry.examples)]
     if entry.applies_to:

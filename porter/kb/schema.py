@@ -43,7 +43,7 @@ KNOWN_FIELDS = frozenset(
     {
         "id", "title", "layer", "kind", "severity", "signatures", "symptoms", "applies_to",
         "root_cause", "fix", "verify", "discriminators", "related", "references", "aliases",
-        "examples", "notes",
+        "examples", "notes", "causes", "downstream_of",
     }
 )
 
@@ -69,10 +69,16 @@ class Problem:
 
 @dataclass(frozen=True)
 class Signature:
-    kind: str  # "literal" | "regex"
-    pattern: str
+    kind: str  # how the matcher runs it: "literal" | "regex" | "code"
+    pattern: str  # the literal, the regex (compiled from a structured form), or the code/range
     weight: float = 1.0
     required: bool = True  # only meaningful with match: all
+    form: str = ""  # as written: literal | regex | code | template | exception | frame ("" = kind)
+    spec: str = ""  # the structured form as written, for people ("ImportError: cannot import name '{symbol}'")
+
+    @property
+    def shown(self) -> str:
+        return self.spec or self.pattern
 
 
 @dataclass(frozen=True)
@@ -100,6 +106,9 @@ class KBEntry:
     references: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     examples: tuple[str, ...] = ()
+    causes: tuple[str, ...] = ()  # corpus cause slugs this entry's root cause is (kb eval)
+    downstream_of: tuple[str, ...] = ()  # entries whose failure also prints this one's lines
+    within: int = 0  # required signature hits must lie within this many lines (0: anywhere)
     path: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -111,7 +120,7 @@ class KBEntry:
         d = dict(data)
         d["signatures"] = tuple(Signature(**s) for s in d["signatures"])
         d["applies_to"] = tuple(VersionRange(**v) for v in d["applies_to"])
-        for key in ("symptoms", "fix", "discriminators", "related", "references", "aliases", "examples"):
+        for key in ("symptoms", "fix", "discriminators", "related", "references", "aliases", "examples", "causes", "downstream_of"):
             d[key] = tuple(d[key])
         return cls(**d)
 
@@ -146,24 +155,72 @@ def _str_list(data: dict, key: str, file: str, problems: list[Problem], required
     return tuple(out)
 
 
+_SIG_KEYS = {"literal", "regex", "code", "template", "exception", "frame", "captures", "weight", "required"}
+
+
+def _structured(item: dict, where: str, file: str, problems: list[Problem]) -> tuple[str, str, str, str] | None:
+    """(kind, pattern, form, spec) of a code / template / exception / frame item (porter.kb.families)."""
+    from porter.kb.families import FamilyError, code_regex, exception_regex, frame_regex, template_regex
+
+    captures = item.get("captures") or {}
+    if not isinstance(captures, dict) or not all(isinstance(k, str) and isinstance(v, str) and v for k, v in captures.items()):
+        problems.append(Problem(file, f"{where}.captures", "must map capture names to regexes", "write `captures: {module: 'vllm[\\w.]{0,80}'}`"))
+        return None
+    values = {k: item[k] for k in ("code", "template", "exception", "frame") if k in item}
+    for key, value in values.items():
+        if not isinstance(value, str) or not value.strip():
+            problems.append(Problem(file, f"{where}.{key}", "must be a non-empty string", "quote it"))
+            return None
+    try:
+        if "code" in values:
+            if len(values) > 1:
+                raise FamilyError("`code` stands alone (no template/exception/frame in the same item)")
+            code_regex(values["code"])
+            return "code", values["code"].strip(), "code", values["code"].strip()
+        if "frame" in values:
+            if len(values) > 1:
+                raise FamilyError("`frame` stands alone (put the exception into its own item)")
+            return "regex", frame_regex(values["frame"].strip()), "frame", f"frame in {values['frame'].strip()}"
+        template = values.get("template")
+        if "exception" in values:
+            exc = values["exception"].strip()
+            spec = f"{exc}: {template}" if template else exc
+            return "regex", exception_regex(exc, template, captures), "exception", spec
+        if template is not None and len(template.strip()) < 6:
+            raise FamilyError("the template is too short to be specific (< 6 characters)")
+        return "regex", template_regex(template, captures), "template", template
+    except FamilyError as exc:
+        problems.append(Problem(file, where, str(exc), "see 'Structured signatures' in docs/kb-schema.md"))
+        return None
+
+
 def _signature(item: Any, where: str, file: str, problems: list[Problem]) -> Signature | None:
     if not isinstance(item, dict):
         problems.append(Problem(file, where, "must be a mapping with `literal` or `regex`", "write `- literal: \"...\"` with `weight:`"))
         return None
-    unknown = sorted(set(item) - {"literal", "regex", "weight", "required"})
+    unknown = sorted(set(item) - _SIG_KEYS)
     if unknown:
-        problems.append(Problem(file, where, f"unknown key(s) {', '.join(unknown)}", "allowed: literal, regex, weight, required"))
+        problems.append(Problem(file, where, f"unknown key(s) {', '.join(unknown)}", f"allowed: {', '.join(sorted(_SIG_KEYS))}"))
     has_lit, has_re = "literal" in item, "regex" in item
-    if has_lit == has_re:
-        problems.append(Problem(file, where, "needs exactly one of `literal` / `regex`", "keep one of them; split into two items if you need both"))
+    structured = any(k in item for k in ("code", "template", "exception", "frame"))
+    if has_lit + has_re + structured != 1:
+        problems.append(Problem(file, where, "needs exactly one form: `literal`, `regex`, `code`, `template`/`exception`, or `frame`",
+                                "keep one of them; split into two items if you need both"))
         return None
-    kind = "literal" if has_lit else "regex"
-    pattern = item[kind]
-    if not isinstance(pattern, str) or not pattern.strip():
-        problems.append(Problem(file, f"{where}.{kind}", "must be a non-empty string", "quote the pattern"))
-        return None
-    if kind == "literal" and len(pattern.strip()) < 6:
-        problems.append(Problem(file, f"{where}.literal", f"{pattern!r} is too short to be specific (< 6 characters)", "use a longer, distinctive fragment of the message"))
+    form = spec = ""
+    if structured:
+        compiled = _structured(item, where, file, problems)
+        if compiled is None:
+            return None
+        kind, pattern, form, spec = compiled
+    else:
+        kind = "literal" if has_lit else "regex"
+        pattern = item[kind]
+        if not isinstance(pattern, str) or not pattern.strip():
+            problems.append(Problem(file, f"{where}.{kind}", "must be a non-empty string", "quote the pattern"))
+            return None
+        if kind == "literal" and len(pattern.strip()) < 6:
+            problems.append(Problem(file, f"{where}.literal", f"{pattern!r} is too short to be specific (< 6 characters)", "use a longer, distinctive fragment of the message"))
     weight = item.get("weight", 1.0)
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not (0 < float(weight) <= 1):
         problems.append(Problem(file, f"{where}.weight", f"must be a number in (0, 1], got {weight!r}", "use e.g. `weight: 0.8`"))
@@ -172,7 +229,7 @@ def _signature(item: Any, where: str, file: str, problems: list[Problem]) -> Sig
     if not isinstance(required, bool):
         problems.append(Problem(file, f"{where}.required", f"must be true or false, got {required!r}", "write `required: false`"))
         required = True
-    return Signature(kind=kind, pattern=pattern, weight=float(weight), required=required)
+    return Signature(kind=kind, pattern=pattern, weight=float(weight), required=required, form=form, spec=spec)
 
 
 def parse_entry(data: Any, file: str, layer_dir: str | None = None) -> tuple[KBEntry | None, list[Problem]]:
@@ -219,7 +276,7 @@ def parse_entry(data: Any, file: str, layer_dir: str | None = None) -> tuple[KBE
     if severity not in SEVERITIES:
         problems.append(Problem(file, "severity", f"{severity!r} is not a severity", f"use one of: {', '.join(SEVERITIES)}"))
 
-    match, signatures = "any", []
+    match, signatures, within = "any", [], 0
     raw_sigs = data.get("signatures")
     if raw_sigs is None:
         if kind != "process":
@@ -227,9 +284,13 @@ def parse_entry(data: Any, file: str, layer_dir: str | None = None) -> tuple[KBE
     elif not isinstance(raw_sigs, dict):
         problems.append(Problem(file, "signatures", "must be a mapping with `match` and `items`", "see docs/kb-schema.md"))
     else:
-        extra = sorted(set(raw_sigs) - {"match", "items"})
+        extra = sorted(set(raw_sigs) - {"match", "items", "within"})
         if extra:
-            problems.append(Problem(file, "signatures", f"unknown key(s) {', '.join(map(str, extra))}", "allowed: match, items"))
+            problems.append(Problem(file, "signatures", f"unknown key(s) {', '.join(map(str, extra))}", "allowed: match, items, within"))
+        within = raw_sigs.get("within", 0)
+        if isinstance(within, bool) or not isinstance(within, int) or not 0 <= within <= 10_000:
+            problems.append(Problem(file, "signatures.within", f"must be a number of lines (0 = anywhere), got {within!r}", "e.g. `within: 40`"))
+            within = 0
         match = raw_sigs.get("match", "any")
         if match not in MATCH_MODES:
             problems.append(Problem(file, "signatures.match", f"{match!r} is not any/all", "use `match: any` or `match: all`"))
@@ -291,6 +352,9 @@ def parse_entry(data: Any, file: str, layer_dir: str | None = None) -> tuple[KBE
         references=_str_list(data, "references", file, problems),
         aliases=_str_list(data, "aliases", file, problems),
         examples=_str_list(data, "examples", file, problems, required=True),
+        causes=_str_list(data, "causes", file, problems),
+        downstream_of=_str_list(data, "downstream_of", file, problems),
+        within=within,
         path=file,
     )
     usable = bool(entry_id and (signatures or symptoms))

@@ -29,6 +29,7 @@ class Comparison:
     still_failing: list[str] = field(default_factory=list)
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    not_reached: list[str] = field(default_factory=list)  # the newer run broke before these checks ran
     verdict_changes: list[dict[str, str]] = field(default_factory=list)
     drift: list[Drift] = field(default_factory=list)
     tolerance: float = DEFAULT_DRIFT
@@ -77,7 +78,7 @@ def compare_runs(old: dict[str, Any], new: dict[str, Any], tolerance: float = DE
                 out.new_failures.append(gate)
             continue
         if gate not in b:
-            out.removed.append(gate)
+            (out.not_reached if new.get("error") else out.removed).append(gate)
             continue
         va, vb = a[gate].get("verdict"), b[gate].get("verdict")
         if va != vb:

@@ -9,6 +9,7 @@ and the remote process group is killed before porter returns.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import signal
 import time
@@ -24,7 +25,7 @@ from porter.smoke.bundle import ENV_FILE, STACK_FILE, build_bundle
 from porter.smoke.store import LOG_FILE, LogWriter, RunStore
 from porter.transports import make_transport
 from porter.transports import script as sh
-from vime.results import SMOKE_SCHEMA, SmokeReport
+from vime.results import SMOKE_SCHEMA, GateResult, SmokeReport
 
 RESULT_SCHEMA = "porter.smoke-run/1"
 SHIP_TIMEOUT_S = 120.0
@@ -60,6 +61,7 @@ class SmokeRun:
     remote_dir: str = ""
     path: Path | None = None
     remote_exit: int | None = None
+    report_partial: bool = False  # the report holds only the checks that finished before the run broke
 
     @property
     def exit_code(self) -> int:
@@ -80,6 +82,7 @@ class SmokeRun:
             "exit_code": self.exit_code,
             "stack": self.stack,
             "report": self.report.to_dict() if self.report else None,
+            "report_partial": self.report_partial,
             "error": self.error.to_dict() if self.error else None,
             "diagnoses": self.diagnoses,
             "timings": self.timings,
@@ -125,6 +128,28 @@ def parse_report(stdout: str) -> SmokeReport | None:
             except (TypeError, ValueError, KeyError, AttributeError):
                 return None  # a report of the right schema but the wrong shape: no usable result
     return None
+
+
+_PROGRESS = re.compile(r"^vime\.smoke: (?P<gate>\S+) (?P<verdict>pass|fail|error|skip)"
+                       r"(?: \((?P<secs>[0-9.]+) s\))?(?: - (?P<reason>.*))?$")
+
+
+def partial_report(progress_lines: list[str], level: str) -> SmokeReport | None:
+    """The checks that finished before a run broke (timeout, kill, cut output), from vime.smoke's
+    progress lines on stderr: `vime.smoke: G1 pass (2.10 s) - reason`. None when none finished."""
+    results: dict[str, GateResult] = {}
+    for line in progress_lines:
+        found = _PROGRESS.match(line.strip())
+        if found is None:
+            continue
+        gate = found["gate"]
+        check_level = gate.split(".", 1)[0] if re.match(r"^L[0-3]\.", gate) else "L3"
+        results[gate] = GateResult(gate=gate, name=gate, level=check_level, verdict=found["verdict"],
+                                   duration_s=float(found["secs"] or 0.0), reason=found["reason"] or "")
+    if not results:
+        return None
+    return SmokeReport(level=level, results=list(results.values()),
+                       duration_s=round(sum(r.duration_s for r in results.values()), 4))
 
 
 def _porter_line(stderr: str) -> str:
@@ -226,8 +251,12 @@ class SmokeRunner:
             if shown is not None:
                 self.on_line(shown)
 
+        progress: list[str] = []  # vime.smoke's per-check lines: what finished, should the run break
+
         def relay(stream: str, line: str) -> None:
             shown = log.line(line)  # what reaches the terminal is redacted like the stored log
+            if stream == "stderr" and shown is not None and shown.startswith("vime.smoke: "):
+                progress.append(shown)
             if stream == "stderr" and shown is not None:
                 self.on_line(shown)
 
@@ -293,16 +322,24 @@ class SmokeRunner:
         except PorterError as exc:
             result.error = exc
             log.line(f"porter: error: {exc.message}")  # the CLI shows it once, with the hint
+            self._keep_finished(result, progress)
             self._diagnose_error(result)
         except KeyboardInterrupt:
             result.error = EnvironmentProblem(f"smoke run on host {profile.name} interrupted; partial log kept",
                                               details={"failure": "interrupted"})
+            self._keep_finished(result, progress)
             self._finish(result, log, transport, remote_dir, shipped, request.keep_remote)
             raise
         self._finish(result, log, transport, remote_dir, shipped, request.keep_remote)
         return result
 
     # -- helpers ---------------------------------------------------------------------------
+    @staticmethod
+    def _keep_finished(result: SmokeRun, progress: list[str]) -> None:
+        """A broken run keeps the checks that finished, so --compare and --report still see them."""
+        if result.report is None:
+            result.report = partial_report(progress, result.level)
+            result.report_partial = result.report is not None
     def _kill(self, transport, remote_dir: str, note: Callable[[str], None]) -> None:
         try:
             killed = run(transport.kill_argv(remote_dir), timeout=CLEANUP_TIMEOUT_S)

@@ -28,6 +28,7 @@ from porter.registry import PluginSpec, Registry, UpstreamSpec, load_forks, load
 from porter.upgrade.drift import Verdict, compute_drift
 from porter.upgrade.guards import GuardConventions, TargetVersions
 from porter.upgrade.index import TreeIndex
+from porter.upgrade.lanes import Lanes
 from porter.upgrade.models import DriftRecord, OutcomeDecision, Severity
 from porter.upgrade.outcome import decide_outcome
 from porter.upgrade.sources import Sources, Tree, check_ref_syntax, parse_release
@@ -71,6 +72,10 @@ class AnalysisReport:
     index_stats: dict[str, dict[str, int]]
     notices: list[str] = field(default_factory=list)
     plugin_spec: PluginSpec | None = None
+    dead_guards: list[Any] = field(default_factory=list)  # GuardVerdict per version guard of the plugin
+    dead_modules: dict[str, str] = field(default_factory=dict)
+    copies: list[DriftRecord] = field(default_factory=list)  # copied upstream bodies whose original changed
+    lanes: dict[str, Any] = field(default_factory=dict)  # release / main lane versions after the move
 
     @property
     def breaking(self) -> list[DriftRecord]:
@@ -104,7 +109,13 @@ class AnalysisReport:
                 "by_family": counts,
                 "import_verdicts": verdict_counts,
                 "unresolved_at_both": len(self.unresolved),
+                "copies": len(self.copies),
+                "guards": {v: sum(1 for g in self.dead_guards if g.verdict == v) for v in ("collapse", "retarget", "keep")},
             },
+            "lanes": self.lanes,
+            "dead_guards": [g.to_dict() for g in self.dead_guards],
+            "dead_modules": self.dead_modules,
+            "copies": [r.to_dict() for r in self.copies],
             "records": [r.to_dict() for r in self.records],
             "notes": [r.to_dict() for r in self.notes],
             "usage": self.usage.to_dict(),
@@ -245,7 +256,7 @@ def guard_conventions(registry: Registry, spec: PluginSpec) -> GuardConventions:
     return GuardConventions(dict(spec.guards.version_functions), dict(spec.guards.version_names), packages)
 
 
-_ANALYSIS_MODULES = ("index.py", "usage.py", "guards.py", "drift.py", "models.py")
+_ANALYSIS_MODULES = ("index.py", "usage.py", "guards.py", "drift.py", "models.py", "lanes.py")
 
 
 def _result_key(plugin_root: Path, excludes, packages, target: TreeIndex, baseline: TreeIndex | None,
@@ -265,6 +276,29 @@ def _result_key(plugin_root: Path, excludes, packages, target: TreeIndex, baseli
                         sorted(conventions.version_functions.items()), sorted(conventions.version_names.items()),
                         sorted(conventions.packages.items()), sorted((k, str(v)) for k, v in versions.items()))).encode())
     return digest.hexdigest()
+
+
+def _singletons(spec: PluginSpec, upstream: str) -> dict[str, str]:
+    """Well-known upstream objects and their class (`vllm.platforms.current_platform` -> Platform)."""
+    return {str(k): str(v) for k, v in (spec.raw.get("singletons") or {}).items()}
+
+
+def _module_prefix(root: Path, packages: tuple[str, ...]) -> str:
+    """The package a scanned root *is* (the tree was narrowed to `vllm_ascend/`): its files' module prefix."""
+    return root.name if root.name in packages and (root / "__init__.py").is_file() else ""
+
+
+def _lanes(spec: PluginSpec, plugin_tree: Tree, upstream: str, target: Tree, baseline: Tree | None) -> Lanes:
+    """The lanes after this move. The plugin's current release lane: its release-tag file, else the baseline."""
+    from porter.upgrade.lanes import read_release_tag
+
+    lanes_spec = spec.raw.get("lanes") or {}
+    current = None
+    if lanes_spec.get("release_tag_file"):
+        current = read_release_tag(plugin_tree.root, lanes_spec["release_tag_file"])
+    if current is None and baseline is not None:
+        current = baseline.version
+    return Lanes.for_move(upstream, target.version, target.label if target.version is None else str(target.version), current)
 
 
 def _load_pickle(path: Path) -> Any:
@@ -319,7 +353,9 @@ def run_analysis(request: AnalysisRequest, progress: Any = None) -> AnalysisRepo
     total = len(plugin_files(plugin_tree.root, excludes))
     with _stage(progress, f"scanning {spec.name}", total) as advance:
         files: list[FileUsage] = scan_plugin(plugin_tree.root, upstream.packages, Path(config.cache_dir), excludes, advance,
-                                             workers=request.workers)
+                                             workers=request.workers, plugin_packages=spec.packages,
+                                             singletons=_singletons(spec, upstream_name),
+                                             module_prefix=_module_prefix(plugin_tree.root, spec.packages))
     timings["scan"] = time.perf_counter() - t0
     usage = summarize(files)
     if usage.files_scanned == 0:  # a wrong --plugin-path would otherwise read as "A: nothing breaks"
@@ -345,14 +381,16 @@ def run_analysis(request: AnalysisRequest, progress: Any = None) -> AnalysisRepo
     t0 = time.perf_counter()
     versions = {upstream_name: target.version}
     conventions = guard_conventions(registry, spec)
-    result_key = _result_key(plugin_tree.root, excludes, upstream.packages, target_index, baseline_index, conventions, versions)
+    lanes = _lanes(spec, plugin_tree, upstream_name, target, baseline)
+    versions_key = dict(versions, lanes=repr(lanes))
+    result_key = _result_key(plugin_tree.root, excludes, upstream.packages, target_index, baseline_index, conventions, versions_key)
     result_path = Path(config.cache_dir) / "results" / result_key[:2] / f"{result_key}.pkl"
     result = _load_pickle(result_path)
     cache_state = "hit" if result is not None else "miss"
     if result is None:
         result = compute_drift(files, target_index, baseline_index, conventions, TargetVersions(versions),
-                               stage=lambda description, total: _stage(progress, description, total))
-        atomic_write_bytes(result_path, pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+                               stage=lambda description, total: _stage(progress, description, total), lanes=lanes)
+        atomic_write_bytes(result_path, pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL), durable=False)
     timings["drift"] = time.perf_counter() - t0
 
     pairs = [p.plugin for p in spec.pairs_for(upstream_name, str(target.version))] if target.version else []
@@ -380,4 +418,10 @@ def run_analysis(request: AnalysisRequest, progress: Any = None) -> AnalysisRepo
             f"offline: {t.kind} tree {t.label} from the cache ({t.root})"
             for t in (target, baseline, plugin_tree) if t is not None and t.from_cache and sources.degraded])),
         plugin_spec=spec,
+        dead_guards=list(getattr(result, "dead_guards", [])),
+        dead_modules=dict(getattr(result, "dead_modules", {})),
+        copies=list(getattr(result, "copies", [])),
+        lanes={"target": lanes.target_label, "release": str(lanes.release.of(upstream_name)),
+               "main": str(lanes.main.of(upstream_name)), "current_release": str(lanes.current_release.of(upstream_name)),
+               "retarget_to": lanes.retarget_to},
     )

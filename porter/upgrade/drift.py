@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable
 from rapidfuzz import fuzz
 
 from porter.upgrade.guards import GuardConventions, TargetVersions, combine
+from porter.upgrade.lanes import GuardVerdict, Lanes, guard_verdicts, innermost_version_block, lane_of
 from porter.upgrade.index import Definition, Resolution, Signature, TreeIndex
 from porter.upgrade.models import (
     Candidate,
@@ -26,7 +27,7 @@ from porter.upgrade.models import (
     Severity,
     Site,
 )
-from porter.upgrade.usage import FileUsage, Use
+from porter.upgrade.usage import FACTORY, FileUsage, Use
 
 STRATEGIES = {
     DriftFamily.REMOVED: "todo_stub",
@@ -40,6 +41,7 @@ STRATEGIES = {
     DriftFamily.MONKEYPATCH: "retarget_patch",
 }
 RENAME_THRESHOLD = 0.6
+COPY_THRESHOLD = 0.85  # body similarity above which a plugin function counts as a copy of upstream's
 RENAME_NAME_ONLY_THRESHOLD = 0.75
 MAX_CANDIDATES = 5
 
@@ -75,6 +77,14 @@ class DriftResult:
     notes: list[DriftRecord]
     verdicts: list[Verdict]
     unresolved: list[str]  # uses missing at the baseline too (index gap or other-version code)
+    dead_guards: list[GuardVerdict] = field(default_factory=list)  # every version guard with its verdict at the target
+    dead_modules: dict[str, str] = field(default_factory=dict)  # plugin module -> why it is never imported at the target
+    copies: list[DriftRecord] = field(default_factory=list)  # plugin bodies copied from upstream whose original changed
+
+
+_BREAKS_AT_TARGET = "breaks at {target}"
+_RETARGET = "the dead branch is the one that resolves at {target}: retarget the guard to {target}"
+_COLLAPSE = "dead at {target}: collapse"
 
 
 class DriftAnalyzer:
@@ -85,7 +95,9 @@ class DriftAnalyzer:
         conventions: GuardConventions,
         target_versions: TargetVersions,
         stage: Callable[[str, int | None], Any] | None = None,
+        lanes: Lanes | None = None,
     ):
+        self.lanes = lanes
         self.stage = stage  # stage(description, total) -> context manager yielding advance(n): progress bars
         self.target = target
         self.baseline = baseline
@@ -99,22 +111,95 @@ class DriftAnalyzer:
         files = list(files)
         self._prefetch(files)
         self._search_new_homes(files)
+        # A call to a function the plugin replaces runs the plugin's replacement, not upstream's.
+        self._patched = {u.symbol for f in files for u in f.uses if u.kind in ("monkeypatch", "patch")}
+        self._bodies: dict[tuple[int, str], list[str]] = {}
+        self._factories: dict[str, str | None] = {}
+        dead_modules = self._dead_modules(files)
         per_use: list[tuple[Use, Guard, list[Finding], bool]] = []
+        self._use_lane: dict[int, tuple[str, Any]] = {}
         verdicts: dict[str, Verdict] = {}
         unresolved: set[str] = set()
         for usage in files:
             evaluated: list[tuple[Use, Guard, list[Finding], bool]] = []
             self._imported = {u.symbol for u in usage.uses if u.kind in ("import", "module")}
+            dead_file = dead_modules.get(usage.module)
             for use in usage.uses:
                 guard = combine(use.conditions, self.conventions, self.versions, self._hasattr, usage.aliases)
+                if dead_file and guard.live:
+                    guard = Guard(GuardKind.VERSION, dead_file, False)
+                lane = lane_of(use.conditions, self.conventions, self.lanes, usage.aliases) if self.lanes else "both"
+                self._use_lane[id(use)] = (lane, innermost_version_block(use.conditions, self.conventions))
                 findings, broken = self.check(use, verdicts, unresolved)
+                findings = [self._target_absolute(f, lane, guard) for f in findings]
                 evaluated.append((use, guard, findings, broken))
             broken_tries = {c.try_id for use, _, _, broken in evaluated if broken for c in use.conditions if c.kind == "try"}
             for use, guard, findings, broken in evaluated:
                 guard = self._exception_guard(use, guard, broken_tries)
                 per_use.append((use, guard, findings, broken))
-        records, notes = self._merge(per_use)
-        return DriftResult(records, notes, sorted(verdicts.values(), key=lambda v: v.symbol), sorted(unresolved))
+        per_use = self._drop_uncalled_optional(per_use)
+        guards = self._guard_verdicts(files, per_use)
+        records, notes = self._merge(per_use, guards)
+        # A copied body whose upstream original changed breaks nothing by itself: a sync hint, kept apart.
+        copies = [r for r in records + notes if r.detail.get("change") == "copied_body_changed"]
+        records = [r for r in records if r.detail.get("change") != "copied_body_changed"]
+        notes = [r for r in notes if r.detail.get("change") != "copied_body_changed"]
+        return DriftResult(records, notes, sorted(verdicts.values(), key=lambda v: v.symbol), sorted(unresolved),
+                           guards, dead_modules, copies)
+
+    # ------------------------------------------------------------------ lanes and guards
+
+    def _target_absolute(self, finding: Finding, lane: str, guard: Guard) -> Finding:
+        """Main-lane code live at the target is checked against the target itself: a name missing
+        there breaks it, even when the baseline (the old release) lacked it too."""
+        if finding.detail.get("at_both") and lane == "main" and guard.live and finding.severity is Severity.RISKY:
+            target = self.lanes.target_label if self.lanes else "the target"
+            return replace(finding, severity=Severity.BREAKING,
+                           message=f"{finding.symbol} does not exist at {target}; this main-lane code runs there")
+        return finding
+
+    def _dead_modules(self, files: list[FileUsage]) -> dict[str, str]:
+        """Plugin modules imported only under guards that are dead at the target (directly or through
+        modules that are themselves dead): their uses never run there."""
+        known = {f.module for f in files if f.module}
+        importers: dict[str, list[tuple[str, bool, str]]] = defaultdict(list)
+        for usage in files:
+            for module, conditions in usage.internal_imports:
+                guard = combine(conditions, self.conventions, self.versions, self._hasattr, usage.aliases)
+                parts = module.split(".")
+                for i in range(1, len(parts) + 1):  # importing a.b.c imports the packages a and a.b too
+                    name = ".".join(parts[:i])
+                    if name in known and name != usage.module:
+                        importers[name].append((usage.module, guard.live, guard.expression))
+        dead: dict[str, str] = {}
+        changed = True
+        while changed:
+            changed = False
+            for module, sites in importers.items():
+                if module in dead:
+                    continue
+                if all(not live or importer in dead for importer, live, _ in sites):
+                    why = next((expr for _, live, expr in sites if not live), "")
+                    dead[module] = (f"module {module} is imported only under dead guards ({why})" if why
+                                    else f"module {module} is imported only by modules that are dead at the target")
+                    changed = True
+        return dead
+
+    def _guard_verdicts(self, files: list[FileUsage], per_use: list[tuple[Use, Guard, list[Finding], bool]]) -> list[GuardVerdict]:
+        if self.lanes is None:
+            return []
+        broken: set[tuple[str, int, bool]] = set()
+        for use, guard, findings, _ in per_use:
+            if not findings or _absorbed(use):
+                continue
+            if not any(f.severity is Severity.BREAKING or f.detail.get("at_both") for f in findings):
+                continue
+            for cond in use.conditions:
+                if cond.kind == "if" and cond.line:
+                    broken.add((use.site.path, cond.line, cond.negated))
+        blocks = [b for f in files for b in f.guard_blocks]
+        aliases = {f.path: f.aliases for f in files}
+        return guard_verdicts(blocks, broken, self.conventions, self.lanes, aliases, self._hasattr)
 
     def _prefetch(self, files: list[FileUsage]) -> None:
         modules: set[str] = set()
@@ -164,7 +249,40 @@ class DriftAnalyzer:
 
     # ------------------------------------------------------------------ per use
 
+    def _factory_class(self, function: str) -> str | None:
+        """The upstream class an upstream function's return annotation names (`-> Logger | None`)."""
+        if function in self._factories:
+            return self._factories[function]
+        found = None
+        for index in (self.baseline, self.target):
+            if index is None:
+                continue
+            res = index.resolve_dotted(function)
+            definition = res.definition
+            if res.status != "found" or definition is None or definition.kind != "function" or definition.signature is None:
+                continue
+            returns = definition.signature.returns or ""
+            names = [m for m in normalize_annotation(returns) if m != "None" and "[" not in m] if returns else []
+            if len(names) != 1:
+                continue
+            module = res.defined_in or res.module
+            cls = index.class_of(f"{module}.{names[0]}")
+            if cls is None:
+                ref = index.resolve(module, names[0])
+                cls = index.class_of(f"{ref.defined_in}.{names[0]}") if ref.status == "found" and ref.defined_in else None
+            if cls is not None:
+                found = f"{cls[1]}.{cls[0].name}"
+                break
+        self._factories[function] = found
+        return found
+
     def check(self, use: Use, verdicts: dict[str, Verdict], unresolved: set[str]) -> tuple[list[Finding], bool]:
+        if use.symbol.startswith(FACTORY):
+            function, _, member = use.symbol[len(FACTORY):].rpartition(".")
+            cls = self._factory_class(function)
+            if cls is None:
+                return [], False  # no usable return annotation: the receiver stays untyped
+            use = replace(use, symbol=f"{cls}.{member}")
         if use.kind == "import":
             res = self.target.resolve(use.detail["module"], use.detail["name"])
             verdicts.setdefault(use.symbol, Verdict(use.symbol, res.status, use.detail["module"], use.detail["name"]))
@@ -178,9 +296,13 @@ class DriftAnalyzer:
             res = self.target.resolve_dotted(use.symbol)
             return self._existence(use, res, unresolved, strict=False)
         if use.kind == "call":
+            if use.symbol in self._patched:
+                return [], False  # the plugin replaced it: the call runs the plugin's function
             return self._call(use), False
         if use.kind == "subclass":
             return self._subclass(use), False
+        if use.kind == "patch":
+            return self._patch(use), False
         return [], False
 
     def _existence(self, use: Use, res: Resolution, unresolved: set[str], strict: bool) -> tuple[list[Finding], bool]:
@@ -201,7 +323,8 @@ class DriftAnalyzer:
                 return [], False
             return [Finding(DriftFamily.REMOVED, use.symbol, self._location(use, None), Severity.RISKY,
                             f"{use.symbol} is missing at the target and at the baseline ({res.reason})",
-                            evidence=(res.reason, "also missing at the baseline: code written for another version?"))], True
+                            evidence=(res.reason, "also missing at the baseline: code written for another version?"),
+                            detail={"at_both": True})], True
         if base_res is None and not strict:
             return [], False  # attribute chains need the baseline to tell drift from dynamic attributes
         findings = [self._classify_missing(use, res, base_res)]
@@ -410,20 +533,25 @@ class DriftAnalyzer:
         if definition.kind != "function" or definition.signature is None:
             return None, ""
         sig = definition.signature
-        if bound or (sig.params and sig.params[0].name in ("self", "cls") and "." in res.name):
+        if definition.method_kind == "staticmethod":
+            return sig, "function"  # nothing is bound, through the class or an instance
+        if (bound or definition.method_kind == "classmethod"
+                or (sig.params and sig.params[0].name in ("self", "cls") and "." in res.name)):
             sig = sig.drop_first()
         return sig, "function"
 
     def _call(self, use: Use) -> list[Finding]:
-        bound = bool(use.detail.get("via_super"))
+        bound = bool(use.detail.get("via_super") or use.detail.get("bound"))
         new_sig, kind = self._callable_signature(self.target, use.symbol, bound)
         if new_sig is None:
             return []
         old_sig, _ = self._callable_signature(self.baseline, use.symbol, bound)
         differential = old_sig is not None
-        if not differential and self.baseline is not None:
+        main_lane = self._use_lane.get(id(use), ("both", None))[0] == "main"
+        if not differential and self.baseline is not None and not main_lane:
             return []  # the callee is new at the target: nothing to compare with
-        severity = Severity.BREAKING if differential else Severity.RISKY
+        # Main-lane code runs at the target: its calls are checked against the target itself.
+        severity = Severity.BREAKING if differential or main_lane else Severity.RISKY
         label = use.symbol + (".__init__" if kind == "class" and use.detail.get("method") == "__init__" else "")
         loc = self._location(use, None)
         findings: list[Finding] = []
@@ -466,10 +594,27 @@ class DriftAnalyzer:
 
     # ------------------------------------------------------------------ subclasses (F3 overrides, F7, F8, F10)
 
+    def _relocated_class(self, symbol: str) -> tuple[Definition, str] | None:
+        """Where a base class that is gone under its old name lives at the target (moved or renamed)."""
+        if self.baseline is None:
+            return None
+        base_res = self.baseline.resolve_dotted(symbol)
+        if base_res.status != "found" or base_res.definition is None or base_res.definition.kind != "class":
+            return None
+        old = Location(base_res.defined_in or base_res.module, base_res.definition.name)
+        for candidate in self._moved_candidates(old, base_res.definition):
+            found = self.target.class_of(candidate.location.dotted)
+            if found is not None:
+                return found
+        return None
+
     def _subclass(self, use: Use) -> list[Finding]:
         target_cls = self.target.class_of(use.symbol)
         if target_cls is None:
-            return []  # a missing base is reported by its import
+            # A moved or renamed base is reported by its import; its subclass is still checked at the new home.
+            target_cls = self._relocated_class(use.symbol)
+            if target_cls is None:
+                return []
         base_cls = self.baseline.class_of(use.symbol) if self.baseline is not None else None
         plugin_cls = use.detail.get("cls", "?")
         methods: dict[str, Signature] = use.detail.get("methods", {})
@@ -491,6 +636,9 @@ class DriftAnalyzer:
             removed = sorted(old_names - new_names) if old_names is not None else []
             problems = [p for p in added if not plugin_sig.accepts_keyword(p)]
             required_removed = [p for p in removed if p in plugin_sig.required_names()]
+            new_required = set(new_member.signature.required_names())
+            optional_only = bool(problems) and not required_removed and not (set(problems) & new_required)
+            positions = {p.name: i for i, p in enumerate(new_member.signature.params[1:]) if p.kind in ("posonly", "pos")}
             if problems or required_removed:
                 severity = Severity.BREAKING if old_names is not None else Severity.RISKY
                 parts = []
@@ -504,10 +652,13 @@ class DriftAnalyzer:
                                         + ((f"baseline: {old_member.signature.render()}",) if old_member and old_member.signature else ()),
                                         detail={"change": "override_mismatch", "plugin_class": plugin_cls, "method": name,
                                                 "added": problems, "removed": required_removed,
+                                                **({"optional_only": True, "positions": {p: positions.get(p) for p in problems}}
+                                                   if optional_only else {}),
                                                 "new_signature": new_member.signature.render(),
                                                 "override_signature": plugin_sig.render()}, subject=f"override:{plugin_cls}.{name}"))
         if base_cls is None:
             return findings
+        findings.extend(self._copied_overrides(use, base_cls, target_cls, loc))
         # F10: the upstream class's own bases changed (compared by name: a base that merely moved is the same).
         old_bases = [b.rsplit(".", 1)[-1] for b in base_cls[0].bases]
         new_bases = [b.rsplit(".", 1)[-1] for b in target_cls[0].bases]
@@ -531,6 +682,7 @@ class DriftAnalyzer:
                                     + ("" if hard else " (the base raises NotImplementedError: fails when called)"),
                                     detail={"methods": missing, "plugin_class": plugin_cls,
                                             "kinds": {m: new_abstract[m] for m in missing}}, subject=f"abstract:{plugin_cls}"))
+        findings.extend(self._rpc_methods(use, target_cls, plugin_members, loc))
         # F7: attributes the base's __init__ now sets, when the subclass replaces __init__ without calling it.
         if use.detail.get("defines_init") and not use.detail.get("calls_super_init"):
             new_attrs = self._init_attrs(self.target, *target_cls)
@@ -546,6 +698,213 @@ class DriftAnalyzer:
                                         detail={"attributes": missing_attrs, "plugin_class": plugin_cls, "read_by_upstream": read},
                                         subject=f"attrs:{plugin_cls}"))
         return findings
+
+    # ------------------------------------------------------------------ copied bodies and installed patches
+
+    def _module_lines(self, index: TreeIndex, module: str) -> list[str]:
+        key = (id(index), module)
+        if key not in self._bodies:
+            path = index.files.get(module)
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace") if path is not None and path.is_file() else ""
+            except OSError:
+                text = ""
+            self._bodies[key] = text.splitlines()  # type: ignore[assignment]
+        return self._bodies[key]  # type: ignore[return-value]
+
+    def _definition_body(self, index: TreeIndex, module: str, definition: Definition | None) -> str | None:
+        from porter.upgrade.index import body_text
+
+        if definition is None or not definition.body_span:
+            return None
+        return body_text(self._module_lines(index, module), definition.body_span)
+
+    def _member_body(self, index: TreeIndex, cls: Definition, module: str, name: str) -> str | None:
+        for klass, where in index.mro(cls, module):
+            member = klass.member(name)
+            if member is not None:
+                return self._definition_body(index, where, member)
+        return None
+
+    def _copied_finding(self, use: Use, symbol: str, plugin_body: str, old_body: str | None, new_body: str | None,
+                        loc: Location, what: str) -> Finding | None:
+        """A plugin body copied from upstream (similar to the baseline's) whose upstream original changed."""
+        if not plugin_body or not old_body or new_body is None or old_body == new_body or len(old_body) < 80:
+            return None
+        similarity = fuzz.ratio(plugin_body, old_body) / 100
+        if similarity < COPY_THRESHOLD:
+            return None
+        import difflib
+
+        diff = "\n".join(difflib.unified_diff(old_body.splitlines(), new_body.splitlines(), "baseline", "target", lineterm="", n=1))
+        return Finding(DriftFamily.OTHER, symbol, loc, Severity.RISKY,
+                       f"{what} copies upstream {symbol} (similarity {similarity:.2f} to the baseline body); "
+                       "upstream changed that body at the target: port the change",
+                       evidence=(f"body similarity {similarity:.2f}",),
+                       detail={"change": "copied_body_changed", "similarity": round(similarity, 3),
+                               "upstream_diff": diff[:4000]}, subject=f"copy:{what}")
+
+    def _copied_overrides(self, use: Use, base_cls: tuple[Definition, str], target_cls: tuple[Definition, str],
+                          loc: Location) -> list[Finding]:
+        out: list[Finding] = []
+        bodies: dict[str, str] = use.detail.get("bodies", {})
+        for name, plugin_body in bodies.items():
+            if name.startswith("__") and name != "__init__" or len(plugin_body) < 80:
+                continue
+            old_body = self._member_body(self.baseline, *base_cls, name)  # type: ignore[arg-type]
+            if old_body is None or fuzz.ratio(plugin_body, old_body) / 100 < COPY_THRESHOLD:
+                continue
+            new_body = self._member_body(self.target, *target_cls, name)
+            finding = self._copied_finding(use, f"{use.symbol}.{name}", plugin_body, old_body, new_body, loc,
+                                           f"{use.detail.get('cls', '?')}.{name}")
+            if finding is not None:
+                out.append(finding)
+        return out
+
+    def _patch(self, use: Use) -> list[Finding]:
+        """What the plugin installs over an upstream name: still intercepting, still fitting, still current?"""
+        new = self.target.resolve_dotted(use.symbol)
+        if new.status != "found":
+            return []  # gone: the monkeypatch use reports it
+        old = self.baseline.resolve_dotted(use.symbol) if self.baseline is not None else None
+        loc = self._location(use, old)
+        findings: list[Finding] = []
+        module, rest = self.target.split_dotted(use.symbol)
+        name = rest[0] if len(rest) == 1 else ""
+        if name and new.chain and new.defined_in and new.defined_in != module and old is not None and old.status == "found" \
+                and not old.chain and (old.defined_in or old.module) == module:
+            findings.append(Finding(
+                DriftFamily.MONKEYPATCH, use.symbol, loc, Severity.BREAKING,
+                f"{use.symbol} is only an alias at the target (defined in {new.defined_in}): the patch replaces the "
+                f"alias, callers that import it from {new.defined_in} are no longer intercepted",
+                evidence=(f"target: {module} imports {name} from {new.defined_in}", f"baseline: defined in {module}"),
+                detail={"change": "patch_alias", "defined_in": new.defined_in}, subject="alias"))
+        definition = new.definition
+        repl = use.detail.get("replacement_signature")
+        decorators = [d.rsplit(".", 1)[-1] for d in use.detail.get("replacement_decorators", [])]
+        if repl is not None and definition is not None and definition.kind == "function" and definition.signature \
+                and not decorators:
+            problems = _replacement_mismatch(repl, definition.signature)
+            old_def = old.definition if old is not None and old.status == "found" else None
+            old_problems = _replacement_mismatch(repl, old_def.signature) if old_def is not None and old_def.signature else None
+            fresh = [p for p in problems if old_problems is None or p not in old_problems]
+            if fresh:
+                findings.append(Finding(
+                    DriftFamily.MONKEYPATCH, use.symbol, loc, Severity.BREAKING if old_problems is not None else Severity.RISKY,
+                    f"replacement {use.detail.get('replacement')}{repl.render()} no longer fits {use.symbol}"
+                    f"{definition.signature.render()}: {'; '.join(fresh)}",
+                    evidence=(f"target: {definition.signature.render()}",)
+                    + ((f"baseline: {old_def.signature.render()}",) if old_def is not None and old_def.signature else ()),
+                    detail={"change": "patch_signature", "problems": fresh, "replacement_signature": repl.render(),
+                            "new_signature": definition.signature.render()}, subject="patch_signature"))
+        if use.detail.get("replacement_kind") == "class" and definition is not None and definition.kind == "class":
+            bases = {b.rsplit(".", 1)[-1] for b in use.detail.get("replacement_bases", [])}
+            old_def = old.definition if old is not None and old.status == "found" else None
+            if definition.name not in bases and old_def is not None and old_def.kind == "class":
+                new_public = {m.name for m in definition.members if not m.name.startswith("_")}
+                old_public = {m.name for m in old_def.members if not m.name.startswith("_")}
+                lacking = sorted(new_public - old_public - set(use.detail.get("replacement_members", [])))
+                if lacking:
+                    findings.append(Finding(
+                        DriftFamily.MONKEYPATCH, use.symbol, loc, Severity.RISKY,
+                        f"stand-in {use.detail.get('replacement')} replaces {use.symbol} without subclassing it and lacks "
+                        f"its new member(s) {', '.join(lacking)}",
+                        detail={"change": "stand_in", "missing": lacking}, subject="stand_in"))
+        body = use.detail.get("replacement_body")
+        if body and old is not None and old.status == "found" and old.definition is not None and definition is not None:
+            old_body = self._definition_body(self.baseline, old.defined_in or old.module, old.definition)  # type: ignore[arg-type]
+            new_body = self._definition_body(self.target, new.defined_in or new.module, definition)
+            finding = self._copied_finding(use, use.symbol, body, old_body, new_body, loc,
+                                           f"replacement {use.detail.get('replacement')}")
+            if finding is not None:
+                findings.append(finding)
+        return findings
+
+    def _drop_uncalled_optional(self, per_use: list[tuple[Use, Guard, list[Finding], bool]]) -> list[tuple[Use, Guard, list[Finding], bool]]:
+        """An override that lacks a parameter the base gained *with a default* breaks only when an
+        upstream caller passes it: keep those findings only where the target's code does."""
+        import ast as _ast
+        import re as _re
+
+        pending = {(f.detail["method"], p, f.detail.get("positions", {}).get(p)) for _, _, fs, _ in per_use for f in fs
+                   if f.detail.get("optional_only") for p in f.detail.get("added", [])}
+        if not pending:
+            return per_use
+        methods = sorted({m for m, _, _ in pending})
+        call = _re.compile(rb"\.(" + b"|".join(_re.escape(m.encode()) for m in methods) + rb")\(")
+        passed: set[tuple[str, str]] = set()
+        for path in self.target.files.values():
+            if path.is_dir():
+                continue
+            try:
+                text = path.read_bytes()
+            except OSError:
+                continue
+            found = {m.group(1).decode() for m in call.finditer(text)}
+            wanted = [(m, p, pos) for m, p, pos in pending if m in found and (m, p) not in passed
+                      and (p.encode() in text or pos is not None)]
+            if not wanted:
+                continue
+            try:
+                tree = _ast.parse(text)
+            except (SyntaxError, ValueError):
+                continue
+            for node in _ast.walk(tree):
+                if isinstance(node, _ast.Call) and isinstance(node.func, _ast.Attribute) and node.func.attr in found:
+                    keywords = {k.arg for k in node.keywords}
+                    positional = 0 if any(isinstance(a, _ast.Starred) for a in node.args) else len(node.args)
+                    for m, p, pos in wanted:
+                        if m == node.func.attr and (p in keywords or (pos is not None and positional > pos)):
+                            passed.add((m, p))
+        out = []
+        for use, guard, findings, broken in per_use:
+            kept = []
+            for f in findings:
+                if f.detail.get("optional_only"):
+                    used = [p for p in f.detail.get("added", []) if (f.detail["method"], p) in passed]
+                    if not used:
+                        continue  # no upstream caller passes the new optional parameter(s)
+                    f = replace(f, detail={**f.detail, "passed_by_upstream_callers": used})
+                kept.append(f)
+            out.append((use, guard, kept, broken))
+        return out
+
+    def _rpc_calls(self, index: TreeIndex) -> set[str]:
+        """Method names the upstream invokes on every worker by name (`collective_rpc("name", ...)`)."""
+        import re as _re
+
+        key = (id(index), "rpc")
+        if key not in self._bodies:
+            pattern = _re.compile(rb"collective_rpc\(\s*[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']")
+            names: set[str] = set()
+            for path in index.files.values():
+                if path.is_file():
+                    try:
+                        text = path.read_bytes()
+                    except OSError:
+                        continue
+                    if b"collective_rpc" in text:
+                        names.update(m.group(1).decode() for m in pattern.finditer(text))
+            self._bodies[key] = names  # type: ignore[assignment]
+        return self._bodies[key]  # type: ignore[return-value]
+
+    def _rpc_methods(self, use: Use, target_cls: tuple[Definition, str], plugin_members: set[str],
+                     loc: Location) -> list[Finding]:
+        """A worker subclass must answer every RPC the engine sends: names newly sent at the target
+        that neither the plugin class nor its upstream bases define break at the first call."""
+        if self.baseline is None or not any(k.name.endswith("WorkerBase") for k, _ in self.target.mro(*target_cls)):
+            return []
+        new = self._rpc_calls(self.target) - self._rpc_calls(self.baseline)
+        missing = sorted(n for n in new if n not in plugin_members and self.target.class_member(*target_cls, n) is None)
+        if not missing:
+            return []
+        plugin_cls = use.detail.get("cls", "?")
+        return [Finding(DriftFamily.NEW_METHOD, use.symbol, loc, Severity.BREAKING,
+                        f"the target calls collective_rpc({', '.join(repr(m) for m in missing)}) on every worker; "
+                        f"{plugin_cls} and {use.symbol.rsplit('.', 1)[-1]} do not define it",
+                        evidence=tuple(f"new at the target: collective_rpc({m!r})" for m in missing),
+                        detail={"methods": missing, "plugin_class": plugin_cls, "kinds": {m: "rpc" for m in missing}},
+                        subject=f"rpc:{plugin_cls}")]
 
     @staticmethod
     def _abstract_methods(index: TreeIndex, cls: Definition, module: str) -> dict[str, str]:
@@ -572,7 +931,35 @@ class DriftAnalyzer:
 
     # ------------------------------------------------------------------ merge per family and symbol
 
-    def _merge(self, per_use: list[tuple[Use, Guard, list[Finding], bool]]) -> tuple[list[DriftRecord], list[DriftRecord]]:
+    def _verdict_text(self, items: list[tuple[Use, Guard, "Finding"]], is_note: bool, severity: Severity,
+                      guards: dict[tuple[str, int], GuardVerdict]) -> tuple[str, str]:
+        """(lane, verdict) of a merged record: which lane runs its sites and what to do at the target."""
+        target = self.lanes.target_label if self.lanes else "the target"
+        lanes = {self._use_lane.get(id(u), ("both", None))[0] for u, _, _ in items}
+        lane = lanes.pop() if len(lanes) == 1 else "both"
+        verdict_of = None
+        for u, _, _ in items:
+            block = self._use_lane.get(id(u), ("both", None))[1]
+            if block is not None and (u.site.path, block.line) in guards:
+                verdict_of = guards[(u.site.path, block.line)]
+                break
+        if is_note:
+            if any(g.live for _, g, _ in items):
+                return lane, "absorbed by its except-ImportError fallback"
+            if verdict_of is not None and verdict_of.verdict == "collapse":
+                return lane, _COLLAPSE.format(target=target)
+            if verdict_of is not None and verdict_of.verdict == "retarget":
+                return lane, _RETARGET.format(target=verdict_of.retarget_to or target)
+            return lane, f"dead at {target}"
+        if verdict_of is not None and verdict_of.verdict == "retarget":
+            return lane, _RETARGET.format(target=verdict_of.retarget_to or target)
+        if severity is Severity.BREAKING:
+            return lane, _BREAKS_AT_TARGET.format(target=target)
+        return lane, f"may break at {target}"
+
+    def _merge(self, per_use: list[tuple[Use, Guard, list[Finding], bool]],
+               guard_list: list[GuardVerdict] | None = None) -> tuple[list[DriftRecord], list[DriftRecord]]:
+        guards = {(g.path, g.line): g for g in guard_list or []}
         groups: dict[tuple, list[tuple[Use, Guard, Finding]]] = defaultdict(list)
         for use, guard, findings, _ in per_use:
             for finding in findings:
@@ -594,7 +981,10 @@ class DriftAnalyzer:
                 severity = Severity.NOTE
                 why = "an except-ImportError fallback absorbs it" if guard.live else f"only under a dead guard ({guard.expression})"
                 message = f"{message} [{why}]"
+            lane, verdict = self._verdict_text(items, is_note, severity, guards)
             record = DriftRecord(
+                lane=lane,
+                verdict=verdict,
                 family=family,
                 symbol=symbol,
                 old_location=finding.old_location,
@@ -612,7 +1002,9 @@ class DriftAnalyzer:
             )
             (notes if is_note else records).append(record)
         order = {f: i for i, f in enumerate(DriftFamily)}
-        key = lambda r: (order[r.family], r.symbol, r.detail.get("parameter", ""), r.detail.get("method", ""))  # noqa: E731
+        rank = {Severity.BREAKING: 0, Severity.RISKY: 1, Severity.NOTE: 2}
+        # Live breaks first (what fails at the target), then risks; within each, by family and symbol.
+        key = lambda r: (rank[r.severity], order[r.family], r.symbol, r.detail.get("parameter", ""), r.detail.get("method", ""))  # noqa: E731
         return sorted(records, key=key), sorted(notes, key=key)
 
 
@@ -626,6 +1018,23 @@ def _platform_segment(candidate: str, old: str) -> str:
         if part in _PLATFORM_SEGMENTS and part not in old_parts:
             return part
     return ""
+
+
+def _replacement_mismatch(replacement: Signature, target: Signature) -> list[str]:
+    """Why callers of `target` cannot call `replacement` the same way (empty: it fits)."""
+    problems: list[str] = []
+    names = set(replacement.names)
+    for param in target.params:
+        if param.kind in ("varargs", "varkw"):
+            continue
+        if param.name not in names and not (replacement.has_varkw if param.kind == "kwonly" else
+                                            replacement.has_varargs or replacement.has_varkw):
+            problems.append(f"does not accept '{param.name}'")
+    target_names = set(target.names)
+    for name in replacement.required_names():
+        if name not in target_names and not target.has_varkw and not target.has_varargs:
+            problems.append(f"requires '{name}' that callers of the target do not pass")
+    return problems
 
 
 def _absorbed(use: Use) -> bool:
@@ -707,8 +1116,9 @@ def compute_drift(
     conventions: GuardConventions,
     target_versions: TargetVersions,
     stage: Callable[[str, int | None], Any] | None = None,
+    lanes: Lanes | None = None,
 ) -> DriftResult:
-    return DriftAnalyzer(target, baseline, conventions, target_versions, stage).run(files)
+    return DriftAnalyzer(target, baseline, conventions, target_versions, stage, lanes).run(files)
 
 
 __all__ = ["DriftAnalyzer", "DriftResult", "Finding", "Verdict", "compute_drift", "Site"]

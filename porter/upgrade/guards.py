@@ -29,6 +29,7 @@ class Condition:
     source: str = ""
     negated: bool = False
     try_id: int = 0  # pairs a try body with its handlers
+    line: int = 0  # of the `if` statement (its guard block), 0 when unknown
 
     def to_tuple(self) -> tuple:
         return (self.kind, self.source, self.negated, self.try_id)
@@ -44,12 +45,24 @@ class GuardConventions:
 
 
 @dataclass(frozen=True)
+class MainRef:
+    """An upstream's development branch (the plugin's main lane): no release number, never equal to
+    a release, and at least as new as `floor` (the newest release it is known to be past)."""
+
+    floor: Version | None = None
+
+    def __str__(self) -> str:
+        return f"main (>= {self.floor})" if self.floor else "main"
+
+
+@dataclass(frozen=True)
 class TargetVersions:
-    """The version of each upstream at the target; None = a git ref with no release number (main)."""
+    """The version of each upstream at the target; None = a git ref with no release number;
+    MainRef = the development branch past a known release."""
 
-    versions: dict[str, Version | None] = field(default_factory=dict)
+    versions: dict[str, Version | MainRef | None] = field(default_factory=dict)
 
-    def of(self, upstream: str) -> Version | None:
+    def of(self, upstream: str) -> Version | MainRef | None:
         return self.versions.get(upstream)
 
 
@@ -106,6 +119,8 @@ class _Evaluator:
                 have = self.target.of(self.conv.version_functions[func])
                 if wanted is None:
                     return None
+                if isinstance(have, MainRef):
+                    return False  # a development build never equals a release
                 return have is not None and have == wanted
         if func == "hasattr" and len(node.args) == 2 and self.hasattr_fn is not None:
             obj, attr = node.args
@@ -161,6 +176,8 @@ class _Evaluator:
         have, as_tuple = lhs
         if have is None:
             return None  # a git ref without a release number: unknown
+        if isinstance(have, MainRef):
+            return _compare_main(have, op, rhs, flipped)
         if as_tuple and isinstance(right if not flipped else left, ast.Tuple):
             width = len((right if not flipped else left).elts)  # type: ignore[union-attr]
             have = parse_version(".".join(str(x) for x in have.release[:width]))
@@ -169,6 +186,23 @@ class _Evaluator:
         a, b = (have, rhs) if not flipped else (rhs, have)
         ops = {ast.Lt: a < b, ast.LtE: a <= b, ast.Gt: a > b, ast.GtE: a >= b, ast.Eq: a == b, ast.NotEq: a != b}
         return ops.get(type(op))
+
+
+def _compare_main(have: MainRef, op: ast.cmpop, literal: Version, flipped: bool) -> bool | None:
+    """`main OP literal` (or flipped) knowing only main >= floor: decided where monotonicity allows."""
+    if flipped:  # literal OP main  ==  main OP' literal
+        op = {ast.Lt: ast.Gt(), ast.LtE: ast.GtE(), ast.Gt: ast.Lt(), ast.GtE: ast.LtE()}.get(type(op), op)
+    if isinstance(op, ast.Eq):
+        return False
+    if isinstance(op, ast.NotEq):
+        return True
+    if have.floor is None:
+        return None
+    if isinstance(op, (ast.Gt, ast.GtE)):
+        return True if have.floor >= literal else None
+    if isinstance(op, (ast.Lt, ast.LtE)):
+        return False if have.floor >= literal else None
+    return None
 
 
 def evaluate_condition(

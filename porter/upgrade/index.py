@@ -21,7 +21,7 @@ from typing import Callable, Iterable
 
 from porter.fsutil import atomic_write_bytes
 
-INDEX_VERSION = 8
+INDEX_VERSION = 10
 _PARALLEL_THRESHOLD = 48  # below this many uncached modules a process pool costs more than it saves
 
 
@@ -97,6 +97,8 @@ class Definition:
     shape: str = ""  # top-level statement kinds of the body: a cheap fingerprint for "same body"
     abstract_kind: str = ""  # "abstract" (@abstractmethod) | "not_implemented" (body raises it) | ""
     reads: tuple[str, ...] = ()  # for a class: self.<attr> read by its methods other than __init__
+    method_kind: str = ""  # for a function in a class body: "" | classmethod | staticmethod
+    body_span: tuple[int, int] = ()  # for a function: first and last line of its body (docstring excluded)
 
     def member(self, name: str) -> "Definition | None":
         for m in self.members:
@@ -225,9 +227,56 @@ def _abstract_kind(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     return "not_implemented" if _raises_not_implemented(fn) else ""
 
 
+def _method_kind(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    for dec in fn.decorator_list:
+        name = (dotted_name(dec) or "").rsplit(".", 1)[-1]
+        if name in ("classmethod", "staticmethod"):
+            return name
+    return ""
+
+
+def _class_statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    """A class body with the bodies of its if/try blocks inlined (members defined per version)."""
+    out: list[ast.stmt] = []
+    for stmt in body:
+        if isinstance(stmt, ast.If):
+            out.extend(_class_statements(stmt.body) + _class_statements(stmt.orelse))
+        elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+            out.extend(_class_statements(stmt.body) + _class_statements(stmt.orelse))  # type: ignore[attr-defined]
+            for handler in stmt.handlers:  # type: ignore[attr-defined]
+                out.extend(_class_statements(handler.body))
+        else:
+            out.append(stmt)
+    return out
+
+
+def body_span(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[int, int]:
+    """First and last line of a function's body, its docstring left out."""
+    body = fn.body
+    if len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]
+    return body[0].lineno, fn.end_lineno or body[-1].lineno
+
+
+def body_text(lines: list[str], span: tuple[int, int] | tuple[()]) -> str:
+    """The body's source lines, stripped, without blank and comment-only lines: comparable across
+    indentation and comment edits, and cheap (no unparse)."""
+    if not span:
+        return ""
+    out = []
+    for line in lines[span[0] - 1: span[1]]:
+        text = line.strip()
+        if text and not text.startswith("#"):
+            out.append(text)
+    return "\n".join(out)
+
+
 def _function_def(fn: ast.FunctionDef | ast.AsyncFunctionDef, conditional: str) -> Definition:
     kind = _abstract_kind(fn)
     return Definition(
+        body_span=body_span(fn),
+        method_kind=_method_kind(fn),
         name=fn.name,
         kind="property" if _is_property(fn) else "function",
         line=fn.lineno,
@@ -384,7 +433,7 @@ class _ModuleVisitor:
         members: list[Definition] = []
         instance_attrs: list[str] = []
         reads: set[str] = set()
-        for stmt in node.body:
+        for stmt in _class_statements(node.body):
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 members.append(_function_def(stmt, ""))
                 if stmt.name == "__init__":
@@ -638,7 +687,7 @@ class TreeIndex:
             info = parse_module(name, str(path.relative_to(self.root)), source)
             self.stats["parsed"] += 1
             if cache_path is not None:
-                atomic_write_bytes(cache_path, pickle.dumps(info, protocol=pickle.HIGHEST_PROTOCOL))
+                atomic_write_bytes(cache_path, pickle.dumps(info, protocol=pickle.HIGHEST_PROTOCOL), durable=False)
         self._modules[name] = info
         return info
 
@@ -669,7 +718,7 @@ class TreeIndex:
                 self.stats["parsed"] += 1
                 cache_path = self._cache_path(self._cache_key(name, self.files[name].read_bytes()))
                 if cache_path is not None:
-                    atomic_write_bytes(cache_path, blob)
+                    atomic_write_bytes(cache_path, blob, durable=False)
                 if progress:
                     progress(1)
 
@@ -857,7 +906,7 @@ class TreeIndex:
                 if definition is not None:
                     out[name].append((module, definition))
         if cache_path is not None:
-            atomic_write_bytes(cache_path, pickle.dumps((out, self.hit_counts), protocol=pickle.HIGHEST_PROTOCOL))
+            atomic_write_bytes(cache_path, pickle.dumps((out, self.hit_counts), protocol=pickle.HIGHEST_PROTOCOL), durable=False)
         return out
 
     def fingerprint(self) -> str:

@@ -132,6 +132,8 @@ class DriftRecord:
     suggested_strategy: str = ""  # e.g. "lazy_import_fallback", "signature_adapter", "todo_stub"
     detail: dict[str, Any] = field(default_factory=dict)  # family-specific facts (params, methods, ...)
     message: str = ""
+    lane: str = ""  # both | release | main | none: which lane of the plugin runs the sites (before the move)
+    verdict: str = ""  # what to do at the target: breaks at NEW / dead at NEW: collapse / retarget the guard to NEW
 
     @property
     def key(self) -> str:
@@ -155,6 +157,8 @@ class DriftRecord:
             "guard": self.guard.to_dict(),
             "suggested_strategy": self.suggested_strategy,
             "detail": self.detail,
+            "lane": self.lane,
+            "verdict": self.verdict,
         }
 
 

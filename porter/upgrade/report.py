@@ -8,6 +8,7 @@ from typing import Any
 
 from porter.errors import UsageError
 from porter.fsutil import atomic_write_text
+from porter.output import print_whole
 from porter.redact import redact_text
 from porter.upgrade.analyze import AnalysisReport
 from porter.upgrade.models import DriftFamily, DriftRecord, Outcome
@@ -23,13 +24,18 @@ OUTCOME_STYLE = {
 SEVERITY_STYLE = {"breaking": "red", "risky": "dark_orange", "note": "dim"}
 
 
+SEVERITY_ORDER = {"breaking": 0, "risky": 1, "note": 2}
+
+
 def grouped(records: list[DriftRecord]) -> list[tuple[str, list[DriftRecord]]]:
-    """Records grouped by family, in taxonomy order."""
+    """Records grouped by family, breaking first: families with a breaking finding before the
+    others (taxonomy order within each), and breaking rows first inside a family."""
     out = []
     for family in DriftFamily:
-        members = [r for r in records if r.family == family]
+        members = sorted((r for r in records if r.family == family), key=lambda r: SEVERITY_ORDER.get(r.severity.value, 3))
         if members:
             out.append((family.value, members))
+    out.sort(key=lambda group: min(SEVERITY_ORDER.get(r.severity.value, 3) for r in group[1]))
     return out
 
 
@@ -57,25 +63,26 @@ def render_rich(report: AnalysisReport, console: Any) -> None:
         console.print(f"  • {reason}", markup=False)
     for family, records in grouped(report.records):
         table = Table(title=f"{family} {records[0].family.label} ({len(records)})", title_justify="left", expand=True)
-        table.add_column("symbol", overflow="fold", ratio=3)
+        # identifiers and paths are never folded or cut (porter.output.print_whole); the prose wraps
+        table.add_column("symbol", no_wrap=True, overflow="ignore")
         table.add_column("sev", no_wrap=True)
-        table.add_column("new home", overflow="fold", ratio=3)
-        table.add_column("sites", overflow="fold", ratio=2)
-        table.add_column("finding", overflow="fold", ratio=4)
+        table.add_column("new home", no_wrap=True, overflow="ignore")
+        table.add_column("sites", no_wrap=True, overflow="ignore")
+        table.add_column("finding", min_width=30)
         for rec in records:
             home = f"{rec.new_location.dotted} ({rec.confidence:.2f})" if rec.new_location else "—"
             table.add_row(rec.symbol, Text(rec.severity.value, style=SEVERITY_STYLE[rec.severity.value]), home, _sites(rec),
                           Text(rec.message))
-        console.print(table)
+        print_whole(console, table)
     if report.notes:
         table = Table(title=f"notes: dead guards and absorbed fallbacks ({len(report.notes)})", title_justify="left", expand=True)
         table.add_column("family", no_wrap=True)
-        table.add_column("symbol", overflow="fold", ratio=3)
-        table.add_column("sites", overflow="fold", ratio=2)
-        table.add_column("why", overflow="fold", ratio=4)
+        table.add_column("symbol", no_wrap=True, overflow="ignore")
+        table.add_column("sites", no_wrap=True, overflow="ignore")
+        table.add_column("why", min_width=30)
         for rec in report.notes:
             table.add_row(rec.family.value, rec.symbol, _sites(rec), Text(rec.message))
-        console.print(table)
+        print_whole(console, table)
     for notice in report.notices:
         console.print(f"[yellow]notice:[/] {notice}")
     timings = ", ".join(f"{k} {v:.2f}s" for k, v in report.timings.items())
@@ -111,9 +118,10 @@ def check_report_path(path: Path, option: str) -> None:
     if path.is_dir():
         raise UsageError(f"{option} {path} is a directory", hint=f"give a file name, e.g. {option} {path / 'report'}")
     parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+    if not parent.is_dir():  # a typo in a directory name must not become a new directory tree
+        raise UsageError(f"{option} {path}: directory {parent} does not exist",
+                         hint=f"create it first (mkdir -p {parent}) or pick an existing directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
         raise UsageError(f"{option} {path}: cannot write under {parent}", hint="pick a writable location")
 
 

@@ -1,6 +1,8 @@
-"""Where upstream and plugin trees come from: git (ls-remote, bare mirrors, `git archive` of any
-ref), PyPI (release list from the JSON API, `pip download --no-deps` of a wheel, the sdist as a
-fallback; only Python sources are kept) and local directories or archives.
+"""Where upstream and plugin trees come from: git (ls-remote, bare mirrors -- partial clones,
+`--filter=blob:none` -- and `git archive` of any ref), package indexes (the release list from
+pip's configured index through the simple API, PEP 691 JSON or PEP 503 HTML; the sdist when the
+release has one, a wheel through `pip download --no-deps` otherwise; only Python sources are
+kept) and local directories or archives.
 
 Everything lands read-only in the cache (`<cache_dir>/trees/...`); a user checkout is only ever
 read (`git archive` reads objects, never the working tree or HEAD). Offline (config or a network
@@ -32,7 +34,8 @@ from packaging.version import InvalidVersion, Version
 from porter.errors import EnvironmentProblem, InputError
 from porter.fsutil import atomic_write_text
 
-PYPI_JSON = "https://pypi.org/pypi/{name}/json"
+DEFAULT_INDEX = "https://pypi.org/simple/"
+SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
 PIP_PLATFORMS = ("manylinux_2_31_x86_64", "manylinux_2_28_x86_64", "manylinux_2_24_x86_64",
                  "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux1_x86_64", "any")
 COMPLETE = ".porter-complete"
@@ -91,6 +94,145 @@ def nearby_releases(releases: Any, wanted: Version, count: int = 5) -> list[str]
     below = [v for v in final if Version(v) < wanted]
     above = [v for v in final if Version(v) > wanted]
     return below[-2:] + above[:2]
+
+
+def _pip_config_files(env: dict[str, str]) -> list[Path]:
+    """pip's configuration files, lowest priority first (site-wide, user, virtualenv, PIP_CONFIG_FILE)."""
+    home = Path(env.get("HOME", str(Path.home())))
+    xdg_dirs = env.get("XDG_CONFIG_DIRS", "/etc/xdg").split(":")
+    files = [Path(d) / "pip" / "pip.conf" for d in xdg_dirs] + [Path("/etc/pip.conf")]
+    files += [home / ".pip" / "pip.conf", Path(env.get("XDG_CONFIG_HOME", str(home / ".config"))) / "pip" / "pip.conf"]
+    if env.get("VIRTUAL_ENV"):
+        files.append(Path(env["VIRTUAL_ENV"]) / "pip.conf")
+    if env.get("PIP_CONFIG_FILE") and env["PIP_CONFIG_FILE"] != os.devnull:
+        files.append(Path(env["PIP_CONFIG_FILE"]))
+    return files
+
+
+def index_url(env: dict[str, str] | None = None) -> str:
+    """The package index pip would use: `PIP_INDEX_URL`, else `index-url` of pip's config files
+    (`[global]`, `[download]`, `[install]`; later files win), else PyPI's simple API."""
+    import configparser
+
+    env = dict(os.environ) if env is None else env
+    if env.get("PIP_INDEX_URL"):
+        return env["PIP_INDEX_URL"].split()[0]
+    found = ""
+    for path in _pip_config_files(env):
+        parser = configparser.ConfigParser(interpolation=None)
+        try:
+            parser.read(path, encoding="utf-8")
+        except (configparser.Error, OSError, UnicodeDecodeError):
+            continue
+        for section in ("global", "download", "install"):
+            if parser.has_option(section, "index-url"):
+                found = parser.get(section, "index-url").split()[0]
+    return found or DEFAULT_INDEX
+
+
+def normalize_project(name: str) -> str:
+    """PEP 503 name normalisation (`vllm_ascend` -> `vllm-ascend`)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def version_of_file(filename: str) -> str | None:
+    """The release a distribution file belongs to: `vllm-0.18.0.tar.gz`, `vllm-0.18.0-cp38-abi3-....whl`."""
+    if filename.endswith(".whl"):
+        parts = filename[:-4].split("-")
+        return parts[1] if len(parts) >= 5 else None
+    for ext in (".tar.gz", ".zip", ".tar.bz2", ".tgz"):
+        if filename.endswith(ext):
+            stem = filename[: -len(ext)]
+            return stem.rsplit("-", 1)[1] if "-" in stem else None
+    return None
+
+
+class _LinkParser:
+    """PEP 503 HTML: `<a href="URL#sha256=..." data-yanked>filename</a>` per file."""
+
+    def __init__(self) -> None:
+        from html.parser import HTMLParser
+
+        self.links: list[dict[str, Any]] = []
+        outer = self
+
+        class Parser(HTMLParser):
+            current: dict[str, Any] | None = None
+
+            def handle_starttag(self, tag, attrs):
+                if tag == "a":
+                    self.current = dict(attrs) | {"text": ""}
+
+            def handle_data(self, data):
+                if self.current is not None:
+                    self.current["text"] += data
+
+            def handle_endtag(self, tag):
+                if tag == "a" and self.current is not None:
+                    outer.links.append(self.current)
+                    self.current = None
+
+        self.parser = Parser()
+
+    def feed(self, text: str) -> list[dict[str, Any]]:
+        self.parser.feed(text)
+        return self.links
+
+
+def parse_simple_index(base_url: str, content_type: str, body: bytes) -> dict[str, list[dict[str, Any]]]:
+    """{version: [files]} from a simple-API project page (PEP 691 JSON or PEP 503 HTML); file
+    URLs are absolute (a relative `href` is resolved against the page's URL)."""
+    from urllib.parse import urldefrag, urljoin
+
+    files: list[dict[str, Any]] = []
+    if "json" in content_type:
+        doc = json.loads(body)
+        for f in doc.get("files", []):
+            files.append({"filename": f.get("filename", ""), "url": urljoin(base_url, f.get("url", "")),
+                          "sha256": (f.get("hashes") or {}).get("sha256"), "size": f.get("size"),
+                          "yanked": bool(f.get("yanked"))})
+    else:
+        for link in _LinkParser().feed(body.decode("utf-8", errors="replace")):
+            href = link.get("href") or ""
+            url, fragment = urldefrag(urljoin(base_url, href))
+            sha = fragment.split("=", 1)[1] if fragment.startswith("sha256=") else None
+            name = (link.get("text") or "").strip() or url.rsplit("/", 1)[-1]
+            files.append({"filename": name, "url": url, "sha256": sha, "size": None, "yanked": "data-yanked" in link})
+    releases: dict[str, list[dict[str, Any]]] = {}
+    for f in files:
+        version = version_of_file(f["filename"])
+        if version is None:
+            continue
+        f["packagetype"] = "bdist_wheel" if f["filename"].endswith(".whl") else "sdist"
+        releases.setdefault(version, []).append(f)
+    return releases
+
+
+def git_url_rewrites() -> list[tuple[str, str]]:
+    """git's `url.<base>.insteadOf <prefix>` rules (system and global config): (prefix, base)."""
+    from porter.proc import run
+
+    result = run(["git", "config", "--get-regexp", r"^url\..*\.insteadof$"], timeout=10)
+    rules: list[tuple[str, str]] = []
+    for line in (result.stdout or "").splitlines() if result.ok else []:
+        key, _, prefix = line.partition(" ")
+        base = key[len("url."):-len(".insteadof")]
+        if prefix and base:
+            rules.append((prefix, base))
+    return rules
+
+
+def rewrite_url(url: str, rules: list[tuple[str, str]]) -> str:
+    """The URL git really contacts: the longest matching insteadOf prefix replaced by its base."""
+    matches = [(prefix, base) for prefix, base in rules if url.startswith(prefix)]
+    if not matches:
+        return url
+    prefix, base = max(matches, key=lambda m: len(m[0]))
+    return base + url[len(prefix):]
+
+
+def _is_local(url: str) -> bool:
+    return url.startswith("file://") or Path(url).expanduser().is_dir()
 
 
 def _host(url: str) -> str:
@@ -220,6 +362,33 @@ def extract_archive(archive: Path, dest: Path, strip_top: bool | None = None) ->
     return count
 
 
+def _is_partial(repo_path: Path) -> bool:
+    """A promisor (partial) clone: blobs arrive on demand."""
+    from porter.proc import run
+
+    result = run(["git", "-C", str(repo_path), "config", "--get", "remote.origin.promisor"], timeout=10)
+    return result.ok and result.stdout.strip() == "true"
+
+
+class _GitProgress:
+    """GitPython progress -> porter's status line and progress bar (clone of a large mirror takes minutes)."""
+
+    def __init__(self, say: Callable[[str], None], advance: Any):
+        self.say = say
+        self.advance = advance if callable(advance) else (lambda n=1: None)
+        self.last = -1
+
+    def update(self, op_code: int, cur_count, max_count=None, message: str = "") -> None:
+        percent = int(100 * float(cur_count) / float(max_count)) if max_count else -1
+        if percent >= 0 and percent // 10 != self.last // 10:
+            self.say(f"git: {percent}% {message}".rstrip())
+            self.last = percent
+        self.advance(0)
+
+    def __call__(self, *args, **kwargs):
+        return self.update(*args, **kwargs)
+
+
 @dataclass
 class Sources:
     cache_dir: Path
@@ -255,7 +424,26 @@ class Sources:
         return self.stage(description, None) if self.stage is not None else nullcontext(lambda n=1: None)
 
     def online(self, url: str) -> bool:
-        return not self.offline and _host(url) not in self.down_hosts
+        effective = self.effective_url(url) if self._is_git_url(url) else url
+        if _is_local(effective):
+            return True  # a local mirror (insteadOf) needs no network
+        return not self.offline and _host(effective) not in self.down_hosts
+
+    @staticmethod
+    def _is_git_url(url: str) -> bool:
+        return url.endswith(".git") or url.startswith(("git@", "ssh://", "git://", "file://")) or "github.com" in url \
+            or "gitcode.com" in url
+
+    def effective_url(self, url: str) -> str:
+        """`url` after git's `url.<base>.insteadOf` rules (a mirror a site configured, often local)."""
+        if not hasattr(self, "_rewrites"):
+            self._rewrites = git_url_rewrites()
+        return rewrite_url(url, self._rewrites)
+
+    def _git_offline_hint(self, url: str, ref: str = "main") -> str:
+        return (f"pass the tree with --upstream-path {ref}=DIR, or mirror it once where the network reaches: "
+                f"git clone --mirror --filter=blob:none {url} {self.mirror_path(url)} "
+                f"(or point git at a local mirror: git config --global url.<mirror>.insteadOf {url})")
 
     # ------------------------------------------------------------------ local
 
@@ -284,32 +472,34 @@ class Sources:
 
     # ------------------------------------------------------------------ PyPI
 
-    def _fetch_json(self, url: str) -> Any:
-        request = urllib.request.Request(url, headers={"Accept": "application/json", "User-Agent": "porter"})
-        with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 - fixed https URL
-            return json.load(response)
+    def _fetch_index(self, url: str) -> tuple[str, bytes]:
+        """(content type, body) of a simple-API page, JSON preferred (PEP 691)."""
+        request = urllib.request.Request(url, headers={"Accept": f"{SIMPLE_JSON}, text/html;q=0.1", "User-Agent": "porter"})
+        with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 - the configured index
+            return response.headers.get("Content-Type", "") or "", response.read()
+
+    def project_url(self, name: str) -> str:
+        return index_url().rstrip("/") + f"/{normalize_project(name)}/"
 
     def pypi_project(self, name: str) -> dict[str, Any]:
-        """{version: [files]} for a PyPI project, from the network or (offline / on failure) the cache."""
+        """{version: [files]} of a project on pip's configured index, from the network or (offline /
+        on failure) the cache."""
         cache = self.cache_dir / "pypi" / f"{name}.json"
-        url = PYPI_JSON.format(name=name)
+        url = self.project_url(name)
         if self.online(url):
             try:
-                doc = self._fetch_json(url)
-                releases = {
-                    v: [{k: f.get(k) for k in ("filename", "url", "packagetype", "size", "yanked")}
-                        | {"sha256": (f.get("digests") or {}).get("sha256")} for f in files]
-                    for v, files in (doc.get("releases") or {}).items()
-                }
-                data = {"name": name, "fetched": time.time(), "releases": releases}
+                content_type, body = self._fetch_index(url)
+                releases = parse_simple_index(url, content_type, body)
+                data = {"name": name, "index": url, "fetched": time.time(), "releases": releases}
                 atomic_write_text(cache, json.dumps(data))
                 return data
             except urllib.error.HTTPError as exc:
                 if exc.code == 404:
-                    raise InputError(f"{name!r} is not a project on PyPI", hint="check the pypi name in knowledge/upstreams.yaml") from exc
-                self._network_failed(f"PyPI ({exc})", url)
+                    raise InputError(f"{name!r} is not a project on the package index ({url})",
+                                     hint="check the pypi name in knowledge/upstreams.yaml, or pip's index-url") from exc
+                self._network_failed(f"package index ({exc})", url)
             except (urllib.error.URLError, OSError, ValueError) as exc:
-                self._network_failed(f"PyPI ({getattr(exc, 'reason', exc)})", url)
+                self._network_failed(f"package index ({getattr(exc, 'reason', exc)})", url)
         if cache.is_file():
             self.notices.append(f"offline: release list of {name} from the cache ({cache})")
             return json.loads(cache.read_text(encoding="utf-8"))
@@ -355,15 +545,17 @@ class Sources:
             dest = self.cache_dir / "trees" / "pypi" / name / key
             if (dest / COMPLETE).is_file():
                 return Tree(dest, version, "pypi", parsed, origin=f"pypi:{name}=={key}", from_cache=True)
-        if not self.online(PYPI_JSON.format(name=name)):
+        if not self.online(self.project_url(name)):
             raise EnvironmentProblem(f"{name} {version} is not in the cache and the network is unavailable",
                                      hint="run once online, or pass the tree with --upstream-path VERSION=DIR")
         files = releases.get(key) or []
-        self.say(f"downloading {name} {key} (pip download --no-deps) ...")
         downloads = self.cache_dir / "downloads" / name / key
         downloads.mkdir(parents=True, exist_ok=True)
+        # The sdist holds the same Python sources in a fraction of the bytes (vllm: 30 MB vs 320 MB).
+        has_sdist = any(f.get("packagetype") == "sdist" and f.get("url") for f in files)
+        self.say(f"downloading {name} {key} ({'sdist' if has_sdist else 'pip download --no-deps'}) ...")
         with self._bar(f"downloading {name} {key}"):
-            archive = self._pip_download(name, key, downloads) or self._sdist_download(files, downloads)
+            archive = self._sdist_download(files, downloads) or self._pip_download(name, key, downloads)
         if archive is None:
             raise EnvironmentProblem(f"could not download {name} {version} (no usable wheel or sdist)",
                                      hint="check the network, or pass the tree with --upstream-path VERSION=DIR")
@@ -398,8 +590,10 @@ class Sources:
         sdists = [f for f in files if f.get("packagetype") == "sdist" and f.get("url")]
         if not sdists:
             return None
-        info = sdists[0]
+        info = sorted(sdists, key=lambda f: not f["filename"].endswith(".tar.gz"))[0]
         target = downloads / info["filename"]
+        if target.is_file() and info.get("sha256") and hashlib.sha256(target.read_bytes()).hexdigest() == info["sha256"]:
+            return target  # downloaded by an earlier run
         try:
             request = urllib.request.Request(info["url"], headers={"User-Agent": "porter"})
             with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
@@ -439,7 +633,7 @@ class Sources:
         if self.mirror_path(url).is_dir():
             return self._mirror_refs(self.mirror_path(url))
         raise EnvironmentProblem(f"cannot list refs of {url}: no network and nothing cached",
-                                 hint="run once online, or pass the tree with --upstream-path VERSION=DIR")
+                                 hint=self._git_offline_hint(url))
 
     def mirror_path(self, url: str) -> Path:
         if Path(url).expanduser().is_dir():
@@ -469,13 +663,15 @@ class Sources:
             return path
         if not self.online(url):
             raise EnvironmentProblem(f"no mirror of {url} in the cache and the network is unavailable",
-                                     hint="run once online, or pass the tree with --upstream-path VERSION=DIR")
+                                     hint=self._git_offline_hint(url))
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.say(f"mirroring {url} (git clone --mirror) ...")
+        # A partial clone: commits and trees now, file contents only for the refs materialized later.
+        self.say(f"mirroring {url} (git clone --mirror --filter=blob:none) ...")
         tmp = Path(tempfile.mkdtemp(prefix=".mirror-", dir=path.parent))
         try:
-            with self._bar(f"mirroring {url}"):
-                git.Repo.clone_from(url, tmp, mirror=True, env={"GIT_TERMINAL_PROMPT": "0"})
+            with self._bar(f"mirroring {url}") as advance:
+                git.Repo.clone_from(url, tmp, mirror=True, filter="blob:none", progress=_GitProgress(self.say, advance),
+                                    env={"GIT_TERMINAL_PROMPT": "0"})
             os.replace(tmp, path)
         except git.GitCommandError as exc:
             _remove_tree(tmp)
@@ -483,6 +679,26 @@ class Sources:
             raise EnvironmentProblem(f"cannot mirror {url}: {_git_reason(exc)}",
                                      hint="check the URL and the network") from exc
         return path
+
+    def _fetch_blobs(self, repo_path: Path, commit: str) -> None:
+        """Fetch the Python files of `commit` missing from a partial clone, in one request."""
+        from porter.proc import run
+
+        listing = run(["git", "-C", str(repo_path), "ls-tree", "-r", "--full-tree", commit], timeout=120)
+        wanted = [line.split()[2] for line in listing.stdout.splitlines()
+                  if line.split("\t", 1)[-1].endswith((".py", ".pyi")) and " blob " in line]
+        if not wanted:
+            return
+        # rev-list --missing=print names absent objects without fetching them (cat-file would, one by one).
+        listed = run(["git", "-C", str(repo_path), "rev-list", "--objects", "--missing=print", "--no-walk", commit],
+                     timeout=300)
+        missing = {line[1:].strip() for line in listed.stdout.splitlines() if line.startswith("?")}
+        absent = [oid for oid in wanted if oid in missing]
+        if absent:
+            self.say(f"fetching {len(absent)} file(s) of {commit[:12]} (partial clone)")
+            run(["git", "-C", str(repo_path), "-c", "fetch.negotiationAlgorithm=noop", "fetch", "-q", "--no-tags",
+                 "--no-write-fetch-head", "--stdin", "origin"], input_text="\n".join(absent) + "\n", timeout=1800,
+                extra_env={"GIT_TERMINAL_PROMPT": "0"})
 
     def resolve_commit(self, repo_path: Path, ref: str) -> str:
         import git
@@ -521,9 +737,12 @@ class Sources:
         buffer = io.BytesIO()
         self.say(f"materializing {ref} ({commit[:12]}) of {url}")
         try:
+            if _is_partial(repo_path):
+                self._fetch_blobs(repo_path, commit)  # one batched fetch instead of one per file during archive
             git.Repo(repo_path).archive(buffer, commit, format="tar")
         except git.GitCommandError as exc:
-            raise EnvironmentProblem(f"git archive {commit} failed in {repo_path}: {str(exc.stderr).strip()[:200]}") from exc
+            raise EnvironmentProblem(f"git archive {commit} failed in {repo_path}: {str(exc.stderr).strip()[:200]}",
+                                     hint=self._git_offline_hint(url, ref)) from exc
         buffer.seek(0)
         dest.parent.mkdir(parents=True, exist_ok=True)
         archive = dest.parent / f".{commit}.tar"

@@ -192,7 +192,8 @@ def status_row(sources: Sources, spec: PluginSpec, upstream: UpstreamSpec, fork:
     return row
 
 
-def collect_status(config: PorterConfig, name: str | None = None, all_upstreams: bool = False) -> StatusResult:
+def collect_status(config: PorterConfig, name: str | None = None, all_upstreams: bool = False,
+                   offline: bool | None = None) -> StatusResult:
     registry = load_registry(config.upstreams_file)
     forks = load_forks(config.forks_file)
     if name is None:
@@ -204,7 +205,7 @@ def collect_status(config: PorterConfig, name: str | None = None, all_upstreams:
     else:
         raise InputError(f"unknown plugin or upstream {name!r}",
                          hint=f"plugins: {', '.join(sorted(registry.plugins))}; upstreams: {', '.join(sorted(registry.upstreams))}")
-    sources = Sources(Path(config.cache_dir), offline=config.offline)
+    sources = Sources(Path(config.cache_dir), offline=config.offline if offline is None else offline)
     rows: list[StatusRow] = []
     failures: list[PorterError] = []
     for spec in plugins:

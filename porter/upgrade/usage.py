@@ -15,6 +15,7 @@ import fnmatch
 import hashlib
 import os
 import pickle
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,10 +23,10 @@ from typing import Any, Callable, Iterable
 
 from porter.fsutil import atomic_write_bytes
 from porter.upgrade.guards import Condition
-from porter.upgrade.index import Signature, dotted_name, signature_of
+from porter.upgrade.index import Signature, body_span, body_text, dotted_name, signature_of
 from porter.upgrade.models import Site
 
-USAGE_VERSION = 3
+USAGE_VERSION = 4
 DEFAULT_EXCLUDES = ("tests/*", "*/tests/*", "test/*", "benchmarks/*", "examples/*", "docs/*", "build/*", ".*")
 
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "AttributeError", "Exception", "BaseException"}
@@ -51,12 +52,32 @@ class Use:
                 "conditions": [c.to_tuple() for c in self.conditions], "detail": detail}
 
 
+@dataclass(frozen=True)
+class GuardBlock:
+    """An `if` (or `x if c else y`) whose test may be a version check: the unit a guard verdict and
+    a drop edit apply to."""
+
+    path: str
+    line: int
+    end_line: int
+    source: str  # the test
+    kind: str = "if"  # if | elif | ifexp
+    has_else: bool = False
+    conditions: tuple[Condition, ...] = ()  # the conditions the block itself sits under
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "end_line": self.end_line, "guard": self.source, "kind": self.kind}
+
+
 @dataclass
 class FileUsage:
     path: str
     uses: list[Use]
     aliases: dict[str, str]  # local name -> dotted upstream name
     syntax_error: str = ""
+    guard_blocks: list[GuardBlock] = field(default_factory=list)
+    internal_imports: list[tuple[str, tuple[Condition, ...]]] = field(default_factory=list)  # plugin modules it imports
+    module: str = ""  # dotted module name of the file inside the plugin
 
 
 @dataclass
@@ -129,8 +150,42 @@ class _AliasCollector(ast.NodeVisitor):
                 self.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
 
 
+_VERSIONISH_TEST = re.compile(r"version|VERSION")
+FACTORY = "@returns:"  # receiver typed by the return annotation of an upstream function, resolved against the index
+_SELF_SITES = 3  # sites kept per (class, self attribute): enough to find it, not one per read
+
+
+def _function_defs(body: list[ast.stmt]) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """Functions defined in a body, including under if/try blocks (methods per lane)."""
+    out: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+    for stmt in body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out.append(stmt)
+        elif isinstance(stmt, ast.If):
+            out.extend(_function_defs(stmt.body) + _function_defs(stmt.orelse))
+        elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+            out.extend(_function_defs(stmt.body) + _function_defs(stmt.orelse) + _function_defs(stmt.finalbody))  # type: ignore[attr-defined]
+            for handler in stmt.handlers:  # type: ignore[attr-defined]
+                out.extend(_function_defs(handler.body))
+    return out
+
+
+def _class_assigned_names(body: list[ast.stmt]) -> list[str]:
+    out: list[str] = []
+    for stmt in body:
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]):
+                if isinstance(t, ast.Name):
+                    out.append(t.id)
+        elif isinstance(stmt, ast.If):
+            out.extend(_class_assigned_names(stmt.body) + _class_assigned_names(stmt.orelse))
+    return out
+
+
 class _UseVisitor(ast.NodeVisitor):
-    def __init__(self, path: str, lines: list[str], packages: frozenset[str], aliases: dict[str, str]):
+    def __init__(self, path: str, lines: list[str], packages: frozenset[str], aliases: dict[str, str],
+                 module: str = "", is_package: bool = False, plugin_packages: frozenset[str] = frozenset(),
+                 singletons: dict[str, str] | None = None, tree: ast.Module | None = None):
         self.path = path
         self.lines = lines
         self.packages = packages
@@ -139,6 +194,23 @@ class _UseVisitor(ast.NodeVisitor):
         self.conditions: list[Condition] = []
         self.try_counter = 0
         self.class_bases: list[str | None] = []  # upstream base of each enclosing class
+        self.module = module
+        self.is_package = is_package
+        self.plugin_packages = plugin_packages
+        self.singletons = singletons or {}  # dotted upstream object -> dotted upstream class (current_platform)
+        self.guard_blocks: list[GuardBlock] = []
+        self.internal_imports: list[tuple[str, tuple[Condition, ...]]] = []
+        self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self.classes: dict[str, ast.ClassDef] = {}
+        if tree is not None:
+            for stmt in _function_defs(tree.body):
+                self.functions.setdefault(stmt.name, stmt)
+            for node in tree.body:
+                if isinstance(node, ast.ClassDef):
+                    self.classes[node.name] = node
+        self.scopes: list[dict[str, str]] = [{}]  # local name -> dotted upstream class of its value
+        self.self_types: list[dict[str, str]] = []  # per enclosing class: self.<attr> -> dotted upstream class
+        self.self_class: list[dict[str, Any] | None] = []  # per enclosing class with an upstream base: its facts
 
     # -- helpers
 
@@ -174,9 +246,26 @@ class _UseVisitor(ast.NodeVisitor):
         self.visit(node.test)
         source = ast.unparse(node.test)
         kind = "type_checking" if source.rsplit(".", 1)[-1] == "TYPE_CHECKING" else "if"
-        self.visit_block(node.body, Condition(kind, source, False))
+        if kind == "if" and _VERSIONISH_TEST.search(source):
+            first = self.lines[node.lineno - 1].lstrip() if 0 < node.lineno <= len(self.lines) else ""
+            self.guard_blocks.append(GuardBlock(self.path, node.lineno, node.end_lineno or node.lineno, source,
+                                                "elif" if first.startswith("elif") else "if", bool(node.orelse),
+                                                tuple(self.conditions)))
+        self.visit_block(node.body, Condition(kind, source, False, line=node.lineno))
         if node.orelse:
-            self.visit_block(node.orelse, Condition(kind, source, True))
+            self.visit_block(node.orelse, Condition(kind, source, True, line=node.lineno))
+
+    def visit_IfExp(self, node: ast.IfExp) -> None:
+        source = ast.unparse(node.test)
+        if _VERSIONISH_TEST.search(source):
+            self.guard_blocks.append(GuardBlock(self.path, node.lineno, node.end_lineno or node.lineno, source, "ifexp",
+                                                True, tuple(self.conditions)))
+        self.visit(node.test)
+        self.conditions.append(Condition("if", source, False, line=node.lineno))
+        self.visit(node.body)
+        self.conditions[-1] = Condition("if", source, True, line=node.lineno)
+        self.visit(node.orelse)
+        self.conditions.pop()
 
     def visit_Try(self, node: ast.Try) -> None:
         guarded = any(_catches_import_error(h) for h in node.handlers)
@@ -204,9 +293,21 @@ class _UseVisitor(ast.NodeVisitor):
         for alias in node.names:
             if alias.name.split(".")[0] in self.packages:
                 self.add("module", alias.name, node)
+            elif alias.name.split(".")[0] in self.plugin_packages:
+                self.internal_imports.append((alias.name, tuple(self.conditions)))
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        if node.level or not node.module or node.module.split(".")[0] not in self.packages:
+        if node.level or (node.module and node.module.split(".")[0] in self.plugin_packages):
+            from porter.upgrade.index import _absolute
+
+            base = _absolute(self.module, self.is_package, node.level, node.module) if node.level else node.module or ""
+            if base:
+                self.internal_imports.append((base, tuple(self.conditions)))
+                for alias in node.names:  # `from pkg import submodule`
+                    if alias.name != "*":
+                        self.internal_imports.append((f"{base}.{alias.name}", tuple(self.conditions)))
+            return
+        if not node.module or node.module.split(".")[0] not in self.packages:
             return
         for alias in node.names:
             if alias.name == "*":
@@ -220,39 +321,174 @@ class _UseVisitor(ast.NodeVisitor):
         for dec in node.decorator_list:
             self.visit(dec)
         upstream_base = None
+        defs = _function_defs(node.body)
+        plugin_methods = {stmt.name for stmt in defs}
+        assigned: set[str] = set(_class_assigned_names(node.body))
+        self_types: dict[str, str] = {}
+        calls_super_init = False
+        for stmt in defs:  # one walk per method: self.<x> stores (with their types), super().__init__ calls
+            params = None
+            for sub in ast.walk(stmt):
+                if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store) and isinstance(sub.value, ast.Name) \
+                        and sub.value.id == "self":
+                    assigned.add(sub.attr)
+                elif stmt.name == "__init__" and isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) \
+                        and sub.func.attr == "__init__":
+                    calls_super_init = True
+                elif isinstance(sub, (ast.Assign, ast.AnnAssign)):
+                    target = sub.targets[0] if isinstance(sub, ast.Assign) and len(sub.targets) == 1 else getattr(sub, "target", None)
+                    if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"):
+                        continue
+                    value = sub.value
+                    found = self.type_of_annotation(getattr(sub, "annotation", None)) or self.type_of_value(value)
+                    if found is None and isinstance(value, ast.Name):
+                        if params is None:
+                            params = {a.arg: a.annotation for a in [*stmt.args.posonlyargs, *stmt.args.args, *stmt.args.kwonlyargs]}
+                        if value.id in params:
+                            found = self.type_of_annotation(params[value.id])  # self.runner = runner  (runner: Cls)
+                    if found:
+                        self_types.setdefault(target.attr, found)
+        facts: dict[str, Any] | None = None
         for base in node.bases:
             target = base.value if isinstance(base, ast.Subscript) else base
             dotted = self.upstream_dotted(target)
             if dotted:
+                if upstream_base is None:
+                    methods: dict[str, Signature] = {}
+                    bodies: dict[str, str] = {}
+                    for stmt in defs:  # methods under `if vllm_version_is(...)` count too
+                        methods.setdefault(stmt.name, signature_of(stmt))
+                        bodies.setdefault(stmt.name, body_text(self.lines, body_span(stmt)))
                 upstream_base = upstream_base or dotted
-                methods: dict[str, Signature] = {}
-                attrs: list[str] = []
-                calls_super_init = False
-                for stmt in node.body:
-                    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        methods[stmt.name] = signature_of(stmt)
-                        for sub in ast.walk(stmt):
-                            if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store) and dotted_name(sub.value) == "self":
-                                attrs.append(sub.attr)
-                            if (stmt.name == "__init__" and isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute)
-                                    and sub.func.attr == "__init__"):
-                                calls_super_init = True
-                    elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
-                        for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]):
-                            if isinstance(t, ast.Name):
-                                attrs.append(t.id)
-                self.add("subclass", dotted, node, cls=node.name, methods=methods, attrs=sorted(set(attrs)),
-                         defines_init="__init__" in methods, calls_super_init=calls_super_init)
+                self.add("subclass", dotted, node, cls=node.name, methods=methods, attrs=sorted(assigned),
+                         defines_init="__init__" in methods, calls_super_init=calls_super_init, bodies=bodies)
             else:
                 self.visit(base)
+        if upstream_base is not None and all(self.upstream_dotted(b.value if isinstance(b, ast.Subscript) else b)
+                                             or dotted_name(b) in ("object", "ABC", "Generic") for b in node.bases):
+            # Every base is upstream: a `self.x` the class neither defines nor sets comes from upstream.
+            facts = {"base": upstream_base, "cls": node.name, "known": plugin_methods | assigned, "seen": Counter()}
+        self.self_types.append(self_types)
+        self.self_class.append(facts)
         self.class_bases.append(upstream_base)
         for stmt in node.body:
             self.visit(stmt)
         self.class_bases.pop()
+        self.self_class.pop()
+        self.self_types.pop()
 
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        # A nested class body or function resets the "enclosing upstream class" for super() calls.
-        self.generic_visit(node)
+    # -- typed receivers: self.x = Cls(...), x: Cls, registry singletons
+
+    def type_of_annotation(self, node: ast.AST | None) -> str | None:
+        if node is None:
+            return None
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            try:
+                node = ast.parse(node.value, mode="eval").body
+            except SyntaxError:
+                return None
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):  # Cls | None
+            left, right = self.type_of_annotation(node.left), self.type_of_annotation(node.right)
+            return left or right
+        if isinstance(node, ast.Subscript) and (dotted_name(node.value) or "").rsplit(".", 1)[-1] == "Optional":
+            return self.type_of_annotation(node.slice)
+        dotted = self.upstream_dotted(node)
+        return dotted if dotted and dotted.rsplit(".", 1)[-1][:1].isupper() else None
+
+    def type_of_value(self, node: ast.AST | None) -> str | None:
+        """The upstream class of an expression's value, when the plugin's code says it."""
+        if isinstance(node, ast.Call):
+            dotted = self.upstream_dotted(node.func)
+            if dotted and dotted.rsplit(".", 1)[-1][:1].isupper():
+                return dotted  # Cls(...)
+            if dotted:
+                return f"{FACTORY}{dotted}"  # upstream_fn(...): its return annotation decides (drift.py)
+            return None
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            return self.receiver_type(node)
+        return None
+
+    def receiver_type(self, node: ast.AST) -> str | None:
+        if isinstance(node, ast.Name):
+            for scope in reversed(self.scopes):
+                if node.id in scope:
+                    return scope[node.id]
+            dotted = self.aliases.get(node.id)
+            return self.singletons.get(dotted) if dotted else None
+        if isinstance(node, ast.Attribute):
+            if isinstance(node.value, ast.Name) and node.value.id == "self" and self.self_types:
+                return self.self_types[-1].get(node.attr)
+            dotted = self.upstream_dotted(node)
+            return self.singletons.get(dotted) if dotted else None
+        return None
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.visit(node.value)
+        for target in node.targets:
+            self.visit(target)
+            if isinstance(target, ast.Name):
+                keys = self.dict_keys(node.value) if isinstance(node.value, (ast.Dict, ast.Call)) else None
+                if keys is not None:
+                    self.scopes[-1][f"**{target.id}"] = ",".join(keys)
+                else:
+                    self.scopes[-1].pop(f"**{target.id}", None)
+                found = self.type_of_value(node.value)
+                if found:
+                    self.scopes[-1][target.id] = found
+                else:
+                    self.scopes[-1].pop(target.id, None)
+            self.patch_replacement(target, node.value, node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self.visit(node.value)
+        self.visit(node.target)
+        self.visit(node.annotation)
+        if isinstance(node.target, ast.Name):
+            found = self.type_of_annotation(node.annotation) or self.type_of_value(node.value)
+            if found:
+                self.scopes[-1][node.target.id] = found
+
+    def patch_replacement(self, target: ast.AST, value: ast.AST, node: ast.AST, dotted: str | None = None) -> None:
+        """`upstream.attr = plugin_fn` / `= PluginCls`: what replaces the upstream object (signature, body, bases)."""
+        dotted = dotted or (self.upstream_dotted(target) if isinstance(target, ast.Attribute) else None)
+        if not dotted:
+            return
+        name = value.id if isinstance(value, ast.Name) else None
+        detail: dict[str, Any] = {}
+        if isinstance(value, ast.Lambda):
+            from types import SimpleNamespace
+
+            detail = {"replacement": "<lambda>", "replacement_signature": signature_of(SimpleNamespace(args=value.args, returns=None))}  # type: ignore[arg-type]
+        elif name and name in self.functions:
+            fn = self.functions[name]
+            detail = {"replacement": name, "replacement_signature": signature_of(fn), "replacement_body": body_text(self.lines, body_span(fn)),
+                      "replacement_decorators": [dotted_name(d) or "" for d in fn.decorator_list]}
+        elif name and name in self.classes:
+            cls = self.classes[name]
+            bases = [self.upstream_dotted(b) or (dotted_name(b) or "") for b in cls.bases]
+            members = sorted({f.name for f in _function_defs(cls.body)} | set(_class_assigned_names(cls.body)))
+            detail = {"replacement": name, "replacement_kind": "class", "replacement_bases": bases, "replacement_members": members}
+        if detail:
+            self.add("patch", dotted, node, **detail)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        for dec in node.decorator_list:
+            self.visit(dec)
+        self.visit(node.args)
+        if node.returns is not None:
+            self.visit(node.returns)
+        scope: dict[str, str] = {}
+        for arg in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]:
+            found = self.type_of_annotation(arg.annotation)
+            if found:
+                scope[arg.arg] = found
+        self.scopes.append(scope)
+        for stmt in node.body:
+            self.visit(stmt)
+        self.scopes.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
@@ -271,17 +507,64 @@ class _UseVisitor(ast.NodeVisitor):
             attr = node.args[1]
             if target and isinstance(attr, ast.Constant) and isinstance(attr.value, str):
                 self.add("monkeypatch", f"{target}.{attr.value}", node, via="setattr")
+                if len(node.args) >= 3:
+                    self.patch_replacement(node.args[0], node.args[2], node, dotted=f"{target}.{attr.value}")
+        receiver = self.receiver_type(func.value) if isinstance(func, ast.Attribute) else None
+        if receiver is not None:
+            callee = None  # the receiver's class decides, not the singleton's module attribute
+        if isinstance(func, ast.Attribute) and (callee is None or receiver is not None):
+            if receiver is not None:  # self.runner.f(...), current_platform.f(...)
+                symbol = f"{receiver}.{func.attr}"
+                self.add("attribute", symbol, node, via="instance")
+                self.record_call(symbol, node, bound=True, method=func.attr, via="instance")
+                for arg in (*node.args, *(k.value for k in node.keywords)):
+                    self.visit(arg)
+                return
+            if isinstance(func.value, ast.Name) and func.value.id == "self" and self.self_class and self.self_class[-1]:
+                facts = self.self_class[-1]
+                if func.attr not in facts["known"]:  # a base method the plugin class calls on itself
+                    symbol = f"{facts['base']}.{func.attr}"
+                    self.add("attribute", symbol, node, via="self")
+                    self.record_call(symbol, node, bound=True, method=func.attr, via="self")
+                    for arg in (*node.args, *(k.value for k in node.keywords)):
+                        self.visit(arg)
+                    return
         if callee is not None:
             self.record_call(callee, node)
         self.generic_visit(node)
 
-    def record_call(self, callee: str, node: ast.Call, via_super: bool = False, method: str = "") -> None:
+    def record_call(self, callee: str, node: ast.Call, via_super: bool = False, method: str = "", bound: bool = False,
+                    via: str = "") -> None:
         keywords = [k.arg for k in node.keywords if k.arg is not None]
-        star_kwargs = any(k.arg is None for k in node.keywords)
+        # `**dict(a=1)` / `**{"a": 1}` / `**kw` where kw = {...} in this function: the keywords are known.
+        star_kwargs = False
+        for k in node.keywords:
+            if k.arg is None:
+                known = self.dict_keys(k.value)
+                if known is None:
+                    star_kwargs = True
+                else:
+                    keywords.extend(known)
         star_args = any(isinstance(a, ast.Starred) for a in node.args)
         positional = sum(1 for a in node.args if not isinstance(a, ast.Starred))
+        extra = {"bound": True, "via": via} if bound else {}
         self.add("call", callee, node, keywords=keywords, positional=positional, star_args=star_args,
-                 star_kwargs=star_kwargs, via_super=via_super, method=method)
+                 star_kwargs=star_kwargs, via_super=via_super, method=method, **extra)
+
+    def dict_keys(self, node: ast.AST) -> list[str] | None:
+        if isinstance(node, ast.Dict):
+            if all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in node.keys):
+                return [k.value for k in node.keys]  # type: ignore[union-attr]
+            return None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and not node.args:
+            if all(k.arg is not None for k in node.keywords):
+                return [k.arg for k in node.keywords]  # type: ignore[misc]
+            return None
+        if isinstance(node, ast.Name):
+            for scope in reversed(self.scopes):
+                if f"**{node.id}" in scope:
+                    return scope[f"**{node.id}"].split(",") if scope[f"**{node.id}"] else []
+        return None
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         dotted = self.upstream_dotted(node)
@@ -289,23 +572,116 @@ class _UseVisitor(ast.NodeVisitor):
             kind = "monkeypatch" if isinstance(node.ctx, ast.Store) else "attribute"
             self.add(kind, dotted, node)
             return  # the inner prefix of the chain is not a separate use
+        if (isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name) and node.value.id == "self"
+                and self.self_class and self.self_class[-1] and not node.attr.startswith("__")):
+            facts = self.self_class[-1]
+            if node.attr not in facts["known"] and facts["seen"][node.attr] < _SELF_SITES:
+                facts["seen"][node.attr] += 1  # an attribute the upstream base provides (its __init__ or members)
+                self.add("attribute", f"{facts['base']}.{node.attr}", node, via="self")
         self.generic_visit(node)
 
 
-def scan_source(path: str, source: bytes, packages: Iterable[str]) -> FileUsage:
+class _LightScan:
+    """Statements only: plugin-internal imports under their conditions, and version guard blocks."""
+
+    def __init__(self, path: str, lines: list[str], module: str, is_package: bool, plugin_packages: frozenset[str]):
+        self.path, self.lines, self.module, self.is_package = path, lines, module, is_package
+        self.plugin_packages = plugin_packages
+        self.conditions: list[Condition] = []
+        self.guard_blocks: list[GuardBlock] = []
+        self.internal_imports: list[tuple[str, tuple[Condition, ...]]] = []
+        self.try_counter = 0
+
+    def block(self, body: list[ast.stmt], cond: Condition | None) -> None:
+        if cond is not None:
+            self.conditions.append(cond)
+        self.body(body)
+        if cond is not None:
+            self.conditions.pop()
+
+    def body(self, body: list[ast.stmt]) -> None:
+        for stmt in body:
+            if isinstance(stmt, ast.If):
+                source = ast.unparse(stmt.test)
+                kind = "type_checking" if source.rsplit(".", 1)[-1] == "TYPE_CHECKING" else "if"
+                if kind == "if" and _VERSIONISH_TEST.search(source):
+                    first = self.lines[stmt.lineno - 1].lstrip() if 0 < stmt.lineno <= len(self.lines) else ""
+                    self.guard_blocks.append(GuardBlock(self.path, stmt.lineno, stmt.end_lineno or stmt.lineno, source,
+                                                        "elif" if first.startswith("elif") else "if", bool(stmt.orelse),
+                                                        tuple(self.conditions)))
+                self.block(stmt.body, Condition(kind, source, False, line=stmt.lineno))
+                self.block(stmt.orelse, Condition(kind, source, True, line=stmt.lineno))
+            elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+                self.try_counter += 1
+                guarded = any(_catches_import_error(h) for h in stmt.handlers)  # type: ignore[attr-defined]
+                self.block(stmt.body, Condition("try", "ImportError", False, self.try_counter) if guarded else None)  # type: ignore[attr-defined]
+                for handler in stmt.handlers:  # type: ignore[attr-defined]
+                    self.block(handler.body, Condition("handler", "", False, self.try_counter) if guarded else None)
+                self.body(stmt.orelse + stmt.finalbody)  # type: ignore[attr-defined]
+            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.With, ast.AsyncWith,
+                                   ast.For, ast.AsyncFor, ast.While)):
+                self.body(stmt.body + getattr(stmt, "orelse", []))
+            elif isinstance(stmt, ast.Import):
+                for alias in stmt.names:
+                    if alias.name.split(".")[0] in self.plugin_packages:
+                        self.internal_imports.append((alias.name, tuple(self.conditions)))
+            elif isinstance(stmt, ast.ImportFrom):
+                if stmt.level or (stmt.module and stmt.module.split(".")[0] in self.plugin_packages):
+                    from porter.upgrade.index import _absolute
+
+                    base = _absolute(self.module, self.is_package, stmt.level, stmt.module) if stmt.level else stmt.module or ""
+                    if base:
+                        self.internal_imports.append((base, tuple(self.conditions)))
+                        self.internal_imports.extend((f"{base}.{a.name}", tuple(self.conditions)) for a in stmt.names
+                                                     if a.name != "*")
+
+    def ternaries(self, tree: ast.AST) -> None:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.IfExp):
+                source = ast.unparse(node.test)
+                if _VERSIONISH_TEST.search(source):
+                    self.guard_blocks.append(GuardBlock(self.path, node.lineno, node.end_lineno or node.lineno, source,
+                                                        "ifexp", True, ()))
+
+
+def module_of(path: str) -> tuple[str, bool]:
+    """`pkg/sub/mod.py` -> (`pkg.sub.mod`, False); `pkg/__init__.py` -> (`pkg`, True)."""
+    parts = path[:-3].split("/") if path.endswith(".py") else path.split("/")
+    is_package = parts[-1] == "__init__"
+    if is_package:
+        parts = parts[:-1]
+    return ".".join(parts), is_package
+
+
+def scan_source(path: str, source: bytes, packages: Iterable[str], plugin_packages: Iterable[str] = (),
+                singletons: dict[str, str] | None = None, module_prefix: str = "") -> FileUsage:
+    """One plugin file's uses. `module_prefix` names the package of the scanned root when the
+    plugin tree is the package directory itself (`vllm_ascend/` scanned as `ops/x.py`)."""
     packages = frozenset(packages)
+    module, is_package = module_of(path)
+    if module_prefix:
+        module = f"{module_prefix}.{module}" if module else module_prefix
     try:
         tree = ast.parse(source, filename=path)
     except (SyntaxError, ValueError) as exc:
-        return FileUsage(path, [], {}, f"{type(exc).__name__}: {exc}")
+        return FileUsage(path, [], {}, f"{type(exc).__name__}: {exc}", module=module)
     collector = _AliasCollector(packages)
     collector.visit(tree)
-    if not collector.aliases and not any(p.encode() in source for p in packages):
-        return FileUsage(path, [], {})
+    plugin_packages = frozenset(plugin_packages)
     lines = source.decode("utf-8", errors="replace").splitlines()
-    visitor = _UseVisitor(path, lines, packages, collector.aliases)
+    if not collector.aliases and not any(p.encode() in source for p in packages):
+        # No upstream use: only the plugin-internal imports and the guard blocks matter (a statement walk).
+        light = _LightScan(path, lines, module, is_package, plugin_packages)
+        light.body(tree.body)
+        if b"version" in source.lower():
+            light.ternaries(tree)
+        return FileUsage(path, [], {}, guard_blocks=light.guard_blocks, internal_imports=light.internal_imports,
+                         module=module)
+    visitor = _UseVisitor(path, lines, packages, collector.aliases, module, is_package, plugin_packages,
+                          singletons, tree)
     visitor.visit(tree)
-    return FileUsage(path, visitor.uses, collector.aliases)
+    return FileUsage(path, visitor.uses, collector.aliases, guard_blocks=visitor.guard_blocks,
+                     internal_imports=visitor.internal_imports, module=module)
 
 
 def plugin_files(root: Path, excludes: Iterable[str] = DEFAULT_EXCLUDES) -> list[tuple[str, Path]]:
@@ -327,9 +703,10 @@ def plugin_files(root: Path, excludes: Iterable[str] = DEFAULT_EXCLUDES) -> list
 _PARALLEL_THRESHOLD = 48  # uncached files below which a process pool costs more than it saves
 
 
-def _scan_job(job: tuple[str, str, tuple[str, ...]]) -> bytes:
-    rel, path, packages = job
-    return pickle.dumps(scan_source(rel, Path(path).read_bytes(), packages), protocol=pickle.HIGHEST_PROTOCOL)
+def _scan_job(job: tuple) -> bytes:
+    rel, path, packages, plugin_packages, singletons, prefix = job
+    return pickle.dumps(scan_source(rel, Path(path).read_bytes(), packages, plugin_packages, dict(singletons), prefix),
+                        protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def scan_plugin(
@@ -339,10 +716,15 @@ def scan_plugin(
     excludes: Iterable[str] = DEFAULT_EXCLUDES,
     progress: Callable[[int], None] | None = None,
     workers: int | None = None,
+    plugin_packages: Iterable[str] = (),
+    singletons: dict[str, str] | None = None,
+    module_prefix: str = "",
 ) -> list[FileUsage]:
     """Scan every Python file of the plugin tree (read only), caching each file's scan by content
     hash; many uncached files are scanned in parallel processes."""
     packages = tuple(sorted(set(packages)))
+    plugin_packages = tuple(sorted(set(plugin_packages)))
+    singleton_items = tuple(sorted((singletons or {}).items()))
     code = hashlib.blake2b(Path(__file__).read_bytes() + Path(__file__).with_name("index.py").read_bytes(),
                            digest_size=4).hexdigest()  # a scanner change never reads older entries
     cache_root = Path(cache_dir) / "usage" / f"v{USAGE_VERSION}-{code}" if cache_dir else None
@@ -353,7 +735,7 @@ def scan_plugin(
         order.append(rel)
         source = path.read_bytes()
         digest = hashlib.blake2b(digest_size=20)
-        for part in (rel, ",".join(packages)):
+        for part in (rel, ",".join(packages), ",".join(plugin_packages), repr(singleton_items), module_prefix):
             digest.update(part.encode())
             digest.update(b"\0")
         digest.update(source)
@@ -373,18 +755,18 @@ def scan_plugin(
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            jobs = [(rel, str(path), packages) for rel, path, _ in pending]
+            jobs = [(rel, str(path), packages, plugin_packages, singleton_items, module_prefix) for rel, path, _ in pending]
             blobs = list(pool.map(_scan_job, jobs, chunksize=8))
     else:
         blobs = [None] * len(pending)
     for (rel, path, cache_path), blob in zip(pending, blobs):
         if blob is None:
-            usage = scan_source(rel, path.read_bytes(), packages)
+            usage = scan_source(rel, path.read_bytes(), packages, plugin_packages, dict(singleton_items), module_prefix)
             blob = pickle.dumps(usage, protocol=pickle.HIGHEST_PROTOCOL)
         else:
             usage = pickle.loads(blob)
         if cache_path is not None:
-            atomic_write_bytes(cache_path, blob)
+            atomic_write_bytes(cache_path, blob, durable=False)
         results[rel] = usage
         if progress:
             progress(1)

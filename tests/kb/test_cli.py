@@ -12,7 +12,7 @@ from porter.kb.loader import load_kb
 
 MATCH_KEYS = {
     "rank", "id", "title", "layer", "kind", "severity", "confidence", "method", "aliases", "matched_lines",
-    "root_cause", "fix", "verify", "discriminators", "related", "references", "version_notes",
+    "root_cause", "fix", "verify", "discriminators", "related", "references", "version_notes", "captures",
 }
 
 

@@ -136,10 +136,10 @@ def test_lint_corpus_mode(small_kb, cli, tmp_path):
         "  - {file: neg.txt, kind: negative, expected: []}\n"
     )
     code, out = cli(["kb", "eval", str(corpus), "--kb", str(small_kb.patterns), "--json"])
-    doc = json.loads(out)["corpus"]
+    doc = json.loads(out)["splits"]["corpus"]  # an index.yaml corpus is one split named after its directory
     assert code == 1  # one miss
     assert doc["top1_correct"] == 2 and doc["positives"] == 3 and not doc["false_positives"]
-    assert [m["file"] for m in doc["misses"]] == ["miss.txt"]
+    assert [m["id"] for m in doc["misses"]] == ["miss.txt"]
     code, out = cli(["kb", "lint", "--kb", str(small_kb.patterns), "--corpus", str(corpus)])
     assert code == 1 and "miss.txt" in out
 

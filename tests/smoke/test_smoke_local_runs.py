@@ -99,6 +99,9 @@ def test_timeout_kills_the_whole_group_and_keeps_partial_log(project, tmp_path):
     assert "timed out after 2 s" in doc["run"]["error"]["message"]
     log = Path(doc["run"]["log"]).read_text()
     assert "vime.smoke: L0.python pass" in log  # the partial output is kept
+    # ... and the check that finished is in the stored report, so --compare does not call it gone
+    assert doc["run"]["report_partial"] is True
+    assert [r["gate"] for r in doc["run"]["report"]["results"]] == ["L0.python"]
     for name in ("main.pid", "child.pid"):
         assert process_gone(int((pids / name).read_text())), f"{name} still running"
 

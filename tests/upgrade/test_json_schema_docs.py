@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from porter.cli import app
 from porter.upgrade import sources as sources_mod
+from tests.upgrade.upgrade_fixtures import fake_index
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
@@ -35,7 +36,7 @@ def invoke(*args: str):
 
 
 def test_status_json_matches_the_docs(project, monkeypatch):
-    monkeypatch.setattr(sources_mod.Sources, "_fetch_json", lambda self, url: {"releases": {"1.0": [{"f": 1}], "2.0": [{"f": 2}]}})
+    monkeypatch.setattr(sources_mod.Sources, "_fetch_index", fake_index({"1.0": [{"f": 1}], "2.0": [{"f": 2}]}))
     doc = json.loads(invoke("status", "myplug", "--json").stdout)
     assert doc["schema"] == "porter.status/1"
     assert set(doc) == documented_keys("upgrade.md", "### `porter.status/1`")

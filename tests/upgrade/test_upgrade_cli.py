@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from porter.cli import app
 from porter.upgrade import sources as sources_mod
 
-from tests.upgrade.upgrade_fixtures import PLUGIN, UPKG_V2, commit_all, make_wheel, write_tree
+from tests.upgrade.upgrade_fixtures import PLUGIN, UPKG_V2, commit_all, fake_index, make_wheel, write_tree
 
 runner = CliRunner()
 
@@ -29,6 +29,7 @@ def paths(trees):
 
 def test_dry_run_json_html_markdown(project, trees, tmp_path):
     html, md = tmp_path / "out" / "r.html", tmp_path / "out" / "r.md"
+    html.parent.mkdir()  # report paths need an existing directory
     result = invoke("upgrade", "myplug", "--to", "2.0", "--from", "1.0", *paths(trees), "--dry-run",
                     "--json", "--html", str(html), "--markdown", str(md))
     assert result.exit_code == 1, result.output  # breaking findings
@@ -164,16 +165,16 @@ def test_network_failure_falls_back_to_the_cache(project, upstream_repo, monkeyp
 
     def up(self, url):
         calls.append(url)
-        return {"releases": {"1.0": [{"filename": "a.whl"}], "2.0": [{"filename": "b.whl"}], "2.1rc1": [{"filename": "c"}]}}
+        return fake_index({"1.0": [{"filename": "a.whl"}], "2.0": [{"filename": "b.whl"}], "2.1rc1": [{"filename": "c"}]})(self, url)
 
-    monkeypatch.setattr(sources_mod.Sources, "_fetch_json", up)
+    monkeypatch.setattr(sources_mod.Sources, "_fetch_index", up)
     online = invoke("status", "myplug", "--json")
     assert online.exit_code == 0, online.output
     row = json.loads(online.stdout)["rows"][0]
     assert row["newest_release"] == "2.0" and row["releases_between"] == 1 and row["baseline"] == "1.0"
     assert row["head"] == git.Repo(upstream_repo).head.commit.hexsha
     assert row["commits_between"] == 1  # v1.0..main in the (local) repository
-    monkeypatch.setattr(sources_mod.Sources, "_fetch_json", down)
+    monkeypatch.setattr(sources_mod.Sources, "_fetch_index", down)
     offline = invoke("status", "myplug", "--json")
     assert offline.exit_code == 0, offline.output
     doc = json.loads(offline.stdout)
@@ -196,8 +197,7 @@ def test_status_offline_without_cache_is_exit_3(project, monkeypatch):
 
 
 def test_status_sees_an_adapted_fork(project, monkeypatch):
-    monkeypatch.setattr(sources_mod.Sources, "_fetch_json",
-                        lambda self, url: {"releases": {"1.0": [{"f": 1}], "2.0": [{"f": 2}]}})
+    monkeypatch.setattr(sources_mod.Sources, "_fetch_index", fake_index({"1.0": [{"f": 1}], "2.0": [{"f": 2}]}))
     fork = project / "forks" / "myplug"
     write_tree(fork, {"myplug/x.py": "if upkg_version_is('1.0'):\n    pass\n"})
     repo = git.Repo.init(fork, initial_branch="main")
@@ -216,8 +216,7 @@ def test_status_sees_an_adapted_fork(project, monkeypatch):
 
 
 def test_unreadable_fork_path_is_exit_3(project, trees, monkeypatch):
-    monkeypatch.setattr(sources_mod.Sources, "_fetch_json",
-                        lambda self, url: {"releases": {"1.0": [{"f": 1}], "2.0": [{"f": 2}]}})
+    monkeypatch.setattr(sources_mod.Sources, "_fetch_index", fake_index({"1.0": [{"f": 1}], "2.0": [{"f": 2}]}))
     fork = project / "forks" / "myplug"
     fork.parent.mkdir(exist_ok=True)
     fork.write_text("a file where a clone should be\n")  # unreadable as a directory (works for root too)
@@ -228,7 +227,7 @@ def test_unreadable_fork_path_is_exit_3(project, trees, monkeypatch):
 
 
 def test_status_by_upstream_lists_its_plugins(project, monkeypatch):
-    monkeypatch.setattr(sources_mod.Sources, "_fetch_json", lambda self, url: {"releases": {"1.0": [{"f": 1}], "2.0": [{"f": 2}]}})
+    monkeypatch.setattr(sources_mod.Sources, "_fetch_index", fake_index({"1.0": [{"f": 1}], "2.0": [{"f": 2}]}))
     result = invoke("status", "upkg", "--json")
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)["rows"]
@@ -239,10 +238,12 @@ def test_status_by_upstream_lists_its_plugins(project, monkeypatch):
 
 def _fake_pypi(monkeypatch, wheel_bytes: bytes | None, sdist: bytes | None = None, sha: str | None = None):
     """PyPI without the network: a release list, and `pip download` that drops the given wheel."""
+    sdist_file = {"filename": "upkg_dist-2.0.tar.gz", "packagetype": "sdist", "url": "https://files.invalid/x.tar.gz",
+                  "digests": {"sha256": sha}}
     files = {"1.0": [{"filename": "upkg-1.0.whl", "packagetype": "bdist_wheel"}],
-             "2.0": [{"filename": "upkg_dist-2.0.tar.gz", "packagetype": "sdist", "url": "https://files.invalid/x.tar.gz",
-                      "digests": {"sha256": sha}}]}
-    monkeypatch.setattr(sources_mod.Sources, "_fetch_json", lambda self, url: {"releases": files})
+             "2.0": [{"filename": "upkg_dist-2.0-py3-none-any.whl", "packagetype": "bdist_wheel"}]
+             + ([sdist_file] if sdist is not None else [])}
+    monkeypatch.setattr(sources_mod.Sources, "_fetch_index", fake_index(files))
     downloads = []
 
     def pip_download(self, name, version, directory):
@@ -315,7 +316,7 @@ def test_pypi_release_matches_by_version_not_spelling(project, trees, tmp_path, 
     assert "not released on PyPI" in missing["message"] and missing["hint"] == "nearby releases: 2.0"
 
 
-def test_sdist_fallback_checks_its_hash(project, trees, monkeypatch):
+def test_sdist_is_preferred_and_its_hash_checked(project, trees, monkeypatch):
     import hashlib
     import io
     import tarfile
@@ -333,10 +334,11 @@ def test_sdist_fallback_checks_its_hash(project, trees, monkeypatch):
     _fake_pypi(monkeypatch, None, sdist, sha="0" * 64)
     bad = invoke(*base)
     assert bad.exit_code == 3 and "sha256 mismatch" in json.loads(bad.stdout)["error"]["message"]
-    _fake_pypi(monkeypatch, None, sdist, sha=hashlib.sha256(sdist).hexdigest())
+    wheels = _fake_pypi(monkeypatch, b"a wheel that must not be fetched", sdist, sha=hashlib.sha256(sdist).hexdigest())
     good = invoke(*base)
     assert good.exit_code == 1, good.output
     assert json.loads(good.stdout)["analysis"]["summary"]["breaking"] == 14
+    assert wheels == []  # the release has an sdist: the (much larger) wheel is never downloaded
 
 
 def test_released_plugin_uses_its_paired_baseline_and_can_pin(project, trees, tmp_path, monkeypatch):
@@ -344,8 +346,8 @@ def test_released_plugin_uses_its_paired_baseline_and_can_pin(project, trees, tm
     baseline is the upstream release it is paired with, and a release paired with the target means B."""
     plugin_wheel = make_wheel(tmp_path / "p.whl", {k: v for k, v in PLUGIN.items() if k.startswith("myplug/")},
                               name="myplug", version="0.5.0").read_bytes()
-    monkeypatch.setattr(sources_mod.Sources, "_fetch_json", lambda self, url: {
-        "releases": {"0.5.0": [{"filename": "myplug-0.5.0.whl"}]} if "myplug-dist" in url else {"1.0": [{"f": 1}]}})
+    monkeypatch.setattr(sources_mod.Sources, "_fetch_index", fake_index(
+        lambda url: {"0.5.0": [{"filename": "myplug-0.5.0.whl"}]} if "myplug-dist" in url else {"1.0": [{"f": 1}]}))
 
     def pip_download(self, name, version, directory):
         path = directory / f"{name}-{version}-py3-none-any.whl"

@@ -289,7 +289,9 @@ def test_usage_scan_finds_every_kind(tmp_path):
     assert calls["vllm.layers.FusedMoE.create"]["keywords"] == ["size"]
     sub = next(u for u in usage.uses if u.kind == "subclass")
     assert sub.detail["calls_super_init"] and "extra" in sub.detail["attrs"] and "forward" in sub.detail["methods"]
-    assert ast.parse(source)  # the scanned source itself is valid
+    lines = {(u.kind, u.symbol): u.site.line for u in usage.uses}
+    assert lines[("monkeypatch", "vllm.layers.Thing")] == 12 and lines[("monkeypatch", "vllm.envs.FLAG")] == 13
+    assert lines[("subclass", "vllm.layers.FusedMoE")] == 5 and usage.uses[0].site.code == "import vllm.envs as envs"
 
 
 @pytest.mark.parametrize(
@@ -312,11 +314,28 @@ def test_return_annotations_compare_by_meaning(a, b, equal):
 def test_parallel_plugin_scan_matches_serial(trees, tmp_path, monkeypatch):
     from porter.upgrade import usage as usage_mod
 
+    import concurrent.futures
+
     serial = usage_mod.scan_plugin(trees["plugin"], ["upkg"], workers=1)
+    assert sum(len(f.uses) for f in serial) > 20  # something to compare
     monkeypatch.setattr(usage_mod, "_PARALLEL_THRESHOLD", 2)
+    pools = []
+    real_pool = concurrent.futures.ProcessPoolExecutor
+
+    def counting_pool(*args, **kwargs):
+        pools.append(kwargs.get("max_workers"))
+        return real_pool(*args, **kwargs)
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", counting_pool)
     parallel = usage_mod.scan_plugin(trees["plugin"], ["upkg"], tmp_path / "cache", workers=2)
+    assert pools == [2], "the scan must have gone through the process pool"
     assert [f.path for f in parallel] == [f.path for f in serial]
     assert [u.to_dict() for f in parallel for u in f.uses] == [u.to_dict() for f in serial for u in f.uses]
+
+    def no_scan(*args, **kwargs):
+        raise AssertionError("a cached file was scanned again")
+
+    monkeypatch.setattr(usage_mod, "scan_source", no_scan)
     cached = usage_mod.scan_plugin(trees["plugin"], ["upkg"], tmp_path / "cache", workers=2)
     assert [u.to_dict() for f in cached for u in f.uses] == [u.to_dict() for f in serial for u in f.uses]
 

@@ -336,3 +336,27 @@ def make_wheel(path: Path, files: dict[str, str], name: str = "upkg", version: s
 def commit_all(repo: git.Repo, message: str) -> None:
     repo.git.add("-A")
     repo.git.commit("-q", "-m", message)
+
+
+def simple_index_page(releases: dict[str, list[dict]], project: str = "upkg") -> tuple[str, bytes]:
+    """A PEP 691 JSON project page for {version: [file facts]}: the simple API without the network.
+    File names are made parseable (`<project>-<version>...`) unless a fact names an sdist."""
+    import json
+
+    files = []
+    for version, facts in releases.items():
+        for i, fact in enumerate(facts):
+            sdist = fact.get("packagetype") == "sdist"
+            filename = fact["filename"] if sdist else f"{project}-{version}-{i}-py3-none-any.whl"
+            files.append({"filename": filename, "url": fact.get("url", f"../../files/{filename}"),
+                          "hashes": {"sha256": (fact.get("digests") or {}).get("sha256")} if fact.get("digests") else {},
+                          "yanked": fact.get("yanked", False)})
+    return "application/vnd.pypi.simple.v1+json", json.dumps({"meta": {"api-version": "1.1"}, "files": files}).encode()
+
+
+def fake_index(releases_for):
+    """A `Sources._fetch_index` replacement: `releases_for` is {version: [facts]} or url -> {version: [facts]}."""
+    def fetch(self, url):
+        releases = releases_for(url) if callable(releases_for) else releases_for
+        return simple_index_page(releases)
+    return fetch

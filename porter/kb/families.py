@@ -1,0 +1,178 @@
+"""Structured signatures: one entry for a family of messages.
+
+An entry's signature item may be, besides a `literal` or a `regex`:
+- `code: EZ9999` or a range `code: 161000-161999` / `EI0001-EI9999` (an error code anywhere in a line);
+- `template: "{library}: cannot open shared object file"` (a message with named captures), optionally
+  with `exception: OSError` (the line is that exception, any module prefix), or `exception` alone;
+- `frame: vllm_ascend` (a traceback frame inside that package).
+
+Each compiles to a bounded regex (so the scanner, the index and the regex-safety check treat it
+like any other regex) or, for codes, to a regex plus a numeric range. Named captures fill
+`{name}` in the entry's fix, verify and root cause text.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Capture name -> the bounded pattern it matches by default (an item's `captures:` overrides).
+CAPTURE_PATTERNS: dict[str, str] = {
+    "op": r"[A-Za-z_][\w.:]{0,120}",
+    "dtype": r"[A-Za-z_][\w.]{0,40}",
+    "library": r"[\w.+-]{1,120}\.so(?:\.[\w.]{1,40})?",
+    "symbol": r"[^\s'\"`]{1,300}",
+    "module": r"[A-Za-z_][\w.]{0,200}",
+    "package": r"[A-Za-z_][\w.-]{0,80}",
+    "env": r"[A-Z_][A-Z0-9_]{1,80}",
+    "env_var": r"[A-Z_][A-Z0-9_]{1,80}",
+    "name": r"[A-Za-z_][\w.]{0,120}",
+    "attribute": r"[A-Za-z_]\w{0,120}",
+    "path": r"[^\s'\"]{1,400}",
+    "number": r"-?\d{1,12}",
+    "code": r"[A-Z]{0,3}\d{1,8}",
+    "soc": r"[\w.-]{1,60}",
+    "version": r"[\w.+-]{1,40}",
+    "device": r"[\w:.-]{1,40}",
+}
+DEFAULT_CAPTURE = r"[^\s'\"]{1,200}"
+_PLACEHOLDER = re.compile(r"\{(\*|[A-Za-z_]\w{0,40})\}")
+_CODE_RANGE = re.compile(r"^(?P<prefix>[A-Za-z_]{0,6})(?P<lo>\d{1,8})(?:-(?P=prefix)?(?P<hi>\d{1,8}))?$")
+_FRAME_PACKAGE = re.compile(r"^[A-Za-z_][\w.]{0,80}$")
+EXCEPTION_TYPE = re.compile(r"^(?:[A-Za-z_]\w{0,80}\.){0,6}[A-Za-z_]\w{0,80}$")
+FORMS = ("literal", "regex", "code", "template", "exception", "frame")
+
+
+class FamilyError(ValueError):
+    """A structured signature that cannot be compiled; the message says what to change."""
+
+
+def template_regex(template: str, captures: dict[str, str] | None = None) -> str:
+    """A message template -> a regex with one named group per `{name}`; `{*}` is a bounded gap.
+    Whitespace in the template matches any run of spaces or tabs."""
+    captures = captures or {}
+    template = template.strip()
+    while template.startswith("{*}") or template.endswith("{*}"):  # search is unanchored anyway
+        template = (template[3:] if template.startswith("{*}") else template[:-3]).strip()
+    out: list[str] = []
+    pos = 0
+    seen: set[str] = set()
+    for m in _PLACEHOLDER.finditer(template):
+        out.append(_literal(template[pos : m.start()]))
+        name = m.group(1)
+        if name == "*":
+            out.append(r".{0,200}?")
+        elif name in seen:
+            out.append(f"(?P={name})")
+        else:
+            seen.add(name)
+            out.append(f"(?P<{name}>{captures.get(name) or CAPTURE_PATTERNS.get(name, DEFAULT_CAPTURE)})")
+        pos = m.end()
+    out.append(_literal(template[pos:]))
+    unused = sorted(set(captures) - seen)
+    if unused:
+        raise FamilyError(f"captures {', '.join(unused)} are not placeholders of the template")
+    pattern = "".join(out)
+    if template[:1] == "{":
+        pattern = r"(?<![\w.+-])" + pattern  # a leading capture starts at a word start: no retry inside words
+    if len(_PLACEHOLDER.sub("", template).strip()) < 4:
+        raise FamilyError("the template has no literal text (4+ characters besides placeholders): it would match almost any line")
+    return pattern
+
+
+def _literal(text: str) -> str:
+    # one space per whitespace run: the matcher also tries the line with its runs squeezed
+    return re.escape(re.sub(r"[ \t]+", " ", text))
+
+
+def exception_regex(exc_type: str, template: str | None, captures: dict[str, str] | None = None) -> str:
+    """`Type: message` at a word start of a (de-prefixed) line, the type with any module prefix."""
+    if not EXCEPTION_TYPE.match(exc_type):
+        raise FamilyError(f"{exc_type!r} is not an exception type name")
+    head = exc_type.rsplit(".", 1)[-1]
+    # at a word start (a module prefix such as `torch.` is fine), not only the line start, so traces
+    # quoted in prose count too; the literal comes first so the regex engine can search for it fast,
+    # and the lookbehind after it checks the character before the type name
+    prefix = re.escape(head) + r"(?<!\w" + re.escape(head) + ")"
+    if template is None:
+        return prefix + r"(?::|$)"
+    return prefix + r":[ \t]{0,4}" + template_regex(template, captures)
+
+
+def frame_regex(package: str) -> str:
+    if not _FRAME_PACKAGE.match(package):
+        raise FamilyError(f"{package!r} is not a package name")
+    path = re.escape(package.replace(".", "/"))
+    return r'File "[^"]{0,400}[/\\]' + path + r'[/\\"]'
+
+
+def parse_code(spec: str) -> tuple[str, int, int, int]:
+    """`EZ9999` / `161000-161999` / `EI0001-EI9999` -> (prefix, digits, lo, hi)."""
+    m = _CODE_RANGE.match(spec.strip())
+    if not m:
+        raise FamilyError(f"{spec!r} is not a code or a range like 161000-161999 / EI0001-EI0099")
+    lo_s, hi_s = m.group("lo"), m.group("hi") or m.group("lo")
+    if len(lo_s) != len(hi_s):
+        raise FamilyError(f"{spec!r}: both ends of a range need the same number of digits")
+    lo, hi = int(lo_s), int(hi_s)
+    if lo > hi:
+        raise FamilyError(f"{spec!r}: the range is empty (low end above high end)")
+    return m.group("prefix"), len(lo_s), lo, hi
+
+
+def code_regex(spec: str) -> str:
+    prefix, digits, lo, hi = parse_code(spec)
+    # the digits both ends share form the literal anchor (161000-161999 -> "161")
+    lo_s, hi_s = f"{lo:0{digits}d}", f"{hi:0{digits}d}"
+    common = 0
+    while common < digits and lo_s[common] == hi_s[common]:
+        common += 1
+    head = re.escape(prefix) + lo_s[:common]
+    rest = digits - common
+    body = head + (rf"\d{{{rest}}}" if rest else "")
+    guard = "[A-Za-z0-9]" if prefix else r"\d"
+    return rf"(?<!{guard})(?P<code>{body})(?![\w])" if prefix else rf"(?<!{guard})(?P<code>{body})(?!\d)"
+
+
+def code_needle(spec: str) -> str:
+    prefix, digits, lo, hi = parse_code(spec)
+    lo_s, hi_s = f"{lo:0{digits}d}", f"{hi:0{digits}d}"
+    common = 0
+    while common < digits and lo_s[common] == hi_s[common]:
+        common += 1
+    return prefix + lo_s[:common]
+
+
+def code_in_range(spec: str, found: str) -> bool:
+    prefix, digits, lo, hi = parse_code(spec)
+    tail = found[len(prefix):]
+    return tail.isdigit() and len(tail) == digits and lo <= int(tail) <= hi
+
+
+def fill(text: str, captures: dict[str, str], names: set[str] | frozenset[str] = frozenset()) -> str:
+    """Replace `{name}` by its captured value; a capture of the entry (`names`) that did not fire
+    shows as `<name>`. Other braces (shell, awk, JSON) stay as they are."""
+    if "{" not in text or not (captures or names):
+        return text
+
+    def one(m: re.Match) -> str:
+        name = m.group(1)
+        if name in captures:
+            return captures[name]
+        return f"<{name}>" if name in names else m.group(0)
+
+    return _PLACEHOLDER.sub(one, text)
+
+
+def capture_names(signatures) -> frozenset[str]:
+    """Names the entry's structured signatures capture (codes capture `code`)."""
+    names: set[str] = set()
+    for sig in signatures:
+        if sig.kind == "code":
+            names.add("code")
+        elif sig.kind == "regex" and "(?P<" in sig.pattern:
+            names.update(re.findall(r"\(\?P<(\w+)>", sig.pattern))
+    return frozenset(names)
+
+
+def placeholder_names(text: str) -> set[str]:
+    return {m.group(1) for m in _PLACEHOLDER.finditer(text) if m.group(1) != "*"}

@@ -1,0 +1,247 @@
+"""Drop an old release lane from a plugin's source: collapse dead version guards (keep the branch
+both lanes take), retarget the ones whose dead branch is the one that still resolves, and remove
+imports that only the deleted branches used. A pure transform with libcst (formatting and
+comments of everything kept survive): source text in, new source text and a record of edits out.
+
+    result = drop_source(source, path, {line: GuardVerdict, ...}, version_functions={"vllm_version_is"})
+    result.source, result.edits
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from porter.upgrade.lanes import GuardVerdict
+
+
+@dataclass(frozen=True)
+class DropEdit:
+    """One change the drop made: a guard collapsed or retargeted, or an import removed."""
+
+    path: str
+    line: int
+    end_line: int
+    action: str  # collapse | retarget | remove_import
+    guard: str = ""  # the test (guards) or the imported name (imports)
+    kept: str = ""  # body | else (collapse)
+    retarget_to: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v not in ("", None)}
+
+
+@dataclass(frozen=True)
+class DropResult:
+    path: str
+    source: str
+    edits: tuple[DropEdit, ...]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.edits)
+
+
+class _Retarget(cst.CSTTransformer):
+    """Rewrites the version literal of `vllm_version_is("OLD")` calls inside one test."""
+
+    def __init__(self, functions: frozenset[str], version: str):
+        self.functions = functions
+        self.version = version
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        func = updated.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if name in self.functions and updated.args and isinstance(updated.args[0].value, cst.SimpleString):
+            literal = updated.args[0].value
+            quote = literal.quote
+            arg = updated.args[0].with_changes(value=literal.with_changes(value=f"{quote}{self.version}{quote}"))
+            return updated.with_changes(args=[arg, *updated.args[1:]])
+        return updated
+
+
+def _statements(block: cst.BaseSuite) -> list[cst.BaseStatement]:
+    if isinstance(block, cst.IndentedBlock):
+        return list(block.body)
+    return [cst.SimpleStatementLine(body=list(block.body))]  # `if x: a; b` on one line
+
+
+class _DropTransformer(cst.CSTTransformer):
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, path: str, decisions: Mapping[int, GuardVerdict], functions: frozenset[str]):
+        self.path = path
+        self.decisions = decisions
+        self.functions = functions
+        self.edits: list[DropEdit] = []
+        self.elifs: set[int] = set()  # ids of If nodes that are another If's `elif`
+
+    def _decision(self, node: cst.CSTNode) -> tuple[GuardVerdict | None, int, int]:
+        pos = self.get_metadata(PositionProvider, node)
+        return self.decisions.get(pos.start.line), pos.start.line, pos.end.line
+
+    def visit_If(self, node: cst.If) -> bool:
+        if isinstance(node.orelse, cst.If):
+            self.elifs.add(id(node.orelse))
+        return True
+
+    def leave_If(self, original: cst.If, updated: cst.If):
+        decision, line, end = self._decision(original)
+        if decision is None or decision.verdict not in ("collapse", "retarget"):
+            return updated
+        guard = cst.Module([]).code_for_node(original.test)
+        if decision.verdict == "retarget":
+            if not decision.retarget_to:
+                return updated
+            self.edits.append(DropEdit(self.path, line, end, "retarget", guard, retarget_to=decision.retarget_to))
+            return updated.with_changes(test=updated.test.visit(_Retarget(self.functions, decision.retarget_to)))
+        self.edits.append(DropEdit(self.path, line, end, "collapse", guard, kept=decision.kept))
+        is_elif = id(original) in self.elifs
+        if decision.kept == "body":
+            if is_elif:
+                return cst.Else(body=updated.body)  # `elif dead_true:` -> `else:`
+            kept = _statements(updated.body)
+        else:
+            orelse = updated.orelse
+            if is_elif:
+                return orelse if orelse is not None else cst.RemovalSentinel.REMOVE
+            if orelse is None:
+                return cst.RemovalSentinel.REMOVE
+            if isinstance(orelse, cst.If):  # `if dead: ... elif x: ...` -> `if x: ...`
+                return orelse.with_changes(leading_lines=updated.leading_lines)
+            kept = _statements(orelse.body)
+        if not kept:
+            return cst.RemovalSentinel.REMOVE
+        first = kept[0]
+        if hasattr(first, "leading_lines"):
+            # Comments above the `if` stay above the code that replaces it.
+            kept[0] = first.with_changes(leading_lines=[*updated.leading_lines, *first.leading_lines])
+        return cst.FlattenSentinel(kept)
+
+    def leave_IfExp(self, original: cst.IfExp, updated: cst.IfExp):
+        decision, line, end = self._decision(original)
+        if decision is None:
+            return updated
+        guard = cst.Module([]).code_for_node(original.test)
+        if decision.verdict == "retarget" and decision.retarget_to:
+            self.edits.append(DropEdit(self.path, line, end, "retarget", guard, retarget_to=decision.retarget_to))
+            return updated.with_changes(test=updated.test.visit(_Retarget(self.functions, decision.retarget_to)))
+        if decision.verdict == "collapse":
+            self.edits.append(DropEdit(self.path, line, end, "collapse", guard, kept=decision.kept))
+            kept = updated.body if decision.kept == "body" else updated.orelse
+            return kept.with_changes(lpar=updated.lpar, rpar=updated.rpar) if updated.lpar else kept
+        return updated
+
+    def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
+        if not updated.body:  # every statement was a dead branch
+            return updated.with_changes(body=[cst.SimpleStatementLine(body=[cst.Pass()])])
+        return updated
+
+
+def _referenced_names(source: str) -> set[str] | None:
+    """Every name a module reads or binds (plus string constants, for `__all__` and annotations)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+            names.add(node.value)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names.update(part for part in node.value.replace("[", " ").replace("]", " ").replace(".", " ").split()
+                         if part.isidentifier())
+    return names
+
+
+class _RemoveImports(cst.CSTTransformer):
+    """Drops `from m import a` / `import m as a` names that are in `unused` (never a bare `import m`:
+    it may be imported for its side effects)."""
+
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, path: str, unused: set[str]):
+        self.path = path
+        self.unused = unused
+        self.edits: list[DropEdit] = []
+
+    def _bound(self, alias: cst.ImportAlias) -> str | None:
+        if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+            return alias.asname.name.value
+        return alias.name.value if isinstance(alias.name, cst.Name) else None
+
+    def _filter(self, original: cst.CSTNode, names: Sequence[cst.ImportAlias], require_asname: bool):
+        keep: list[cst.ImportAlias] = []
+        pos = self.get_metadata(PositionProvider, original)
+        for alias in names:
+            bound = self._bound(alias)
+            if bound in self.unused and (alias.asname is not None or not require_asname):
+                self.edits.append(DropEdit(self.path, pos.start.line, pos.end.line, "remove_import", bound))
+                continue
+            keep.append(alias)
+        return keep
+
+    def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom):
+        if isinstance(updated.names, cst.ImportStar):
+            return updated
+        keep = self._filter(original, updated.names, require_asname=False)
+        if not keep:
+            return cst.RemovalSentinel.REMOVE
+        if len(keep) == len(updated.names):
+            return updated
+        keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return updated.with_changes(names=keep)
+
+    def leave_Import(self, original: cst.Import, updated: cst.Import):
+        keep = self._filter(original, updated.names, require_asname=True)
+        if not keep:
+            return cst.RemovalSentinel.REMOVE
+        if len(keep) == len(updated.names):
+            return updated
+        keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return updated.with_changes(names=keep)
+
+    def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
+        if not updated.body:
+            return updated.with_changes(body=[cst.SimpleStatementLine(body=[cst.Pass()])])
+        return updated
+
+
+def drop_source(source: str, path: str, decisions: Mapping[int, GuardVerdict] | Iterable[GuardVerdict],
+                version_functions: Iterable[str] = ("vllm_version_is",)) -> DropResult:
+    """Apply the collapse/retarget verdicts (keyed by the guard's first line) to one file's source."""
+    if not isinstance(decisions, Mapping):
+        decisions = {d.line: d for d in decisions}
+    wanted = {line: d for line, d in decisions.items() if d.verdict in ("collapse", "retarget")}
+    if not wanted:
+        return DropResult(path, source, ())
+    module = cst.parse_module(source)
+    transformer = _DropTransformer(path, wanted, frozenset(version_functions))
+    new_module = MetadataWrapper(module).visit(transformer)
+    new_source = new_module.code
+    edits = list(transformer.edits)
+    before, after = _referenced_names(source), _referenced_names(new_source)
+    if before is not None and after is not None:
+        # Imported names the module read before the drop and reads nowhere now: only deleted branches used them.
+        unused = (_import_bound_names(new_source) - after) & before
+        if unused:
+            remover = _RemoveImports(path, unused)
+            new_source = MetadataWrapper(cst.parse_module(new_source)).visit(remover).code
+            edits.extend(remover.edits)
+    return DropResult(path, new_source, tuple(sorted(edits, key=lambda e: (e.line, e.action))))
+
+
+def _import_bound_names(source: str) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            out.update(a.asname or a.name for a in node.names if a.name != "*")
+        elif isinstance(node, ast.Import):
+            out.update(a.asname for a in node.names if a.asname)
+    return out

@@ -1,0 +1,106 @@
+"""`porter upgrade NAME --drop OLD`: the guard cleanup of an analysed plugin tree (which files
+change and how) and its PR summary. `plan_drop` is pure over the guard verdicts and the plugin's
+files; the branch is written by the port pipeline's entry point (porter.port.edit_port.publish_edits,
+called from porter/commands/upgrade.py).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from porter.upgrade.drop import DropEdit, DropResult, drop_source
+from porter.upgrade.lanes import GuardVerdict
+from porter.upgrade.sources import parse_release
+
+
+@dataclass(frozen=True)
+class DropPlan:
+    drop: str  # the release lane being dropped ("0.18.0")
+    target: str  # the release lane after the drop
+    guards: tuple[GuardVerdict, ...]  # the guards the drop edits
+    results: tuple[DropResult, ...]  # changed files only
+    skipped: tuple[str, ...] = ()  # files that could not be transformed, with why
+
+    @property
+    def edits(self) -> list[DropEdit]:
+        return [e for r in self.results for e in r.edits]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"drop": self.drop, "target": self.target, "guards": [g.to_dict() for g in self.guards],
+                "files": [r.path for r in self.results], "edits": [e.to_dict() for e in self.edits],
+                "skipped": list(self.skipped)}
+
+
+def guard_versions(source: str) -> list[str]:
+    """The version literals a guard test names (`vllm_version_is("0.18.0")` -> ["0.18.0"])."""
+    try:
+        expr = ast.parse(source, mode="eval").body
+    except SyntaxError:
+        return []
+    out: list[str] = []
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and parse_release(node.value) is not None:
+            out.append(node.value)
+        elif isinstance(node, ast.Tuple) and node.elts and all(isinstance(e, ast.Constant) and isinstance(e.value, int) for e in node.elts):
+            out.append(".".join(str(e.value) for e in node.elts))  # type: ignore[union-attr]
+    return out
+
+
+def selects(guard: GuardVerdict, drop: str | None) -> bool:
+    """A guard the drop of `drop` edits: decided (collapse/retarget) and naming `drop` or an older release."""
+    if guard.verdict not in ("collapse", "retarget"):
+        return False
+    if drop is None:
+        return True
+    wanted = parse_release(drop)
+    for text in guard_versions(guard.guard):
+        have = parse_release(text)
+        if text == drop or (wanted is not None and have is not None and have <= wanted):
+            return True
+    return False
+
+
+def plan_drop(guards: Iterable[GuardVerdict], plugin_root: Path, drop: str | None, target: str,
+              version_functions: Iterable[str]) -> DropPlan:
+    chosen = tuple(g for g in guards if selects(g, drop))
+    by_file: dict[str, dict[int, GuardVerdict]] = {}
+    for guard in chosen:
+        by_file.setdefault(guard.path, {})[guard.line] = guard
+    results: list[DropResult] = []
+    skipped: list[str] = []
+    for path, decisions in sorted(by_file.items()):
+        file = plugin_root / path
+        try:
+            source = file.read_text(encoding="utf-8")
+            result = drop_source(source, path, decisions, version_functions)
+        except (OSError, UnicodeDecodeError) as exc:
+            skipped.append(f"{path}: {exc}")
+            continue
+        except Exception as exc:  # noqa: BLE001 - libcst cannot parse it: a human edits this file
+            skipped.append(f"{path}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+            continue
+        if result.changed:
+            results.append(result)
+    return DropPlan(drop or "", target, chosen, tuple(results), tuple(skipped))
+
+
+def pr_summary(plan: DropPlan, upstream: str) -> tuple[str, ...]:
+    """The drop in the maintainers' drop-PR shape, for the PR material's summary: dropped gates,
+    bumped gates, removed imports, files left for a human."""
+    collapse = [e for e in plan.edits if e.action == "collapse"]
+    retarget = [e for e in plan.edits if e.action == "retarget"]
+    imports = [e for e in plan.edits if e.action == "remove_import"]
+    lines = [f"Drop old gates: {len(collapse)} dead version guard(s) collapsed (the branch no lane takes deleted)."]
+    lines += [f"  - {e.path}:{e.line}-{e.end_line} `{e.guard}`: kept the {'if' if e.kept == 'body' else 'else'} branch"
+              for e in collapse[:100]]
+    lines.append(f"Bump gates: {len(retarget)} guard(s) retargeted to {plan.target} (their main-lane branch does not "
+                 "resolve at the new release while the old branch does).")
+    lines += [f"  - {e.path}:{e.line} `{e.guard}` -> `{e.retarget_to}`" for e in retarget[:100]]
+    if imports:
+        lines.append(f"Removed imports only the deleted branches used: {len(imports)}.")
+        lines += [f"  - {e.path}: `{e.guard}`" for e in imports[:100]]
+    lines += [f"Left for a human: {s}" for s in plan.skipped]
+    return tuple(lines)

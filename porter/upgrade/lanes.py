@@ -1,0 +1,190 @@
+"""The plugin's two lanes (a vllm release and vllm main) and what a move of one lane does to each
+version guard: keep it, collapse it (dead at both lanes: delete the branch no lane takes) or
+retarget it (the branch both lanes would take breaks at the target while the other resolves: the
+target still behaves like the old release, so bump the guard's version to the target).
+
+Pure functions over usage records and per-branch break facts; drift.py supplies the facts.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from packaging.version import Version
+
+from porter.upgrade.guards import (
+    Condition,
+    GuardConventions,
+    HasAttr,
+    MainRef,
+    TargetVersions,
+    combine,
+    evaluate_condition,
+    guard_kind,
+)
+from porter.upgrade.models import GuardKind
+from porter.upgrade.usage import GuardBlock
+
+
+@dataclass(frozen=True)
+class Lanes:
+    """Versions of the upstream in each lane, after the move (`release`, `main`) and before it
+    (`current_release`, `current_main`: to say which lane a site belongs to)."""
+
+    release: TargetVersions
+    main: TargetVersions
+    current_release: TargetVersions
+    current_main: TargetVersions
+    target_label: str  # what the user moves to: "0.22.1" or "main"
+    retarget_to: str | None  # the version a retargeted guard names (the new release), None for --to main
+
+    @classmethod
+    def for_move(cls, upstream: str, target: Version | None, target_label: str, current: Version | None) -> "Lanes":
+        """A release target moves the release lane (main stays main, past the target); a branch target
+        (`main`) moves the main lane (the release lane stays at the plugin's current release)."""
+        if target is not None:
+            release, main_floor, retarget = target, target, str(target)
+        else:
+            release, main_floor, retarget = current, current, None
+        return cls(
+            release=TargetVersions({upstream: release}),
+            main=TargetVersions({upstream: MainRef(main_floor)}),
+            current_release=TargetVersions({upstream: current}),
+            current_main=TargetVersions({upstream: MainRef(current)}),
+            target_label=target_label,
+            retarget_to=retarget,
+        )
+
+
+@dataclass(frozen=True)
+class GuardVerdict:
+    """One version guard block and what to do with it at the target."""
+
+    path: str
+    line: int
+    end_line: int
+    guard: str  # the test's source
+    verdict: str  # keep | collapse | retarget
+    reason: str
+    kind: str = "if"  # if | elif | ifexp
+    kept: str = ""  # which branch stays after collapse/retarget: body | else ("" for keep)
+    retarget_to: str | None = None  # version written into the guard on retarget
+    value_at_target: bool | None = None  # the test at the target (release lane)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"path": self.path, "line": self.line, "end_line": self.end_line, "guard": self.guard,
+               "verdict": self.verdict, "reason": self.reason, "kind": self.kind}
+        if self.kept:
+            out["kept"] = self.kept
+        if self.retarget_to:
+            out["retarget_to"] = self.retarget_to
+        return out
+
+
+def lane_of(conditions: tuple[Condition, ...], conventions: GuardConventions, lanes: Lanes,
+            aliases: dict[str, str] | None = None) -> str:
+    """Which lane (before the move) runs a site: both | release | main | none."""
+    if not any(c.kind == "if" and guard_kind(c, conventions) is GuardKind.VERSION for c in conditions):
+        return "both"
+    release = combine(conditions, conventions, lanes.current_release, None, aliases).live
+    main = combine(conditions, conventions, lanes.current_main, None, aliases).live
+    return {(True, True): "both", (True, False): "release", (False, True): "main"}.get((release, main), "none")
+
+
+def innermost_version_block(conditions: tuple[Condition, ...], conventions: GuardConventions) -> Condition | None:
+    for cond in reversed(conditions):
+        if cond.kind == "if" and cond.line and guard_kind(cond, conventions) is GuardKind.VERSION:
+            return cond
+    return None
+
+
+def is_version_guard(source: str, conventions: GuardConventions) -> bool:
+    """Does the test read an upstream's version: a version helper (`vllm_version_is`), a version
+    name the registry lists (`CURRENT_VERSION`) or `<upstream package>.__version__`?"""
+    try:
+        expr = ast.parse(source, mode="eval").body
+    except SyntaxError:
+        return False
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call) and ast.unparse(node.func).rsplit(".", 1)[-1] in conventions.version_functions:
+            return True
+        if isinstance(node, ast.Name) and node.id in conventions.version_names:
+            return True
+        if isinstance(node, ast.Attribute):
+            text = ast.unparse(node)
+            if node.attr in conventions.version_names:
+                return True
+            if node.attr == "__version__" and text.split(".")[0] in conventions.packages:
+                return True
+    return False
+
+
+def _retargetable(source: str, conventions: GuardConventions) -> bool:
+    """Does the test call a version helper with a literal (so `vllm_version_is("NEW")` can replace it)?"""
+    try:
+        expr = ast.parse(source, mode="eval").body
+    except SyntaxError:
+        return False
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call) and (ast.unparse(node.func).rsplit(".", 1)[-1] in conventions.version_functions
+                                           and node.args and isinstance(node.args[0], ast.Constant)):
+            return True
+    return False
+
+
+def guard_verdicts(
+    blocks: Iterable[GuardBlock],
+    broken: set[tuple[str, int, bool]],
+    conventions: GuardConventions,
+    lanes: Lanes,
+    aliases_of: dict[str, dict[str, str]] | None = None,
+    hasattr_fn: HasAttr | None = None,
+) -> list[GuardVerdict]:
+    """A verdict per version guard. `broken` holds (path, line, negated) of every branch with a use
+    that does not resolve at the target (negated=False: the body; True: the else branch)."""
+    out: list[GuardVerdict] = []
+    aliases_of = aliases_of or {}
+    for block in blocks:
+        cond = Condition("if", block.source, False, line=block.line)
+        if not is_version_guard(block.source, conventions):
+            continue
+        aliases = aliases_of.get(block.path, {})
+        at_release = evaluate_condition(cond, conventions, lanes.release, hasattr_fn, aliases)
+        at_main = evaluate_condition(cond, conventions, lanes.main, hasattr_fn, aliases)
+        common = dict(path=block.path, line=block.line, end_line=block.end_line, guard=block.source, kind=block.kind,
+                      value_at_target=at_release)
+        if at_release is None or at_main is None:
+            out.append(GuardVerdict(verdict="keep", reason="the test cannot be decided for both lanes", **common))
+            continue
+        if at_release != at_main:
+            out.append(GuardVerdict(verdict="keep", reason="still tells the release lane from main", **common))
+            continue
+        kept = "body" if at_release else "else"
+        kept_breaks = (block.path, block.line, not at_release) in broken
+        dropped_breaks = (block.path, block.line, at_release) in broken
+        if kept_breaks and not dropped_breaks and lanes.retarget_to and _retargetable(block.source, conventions):
+            out.append(GuardVerdict(verdict="retarget", kept=kept, retarget_to=lanes.retarget_to,
+                                    reason=f"the branch both lanes take breaks at {lanes.target_label} and the dead "
+                                           f"branch resolves there: retarget the guard to {lanes.retarget_to}", **common))
+            continue
+        why = f"dead at {lanes.target_label} and at main: collapse (keep the {'if' if kept == 'body' else 'else'} branch)"
+        if kept_breaks:
+            why += f"; the kept branch still breaks at {lanes.target_label} (see the records)"
+        out.append(GuardVerdict(verdict="collapse", kept=kept, reason=why, **common))
+    return sorted(out, key=lambda v: (v.path, v.line))
+
+
+def read_release_tag(plugin_root: Path, tag_file: str) -> Version | None:
+    """The plugin's release lane from `.github/vllm-release-tag.commit` (`v0.18.0`), looked up from
+    the scanned root upwards (the scan may start at the package directory)."""
+    from porter.upgrade.sources import parse_release
+
+    for root in (plugin_root, *plugin_root.parents[:2]):
+        path = root / tag_file
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace").strip().split()
+            return parse_release(text[0]) if text else None
+    return None

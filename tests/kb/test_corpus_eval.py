@@ -1,0 +1,108 @@
+"""The per-case corpus loader and `porter kb eval`: splits, cited threads, calibration figures."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from porter.errors import InputError
+from porter.kb.corpus import canonical_thread, load_corpus, split_of, split_problems
+from porter.kb.evaluate import evaluate_splits
+
+from .conftest import DCMI_TRACE, LORA_TRACE, entry
+
+
+def _thread_in(split: str, stem: str) -> str:
+    """A github thread id that hashes into `split` (the corpus rule decides the split)."""
+    for n in range(1, 500):
+        thread = f"github.com/example/{stem}/issues/{n}"
+        if split_of(thread) == split:
+            return thread
+    raise AssertionError("no thread found")
+
+
+def _case(root, split: str, case_id: str, trace: str, thread: str | None = None, **label) -> str:
+    d = root / split
+    d.mkdir(parents=True, exist_ok=True)
+    thread = thread or _thread_in(split, case_id)
+    doc = {"id": case_id, "source": "https://" + thread, "thread": thread, "split": split, "kind": "positive", **label}
+    (d / f"{case_id}.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+    (d / f"{case_id}.txt").write_text(trace, encoding="utf-8")
+    return thread
+
+
+def test_canonical_thread_folds_urls_to_one_id():
+    assert canonical_thread("https://github.com/vllm-project/vllm-ascend/pull/12#issuecomment-1") == "github.com/vllm-project/vllm-ascend/issues/12"
+    assert canonical_thread("https://www.github.com/a/b/issues/3/") == "github.com/a/b/issues/3"
+    assert canonical_thread("https://www.hiascend.com/forum/thread-1.html?page=2") == "hiascend.com/forum/thread-1.html"
+
+
+@pytest.fixture
+def corpus(tmp_path, small_kb):
+    root = tmp_path / "corpus"
+    _case(root, "dev", "dev-lora", LORA_TRACE, expected=["VLLM-001"], cause="vllm-lora-moved")
+    _case(root, "dev", "dev-healthy", "INFO step 1 loss 0.5\nWARNING retrying once, recovered\n", kind="healthy", cause="")
+    _case(root, "test", "test-dcmi", DCMI_TRACE, cause="dcmi-device-busy")  # right through DRV-001's `causes`
+    _case(root, "test", "test-miss", "RuntimeError: nobody has seen this failure before\n", cause="something-else", expected=["X-001"])
+    _case(root, "test", "test-healthy-lookalike", "dcmi model initialized failed, because the device is used. ret is -8020\n", kind="healthy")
+    cited = _case(root, "test", "test-cited", LORA_TRACE, expected=["VLLM-001"])
+    small_kb.add(entry("DRV-001", "driver",
+                       [{"literal": "dcmi model initialized failed, because the device is used", "weight": 0.9}],
+                       causes=["dcmi-device-busy"], examples=["traces/DRV-001.txt"]), DCMI_TRACE)
+    small_kb.add(entry("VLLM-001", "vllm", [{"literal": "No module named 'vllm.lora.models'", "weight": 1.0}],
+                       references=[f"https://{cited.replace('/issues/', '/pull/')}#discussion"]), LORA_TRACE)
+    return root
+
+
+def test_eval_reports_splits_separately_and_refuses_cited_test_cases(corpus, small_kb):
+    payload = evaluate_splits(small_kb.compiled(), corpus)
+    assert list(payload["splits"]) == ["dev", "test"]
+    dev, test = payload["splits"]["dev"], payload["splits"]["test"]
+    assert (dev["top1_correct"], dev["positives"], dev["false_diagnoses"]) == (1, 1, 0)
+    # the cited case is listed with the citing entry and not counted
+    assert test["excluded"] == [{"id": "test-cited", "thread": test["excluded"][0]["thread"], "cited_by": ["VLLM-001"]}]
+    assert {c["id"] for c in test["cases"]} == {"test-dcmi", "test-miss", "test-healthy-lookalike"}
+    assert (test["top1_correct"], test["positives"]) == (1, 2)
+    dcmi = next(c for c in test["cases"] if c["id"] == "test-dcmi")
+    assert dcmi["judged_by"] == "cause"
+    # the healthy look-alike that got a diagnosis is a false diagnosis
+    assert test["false_diagnoses"] == 1 and test["false_positives"][0]["id"] == "test-healthy-lookalike"
+
+
+def test_high_confidence_precision_and_reliability_buckets(corpus, small_kb):
+    test = evaluate_splits(small_kb.compiled(), corpus)["splits"]["test"]
+    answers = sum(b["answers"] for b in test["reliability"])
+    right = sum(b["right"] for b in test["reliability"])
+    assert (answers, right) == (2, 1)  # the dcmi case (right) and the healthy look-alike (wrong)
+    hi = test["high_confidence"]
+    assert hi["answers"] >= hi["right"] and hi["threshold"] == 0.9
+    for b in test["reliability"]:
+        if b["answers"]:
+            assert 0.0 <= b["accuracy"] <= 1.0
+
+
+def test_split_must_follow_the_thread_hash(tmp_path):
+    root = tmp_path / "c"
+    thread = _thread_in("dev", "x")
+    _case(root, "test", "wrong-split", "x\n", thread=thread)
+    problems = split_problems(load_corpus(root))
+    assert problems and "wrong-split" in problems[0]
+
+
+def test_missing_trace_is_an_input_error(tmp_path):
+    d = tmp_path / "c" / "dev"
+    d.mkdir(parents=True)
+    (d / "a.yaml").write_text("id: a\nkind: positive\n")
+    with pytest.raises(InputError, match="a.txt is missing"):
+        load_corpus(tmp_path / "c")
+
+
+def test_cli_eval_json_and_exit_code(corpus, small_kb, cli):
+    code, out = cli(["kb", "eval", str(corpus), "--kb", str(small_kb.patterns), "--json"])
+    doc = json.loads(out)
+    assert code == 1  # the miss and the false diagnosis
+    assert doc["splits"]["test"]["excluded"][0]["id"] == "test-cited"
+    code, out = cli(["kb", "eval", str(corpus), "--kb", str(small_kb.patterns), "--split", "dev"])
+    assert code == 0 and "dev" in out and "reliability" in out

@@ -1,0 +1,138 @@
+"""`--drop OLD`: the pure libcst transform (collapse, elif, ternary, retarget, comments, unused
+imports) and the branch it writes on a synthetic two-lane fork."""
+
+from __future__ import annotations
+
+import ast
+import json
+
+import git
+from typer.testing import CliRunner
+
+from porter.cli import app
+from porter.upgrade.drop import drop_source
+from porter.upgrade.drop_run import guard_versions, selects
+from porter.upgrade.lanes import GuardVerdict
+from tests.upgrade import two_lane_fixtures as T
+from tests.upgrade.upgrade_fixtures import commit_all, write_tree
+
+SOURCE = '''import os
+from vllm_ascend.utils import vllm_version_is
+from vllm.a import OldThing, Kept  # both
+
+# choose the impl
+if vllm_version_is("0.9.1"):
+    # old lane
+    from vllm.old import old_fn
+    X = OldThing()
+else:
+    # main lane
+    from vllm.new import new_fn  # noqa
+    X = Kept()
+
+
+def f(a):
+    if vllm_version_is("0.9.1"):
+        return old_fn(a)
+    elif os.environ.get("Z"):
+        return 2
+    else:
+        return new_fn(a)
+
+
+def g():
+    y = 1 if vllm_version_is("0.9.1") else 2
+    if not vllm_version_is("0.9.1"):
+        y += 1
+    if vllm_version_is("0.9.1"):
+        y = 0
+    return y
+
+
+class C:
+    if vllm_version_is("0.9.1"):
+        def m(self):
+            return 1
+    else:
+        def m(self, extra=None):
+            return 2
+
+    def n(self):
+        if vllm_version_is("0.10.0"):
+            return Kept()
+        return 3
+'''
+
+
+def _verdicts(source: str) -> dict[int, GuardVerdict]:
+    out = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.If, ast.IfExp)) and "version" in ast.unparse(node.test):
+            test = ast.unparse(node.test)
+            if "0.10.0" in test:
+                out[node.lineno] = GuardVerdict("f.py", node.lineno, node.end_lineno, test, "retarget", "", retarget_to="0.11.0")
+            else:
+                kept = "body" if test.startswith("not") else "else"
+                out[node.lineno] = GuardVerdict("f.py", node.lineno, node.end_lineno, test, "collapse", "", kept=kept)
+    return out
+
+
+def test_drop_transform_keeps_the_live_branch_and_its_comments():
+    result = drop_source(SOURCE, "f.py", _verdicts(SOURCE))
+    new = result.source
+    compile(new, "f.py", "exec")
+    assert "0.9.1" not in new and 'vllm_version_is("0.11.0")' in new
+    assert "# choose the impl\n# main lane\nfrom vllm.new import new_fn  # noqa\nX = Kept()" in new  # dedented, comments kept
+    assert "    if os.environ.get(\"Z\"):\n        return 2\n    else:\n        return new_fn(a)" in new  # elif -> if
+    assert "    y = 2\n    y += 1\n    return y" in new  # ternary and `if not` collapsed, dead `if` removed
+    assert "def m(self, extra=None)" in new and "def m(self):" not in new
+    assert "from vllm.a import Kept  # both" in new and "OldThing" not in new  # only the dead branch used it
+    assert "import os" in new and "from vllm_ascend.utils import vllm_version_is" in new  # still used
+    actions = [e.action for e in result.edits]
+    assert actions.count("collapse") == 6 and actions.count("retarget") == 1 and actions.count("remove_import") == 1
+
+
+def test_the_version_helper_import_goes_when_no_guard_is_left():
+    source = 'from x.utils import vllm_version_is\nif vllm_version_is("1.0"):\n    A = 1\nelse:\n    A = 2\n'
+    verdict = GuardVerdict("m.py", 2, 5, 'vllm_version_is("1.0")', "collapse", "", kept="else")
+    assert drop_source(source, "m.py", [verdict]).source == "A = 2\n"
+    keep = GuardVerdict("m.py", 2, 5, 'vllm_version_is("1.0")', "keep", "")
+    assert drop_source(source, "m.py", [keep]).source == source
+
+
+def test_a_drop_selects_guards_naming_the_dropped_release_or_older():
+    guard = lambda test, verdict="collapse": GuardVerdict("m.py", 1, 2, test, verdict, "")  # noqa: E731
+    assert guard_versions("vllm_version_is('0.18.0') or v >= (0, 17)") == ["0.18.0", "0.17"]
+    assert selects(guard("vllm_version_is('0.18.0')"), "0.18.0") and selects(guard("vllm_version_is('0.9.1')"), "0.18.0")
+    assert not selects(guard("vllm_version_is('0.19.0')"), "0.18.0")
+    assert not selects(guard("vllm_version_is('0.18.0')", "keep"), "0.18.0")
+
+
+def test_drop_writes_a_branch_that_compiles(project, tmp_path):
+    old = write_tree(tmp_path / "lane-old", T.OLD)
+    new = write_tree(tmp_path / "lane-new", T.NEW)
+    fork = write_tree(tmp_path / "fork", T.PLUGIN)
+    repo = git.Repo.init(fork, initial_branch="main")
+    with repo.config_writer() as cw:
+        cw.set_value("user", "name", "t")
+        cw.set_value("user", "email", "t@example.invalid")
+    commit_all(repo, "plugin")
+    before = (fork / "myplug" / "lanes.py").read_text()
+    args = ["upgrade", "myplug", "--to", "2.0", "--from", "1.0", "--drop", "1.0", "--plugin-path", str(fork),
+            "--upstream-path", f"1.0={old}", "--upstream-path", f"2.0={new}", "--json"]
+    dry = CliRunner().invoke(app, [*args, "--dry-run"], catch_exceptions=False)
+    assert dry.exit_code == 0, dry.output
+    plan = json.loads(dry.stdout)["drop"]
+    assert plan["files"] == ["myplug/lanes.py", "myplug/typed.py"]
+    result = CliRunner().invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    port = json.loads(result.stdout)["port"]
+    assert port["branch"] == "ascend-port/upkg-drop-1.0" and port["branch_moved"]
+    assert (fork / "myplug" / "lanes.py").read_text() == before and not repo.is_dirty()  # the checkout is untouched
+    lanes = repo.git.show(f"{port['branch']}:myplug/lanes.py")
+    compile(lanes, "lanes.py", "exec")
+    assert 'upkg_version_is("2.0")' in lanes and "old_api" not in lanes and "STALE = 2" in lanes
+    assert "from myplug import legacy_path" not in lanes
+    pr = repo.git.show(f"{port['branch']}:PR_MATERIAL.md")
+    assert "Drop old gates: 4 dead version guard(s) collapsed" in pr and "Bump gates: 1 guard(s) retargeted to 2.0" in pr
+    assert "byte-compile" in pr
