@@ -94,7 +94,7 @@ def _publish_drop(report, request, drop: str, target: str, functions, config, st
     from porter.errors import InputError
     from porter.port.dispatch import _fork_of
     from porter.port.edit_port import EditCommit, EditRequest, FileEdit, publish_edits
-    from porter.port.plan import check_fork
+    from porter.port.worktree import check_fork
     from porter.proc import run
     from porter.slug import slugify
     from porter.upgrade.drop_run import plan_drop, pr_summary

@@ -4,6 +4,7 @@ PR_MATERIAL.md and publish, with the same safety as a shim port (see the package
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -65,7 +66,6 @@ class EditRequest:
 def publish_edits(request: EditRequest, status: Callable[[str], None] = lambda _m: None) -> PortResult:
     from porter.port.pr_material import render_edits
     from porter.port.shims import _committed, plugin_formatters, run_formatters
-    from porter.port.validate import validate
 
     if not request.commits or not any(c.edits for c in request.commits):
         raise InputError("no edits to publish", hint="pass at least one EditCommit with a FileEdit")
@@ -116,14 +116,11 @@ def publish_edits(request: EditRequest, status: Callable[[str], None] = lambda _
         if not commits:
             return pub.write_record(request.runs_dir, replace(base, message="the edits change nothing: no branch"))
         edits_tip = wt.head()
-        validation = validate(
-            wt.path, changed=changed, generated_tests=None, reanalyze=None, needs_human=(),
-            target_tree=request.target_tree, target_label=upstream_ref,
-            upstream_package=request.upstream_package or request.upstream.replace("-", "_"),
-            # No baseline control run: the edits are meant for the target only (a dropped lane).
-            entry_points=request.entry_points, plugin_root=request.plugin_root, baseline_tree=None,
-            upstream_trees={f"{request.upstream} {request.baseline}": request.baseline_tree} if request.baseline_tree else None,
-        )
+        control = _unedited_copy(wt, base_sha, request.work_dir)
+        try:
+            validation = _validate(request, wt, changed, upstream_ref, control)
+        finally:
+            shutil.rmtree(control, ignore_errors=True)
         text = render_edits(request, commits, validation, branch, run_id, base_sha, fork_ref,
                             git_work.diff_stat(root, base_sha, edits_tip), formatters=tuple(f[0] for f in formatters),
                             created=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
@@ -157,3 +154,31 @@ def publish_edits(request: EditRequest, status: Callable[[str], None] = lambda _
         result = pub.write_record(request.runs_dir, replace(result, pushed=pub.push_branch(
             root, request.remote, branch, force=existing is not None)))
     return result
+
+
+def _unedited_copy(wt, base_sha: str, work_dir: Path) -> Path:
+    """The fork's files at the baseline commit (git archive), outside the worktree: the control for
+    the import smoke, so a failure the unedited plugin shares at the target is not blamed on the edits."""
+    import io
+    import tarfile
+    import tempfile
+
+    work_dir.mkdir(parents=True, exist_ok=True)
+    target = Path(tempfile.mkdtemp(prefix="porter-control-", dir=work_dir))
+    result = __import__("subprocess").run(["git", "-C", str(wt.path), "archive", "--format=tar", base_sha],
+                                          capture_output=True, timeout=300, check=True)
+    with tarfile.open(fileobj=io.BytesIO(result.stdout)) as tar:
+        tar.extractall(target, filter="data")
+    return target
+
+
+def _validate(request: EditRequest, wt, changed, upstream_ref: str, control: Path):
+    from porter.port.validate import validate
+
+    return validate(
+        wt.path, changed=changed, generated_tests=None, reanalyze=None, needs_human=(),
+        target_tree=request.target_tree, target_label=upstream_ref,
+        upstream_package=request.upstream_package or request.upstream.replace("-", "_"),
+        entry_points=request.entry_points, plugin_root=request.plugin_root, baseline_tree=None, control_root=control,
+        upstream_trees={f"{request.upstream} {request.baseline}": request.baseline_tree} if request.baseline_tree else None,
+    )

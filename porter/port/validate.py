@@ -272,7 +272,7 @@ def installed_upstream(upstream: str, version: str, python: str | None = None) -
 def import_smoke(root: Path, *, modules: Sequence[str], entry_points: Sequence[str], upstream: str, plugin: str,
                  target_tree: Path | None, target_version: str, target_label: str, baseline_tree: Path | None = None,
                  baseline_version: str = "", needs_human: Iterable[str] = (), human_symbols: Iterable[str] = (),
-                 plugin_root: str = "") -> tuple[Check, dict[str, Any]]:
+                 plugin_root: str = "", control_root: Path | None = None) -> tuple[Check, dict[str, Any]]:
     """Import the touched modules and entry points at the target. A module failing at the target
     but importing at the baseline is the port's failure; failing at both is a limit of this
     machine (stand-ins), listed but not counted. Failures explained by a finding handed to a human
@@ -296,7 +296,13 @@ def import_smoke(root: Path, *, modules: Sequence[str], entry_points: Sequence[s
         return Check("imports at the target", "fail", verdict["line"], required=True), verdict
     failing = [r for r in at_target["results"] if not r["ok"]]
     at_baseline: dict[str, Any] = {}
-    if failing and baseline_tree is not None:
+    if failing and control_root is not None:
+        # The unedited plugin at the same target: a failure it shares is not the edits' doing.
+        at_baseline = run_smoke(control_root, tree=tree, upstream=upstream, plugin=plugin, version=target_version,
+                                modules=[r["name"] for r in failing if not r.get("entry_point")],
+                                entry_points=[r["name"] for r in failing if r.get("entry_point")], device=device,
+                                environment=environment, plugin_root=plugin_root)
+    elif failing and baseline_tree is not None:
         at_baseline = run_smoke(root, tree=baseline_tree, upstream=upstream, plugin=plugin, version=baseline_version,
                                 modules=[r["name"] for r in failing if not r.get("entry_point")],
                                 entry_points=[r["name"] for r in failing if r.get("entry_point")], device=device,
@@ -366,6 +372,7 @@ def validate(
     plugin_root: str = "",
     baseline_tree: Path | None = None,
     human_symbols: Sequence[str] = (),
+    control_root: Path | None = None,
 ) -> Validation:
     changed = list(changed)
     needs_human = list(needs_human)
@@ -386,7 +393,8 @@ def validate(
         check, smoke = import_smoke(root, modules=modules, entry_points=points, upstream=upstream_package, plugin=plugin,
                                     target_tree=target_tree, target_version=label, target_label=version,
                                     baseline_tree=baseline_tree, baseline_version=_baseline_version(upstream_trees, target_label),
-                                    needs_human=needs_human, human_symbols=human_symbols, plugin_root=plugin_root)
+                                    needs_human=needs_human, human_symbols=human_symbols, plugin_root=plugin_root,
+                                    control_root=control_root)
         checks.append(check)
     if generated_tests is not None:  # None: this kind of run generates no tests (edits); [] for shims is a failure
         checks.append(replace(run_pytest(root, list(generated_tests), name="generated shim tests"), required=True))

@@ -83,7 +83,7 @@ def test_publish_edits_that_break_the_import_keep_a_failed_branch(example, tmp_p
     request = EditRequest(
         fork="example-plugin", fork_path=example["plugin"], upstream="hostlib", baseline="v1", target="v2",
         slug="hostlib-bad", commits=(EditCommit("break it", edits=(
-            FileEdit("tiny_npu/ops.py", "from hostlib.nowhere import thing\n"),)),),
+            FileEdit("tiny_npu/utils.py", "from hostlib.nowhere import thing\n"),)),),
         target_tree=example["upstream_v2"], baseline_tree=example["upstream_v1"], upstream_package="hostlib",
         work_dir=tmp_path / "wt", runs_dir=tmp_path / "runs")
     with pytest.raises(PortFailed) as info:
