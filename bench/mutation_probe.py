@@ -104,7 +104,17 @@ def _function_nodes(tree: ast.Module, wanted: tuple[str, ...]) -> list[tuple[str
 def _candidates(node: ast.AST) -> list[tuple[ast.AST, str, str]]:
     """(node, kind, description) of every place one operator applies inside `node`."""
     out: list[tuple[ast.AST, str, str]] = []
+    # type annotations are not run (`from __future__ import annotations`): mutating them only
+    # makes equivalent mutants
+    skip: set[int] = set()
     for sub in ast.walk(node):
+        notes = [getattr(sub, "returns", None), getattr(sub, "annotation", None)]
+        for note in notes:
+            if isinstance(note, ast.AST):
+                skip.update(id(n) for n in ast.walk(note))
+    for sub in ast.walk(node):
+        if id(sub) in skip:
+            continue
         if isinstance(sub, ast.Compare) and type(sub.ops[0]) in _CMP_SWAP:
             out.append((sub, "compare", f"{type(sub.ops[0]).__name__} -> {_CMP_SWAP[type(sub.ops[0])].__name__}"))
         elif isinstance(sub, ast.BoolOp):
