@@ -370,3 +370,45 @@ def test_new_home_ranking_prefers_generic_paths_and_named_modules(tmp_path):
     assert homes["pkg.utils.logger"] == "pkg.logger.logger"  # the module named after it
     logger = next(r for r in result.records if r.symbol == "pkg.utils.logger")
     assert any("modules define this name" in e for e in logger.evidence)
+
+
+@pytest.mark.parametrize("source", ["FLAGS[0]", "0 < level < 3", "x is None", "'a' + b", "3"])
+def test_guards_porter_cannot_decide_are_unknown(source):
+    assert evaluate_condition(Condition("if", source), CONV, TargetVersions({"vllm": Version("0.13.0")})) is None
+
+
+@pytest.mark.parametrize(("cond", "kind"), [
+    (Condition("try", "ImportError"), GuardKind.IMPORT_ERROR),
+    (Condition("handler", "ImportError"), GuardKind.IMPORT_ERROR),
+    (Condition("suppress", "ImportError"), GuardKind.IMPORT_ERROR),
+    (Condition("type_checking", "TYPE_CHECKING"), GuardKind.TYPE_CHECKING),
+    (Condition("if", 'hasattr(torch, "npu")'), GuardKind.HASATTR),
+    (Condition("if", 'vllm_version_is("0.11.0")'), GuardKind.VERSION),
+    (Condition("if", "use_fast_path"), GuardKind.NONE),
+])
+def test_guard_kinds(cond, kind):
+    from porter.upgrade.guards import guard_kind
+
+    assert guard_kind(cond, CONV) is kind
+
+
+@pytest.mark.parametrize(("cond", "text"), [
+    (Condition("if", "flag"), "flag"),
+    (Condition("if", "flag", True), "not (flag)"),
+    (Condition("type_checking", "TYPE_CHECKING"), "if TYPE_CHECKING"),
+    (Condition("type_checking", "TYPE_CHECKING", True), "not TYPE_CHECKING"),
+    (Condition("try", "ImportError,ModuleNotFoundError"), "try: ... except (ImportError, ModuleNotFoundError)"),
+    (Condition("handler", "ImportError"), "except ImportError: (fallback)"),
+    (Condition("suppress", ""), "contextlib.suppress(ImportError)"),
+])
+def test_guard_descriptions(cond, text):
+    from porter.upgrade.guards import describe
+
+    assert describe(cond) == text
+
+
+def test_condition_identity_covers_kind_source_negation_and_try_block():
+    base = Condition("try", "ImportError", False, 1)
+    variants = [Condition("if", "ImportError", False, 1), Condition("try", "X", False, 1),
+                Condition("try", "ImportError", True, 1), Condition("try", "ImportError", False, 2)]
+    assert all(v.to_tuple() != base.to_tuple() for v in variants)
