@@ -169,17 +169,23 @@ def test_a_report_of_the_wrong_shape_is_a_host_error_not_a_crash(project, tmp_pa
     assert code == 3 and doc is not None, out
 
 
-def test_secrets_in_env_and_setup_never_reach_the_command_line(project, tmp_path, monkeypatch):
-    import porter.smoke.runner as runner_mod
-
+def _record_argv(monkeypatch, module, name: str) -> list[list[str]]:
+    """Wrap module.name (a process runner) so every argv it is given is kept, then run as usual."""
     seen: list[list[str]] = []
-    real = runner_mod.run_streaming
+    real = getattr(module, name)
 
     def recording(argv, *args, **kwargs):
         seen.append(list(argv))
         return real(argv, *args, **kwargs)
 
-    monkeypatch.setattr(runner_mod, "run_streaming", recording)
+    monkeypatch.setattr(module, name, recording)
+    return seen
+
+
+def test_secrets_in_env_and_setup_never_reach_the_command_line(project, tmp_path, monkeypatch):
+    import porter.smoke.runner as runner_mod
+
+    seen = _record_argv(monkeypatch, runner_mod, "run_streaming")
     python = fake_python(tmp_path / "ok-python", 'echo "token seen: ${PIP_INDEX_URL:+yes} $SETUP_DONE" >&2\nexit 1\n')
     write_config(project, {"box": _host(
         tmp_path, python=str(python),
@@ -287,14 +293,7 @@ def test_read_only_cache_is_exit_3_naming_the_path(project, monkeypatch):
 def test_hosts_check_keeps_secret_setup_lines_off_the_command_line(project, tmp_path, monkeypatch):
     import porter.proc as proc_mod
 
-    seen: list[list[str]] = []
-    real = proc_mod.run
-
-    def recording(argv, *args, **kwargs):
-        seen.append(list(argv))
-        return real(argv, *args, **kwargs)
-
-    monkeypatch.setattr(proc_mod, "run", recording)
+    seen = _record_argv(monkeypatch, proc_mod, "run")
     marker = tmp_path / "setup-ran"
     write_config(project, {"box": _host(tmp_path, setup=[f"GH=ghp_abcdefghijklmnopqrstuvwxyz123456 touch {marker}"])})
     code, doc, out = invoke("--json", "hosts", "check", "box")

@@ -4,6 +4,7 @@ break (no python, setup failure, timeout, killed, partial output) with nothing l
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 import sys
 import time
 from pathlib import Path
@@ -235,9 +236,10 @@ def test_second_run_on_a_busy_host_is_refused(project, tmp_path):
     assert process_gone(int((pids / "child.pid").read_text()))
 
 
-def test_overdue_lock_holder_is_killed_and_the_lock_taken_over(project, tmp_path):
-    """A process that still holds the host lock past the deadline its run wrote (its porter died,
-    the process hangs on) is killed and the next run proceeds instead of 'host busy' forever."""
+@contextmanager
+def _lock_holder(tmp_path: Path, deadline_offset_s: int):
+    """A process that holds the host lock of `tmp_path/remote` (fd 9, as a run script does) and
+    wrote a deadline `deadline_offset_s` from now into it, then hangs on."""
     import shutil
     import subprocess
 
@@ -246,46 +248,40 @@ def test_overdue_lock_holder_is_killed_and_the_lock_taken_over(project, tmp_path
     workdir = tmp_path / "remote"
     workdir.mkdir()
     lock = workdir / ".porter-lock"
-    # a leftover holder: holds fd 9 on the lock, recorded a deadline in the past
     holder = subprocess.Popen(["bash", "-c", f"exec 9>>{lock}; flock -n 9; : > {lock}; "
-                               f"echo \"$$ $(( $(date +%s) - 5 )) {workdir}/old-run\" >&9; sleep 300"])
+                               f"echo \"$$ $(( $(date +%s) + {deadline_offset_s} )) {workdir}/old-run\" >&9; sleep 300"])
     try:
         deadline = time.monotonic() + 10
         while not (lock.exists() and lock.read_text().strip()) and time.monotonic() < deadline:
             time.sleep(0.05)
-        python = fake_python(tmp_path / "ok-python", "exit 1\n")
-        write_config(project, {"box": _host(tmp_path, python=str(python))})
-        code, doc, _ = invoke("smoke", "--host", "box", "--level", "L0", "--json")
-        assert doc["run"]["error"] is None or doc["run"]["error"]["details"].get("failure") != "busy", doc
-        assert "took over the host lock" in Path(doc["run"]["log"]).read_text()
-        assert holder.wait(timeout=10) is not None
+        yield holder
     finally:
         if holder.poll() is None:
             holder.kill()
 
 
-def test_lock_within_its_deadline_is_still_busy(project, tmp_path):
-    import shutil
-    import subprocess
+def _smoke_box(project, tmp_path) -> tuple[int, dict]:
+    python = fake_python(tmp_path / "ok-python", "exit 1\n")
+    write_config(project, {"box": _host(tmp_path, python=str(python))})
+    code, doc, _ = invoke("smoke", "--host", "box", "--level", "L0", "--json")
+    return code, doc
 
-    if shutil.which("flock") is None:
-        pytest.skip("flock (util-linux) not installed: runs are unlocked")
-    workdir = tmp_path / "remote"
-    workdir.mkdir()
-    lock = workdir / ".porter-lock"
-    holder = subprocess.Popen(["bash", "-c", f"exec 9>>{lock}; flock -n 9; : > {lock}; "
-                               f"echo \"$$ $(( $(date +%s) + 600 )) {workdir}/old-run\" >&9; sleep 300"])
-    try:
-        deadline = time.monotonic() + 10
-        while not (lock.exists() and lock.read_text().strip()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        python = fake_python(tmp_path / "ok-python", "exit 1\n")
-        write_config(project, {"box": _host(tmp_path, python=str(python))})
-        code, doc, _ = invoke("smoke", "--host", "box", "--level", "L0", "--json")
+
+def test_overdue_lock_holder_is_killed_and_the_lock_taken_over(project, tmp_path):
+    """A process that still holds the host lock past the deadline its run wrote (its porter died,
+    the process hangs on) is killed and the next run proceeds instead of 'host busy' forever."""
+    with _lock_holder(tmp_path, -5) as holder:
+        code, doc = _smoke_box(project, tmp_path)
+        assert doc["run"]["error"] is None or doc["run"]["error"]["details"].get("failure") != "busy", doc
+        assert "took over the host lock" in Path(doc["run"]["log"]).read_text()
+        assert holder.wait(timeout=10) is not None
+
+
+def test_lock_within_its_deadline_is_still_busy(project, tmp_path):
+    with _lock_holder(tmp_path, 600) as holder:
+        code, doc = _smoke_box(project, tmp_path)
         assert code == 3 and doc["error"]["details"]["failure"] == "busy"
         assert holder.poll() is None  # a run within its time is never killed
-    finally:
-        holder.kill()
 
 
 def test_unknown_cause_pointer_only_for_tracebacks(project, tmp_path):
