@@ -219,3 +219,26 @@ def test_killed_run_versus_killed_ssh_client():
     assert remote.details["failure"] == "killed" and "the smoke run on host a3 was killed by SIGKILL" in remote.message
     local = classify_exit(profile, transport, -9, "", None, timeout_s=900, elapsed_s=3)
     assert local.details["failure"] == "killed" and "ssh client for host a3 was killed by SIGKILL" in local.message
+
+
+def test_kill_script_ends_the_recorded_process_group(tmp_path):
+    """The script a second connection runs to stop a run: TERM (then KILL) to the group in .porter-pgid."""
+    import subprocess
+    import time
+
+    run = subprocess.Popen(["setsid", "bash", "-c", "sleep 300 & sleep 300 & wait"])
+    try:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and len(subprocess.run(["pgrep", "-g", str(run.pid)], capture_output=True,
+                                                                  text=True).stdout.split()) < 3:
+            time.sleep(0.05)
+        (tmp_path / sh.PGID_FILE).write_text(f"{run.pid}\n")
+        done = subprocess.run(["bash", "-c", sh.kill_script(str(tmp_path))], capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        run.wait(timeout=10)
+        assert subprocess.run(["pgrep", "-g", str(run.pid)], capture_output=True).returncode == 1  # nothing left
+    finally:
+        if run.poll() is None:
+            run.kill()
+    # no recorded group: nothing to do, still success
+    assert subprocess.run(["bash", "-c", sh.kill_script(str(tmp_path / "absent"))], timeout=10).returncode == 0

@@ -28,6 +28,7 @@ def test_failed_push_names_the_branch_and_the_way_out(tmp_path):
     with pytest.raises(EnvironmentProblem) as info:
         pub.push_branch(repo, str(tmp_path / "no-such-remote"), "ascend-port/x", force=False)
     assert info.value.message.startswith("push of ascend-port/x to ")
+    assert "does not appear to be a git repository" in info.value.message  # git's own reason
     assert "push it by hand" in (info.value.hint or "")
 
 
