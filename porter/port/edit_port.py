@@ -16,7 +16,7 @@ from porter.redact import redact_text
 from porter.port import publish as pub
 from porter.port import worktree as git_work
 from porter.port.plan import CommitInfo, PortFailed, PortResult, checkpoint, new_run_id
-from porter.port.worktree import branch_for, check_fork, failed_branch_name
+from porter.port.worktree import check_fork, failed_branch_name
 from porter.upgrade.models import Outcome, OutcomeDecision
 
 
@@ -74,11 +74,9 @@ def publish_edits(request: EditRequest, status: Callable[[str], None] = lambda _
             if edit.path.startswith("/") or ".." in Path(edit.path).parts:
                 raise InputError(f"edit path {edit.path!r} is not relative to the fork root")
     root, base_sha, fork_ref = check_fork(request.fork_path, allow_dirty=request.allow_dirty, fork_ref=request.fork_ref)
-    slug, branch = branch_for(root, request.slug, request.upstream, request.target)
-    existing = git_work.check_branch(root, branch, base_sha, force=request.force)
-    git_work.prune_stale(root, request.work_dir)
+    start = git_work.start_run(root, base_sha, request)
+    slug, branch, existing, identity = start.slug, start.branch, start.existing, start.identity
     run_id = new_run_id()
-    identity = git_work.commit_identity(root)
     upstream_ref = f"{request.upstream} {request.target}"
     status(f"porter run {run_id}: {request.fork} {fork_ref} ({base_sha[:12]}): {request.title or slug}")
     reasons = request.outcome_reasons or (request.title or f"{len(request.commits)} edit commit(s)",)

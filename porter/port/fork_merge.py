@@ -297,11 +297,9 @@ def run_merge(request: MergeRequest, status: Callable[[str], None] = lambda _m: 
     if forks.is_ancestor(root, target_sha, base_sha):
         raise UsageError(f"{request.upstream} {request.target} is already merged into {fork_ref} (target equals baseline)",
                          hint="pick a newer target with --to")
-    slug, branch = forks.branch_for(root, request.slug, request.upstream, request.target)
-    existing = forks.check_branch(root, branch, base_sha, force=request.force)
-    forks.prune_stale(root, request.work_dir)
+    start = forks.start_run(root, base_sha, request)
+    slug, branch, existing, identity = start.slug, start.branch, start.existing, start.identity
     run_id = new_run_id()
-    identity = forks.commit_identity(root)
     rules = load_resolutions(request.resolutions_dir, request.fork) if request.resolutions_dir else []
     status(f"porter run {run_id}: merging {request.upstream} {request.target} ({target_sha[:12]}) into {fork_ref}")
 

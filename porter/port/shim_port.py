@@ -18,7 +18,7 @@ from porter.port import publish as pub
 from porter.port import worktree as git_work
 from porter.port.plan import (AnalyzeFn, CommitInfo, PortAnalysis, PortFailed, PortRequest, PortResult, check_versions,
                               checkpoint, new_run_id, no_port_message, plan_with_missed, port_outcome)
-from porter.port.worktree import branch_for, check_fork, failed_branch_name
+from porter.port.worktree import check_fork, failed_branch_name
 from porter.upgrade.models import Outcome, Severity
 
 
@@ -36,11 +36,9 @@ def run_port(request: PortRequest, analyze: AnalyzeFn, status: Callable[[str], N
 
     check_versions(request.baseline, request.target)
     root, base_sha, fork_ref = check_fork(request.fork_path, allow_dirty=request.allow_dirty, fork_ref=request.fork_ref)
-    slug, branch = branch_for(root, request.slug, request.upstream, request.target)
-    existing = git_work.check_branch(root, branch, base_sha, force=request.force)
-    git_work.prune_stale(root, request.work_dir)
+    start = git_work.start_run(root, base_sha, request)
+    slug, branch, existing, identity = start.slug, start.branch, start.existing, start.identity
     run_id = new_run_id()
-    identity = git_work.commit_identity(root)
     upstream_ref = f"{request.upstream} {request.target}"
     status(f"porter run {run_id}: {request.fork} {fork_ref} ({base_sha[:12]}) for {upstream_ref}")
 

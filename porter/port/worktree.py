@@ -388,6 +388,24 @@ def branch_for(root: Path, slug: str | None, upstream: str, target: str) -> tupl
     return slug, branch
 
 
+@dataclass(frozen=True)
+class RunStart:
+    slug: str
+    branch: str
+    existing: ExistingBranch | None  # the branch as a previous run left it
+    identity: tuple[str, str] | None  # porter's fallback commit identity, when the repo has none
+
+
+def start_run(root: Path, base_sha: str, request) -> RunStart:
+    """What every branch-writing run (shim port, edit run, fork merge) checks and cleans before it
+    writes: the branch name git accepts, the branch porter may replace, worktrees of killed runs,
+    the identity its commits get. `request` carries slug, upstream, target, force and work_dir."""
+    slug, branch = branch_for(root, request.slug, request.upstream, request.target)
+    existing = check_branch(root, branch, base_sha, force=request.force)
+    prune_stale(root, request.work_dir)
+    return RunStart(slug, branch, existing, commit_identity(root))
+
+
 def failed_branch_name(branch: str) -> str:
     return f"{branch}-failed"
 
