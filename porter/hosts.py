@@ -110,12 +110,12 @@ def is_secret_env(key: str, value: str | None = None) -> bool:
     password, a token pasted into an innocent name)."""
     if _SECRET_ENV.search(key) or is_secret_key(key):
         return True
-    return value is not None and redact_text(value) != value
+    return value is not None and has_secret(value)
 
 
-def has_secret(line: str) -> bool:
-    """A setup line that carries a secret (a token, a password, credentials in a URL)."""
-    return redact_text(line) != line
+def has_secret(text: str) -> bool:
+    """A value or setup line that carries a secret (a token, a password, credentials in a URL)."""
+    return redact_text(text) != text
 
 
 def bundled_local() -> HostProfile:

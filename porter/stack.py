@@ -90,9 +90,10 @@ def validate_stack(data: Any, source: str) -> dict[str, Any]:
 def load_stack(path: Path | None = None) -> dict[str, Any]:
     from porter.yamlio import load_yaml_file
 
-    path = Path(path) if path else default_stack_path()
+    default = default_stack_path()
+    path = Path(path) if path else default
     if not path.is_file():
-        if path == default_stack_path():
+        if path == default:
             return empty_stack()
         raise InputError(f"stack file {path} does not exist", hint="check --stack, or create one with `porter apply`")
     return validate_stack(load_yaml_file(path), str(path))
