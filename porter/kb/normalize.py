@@ -30,7 +30,7 @@ _NEWLINES = re.compile(r"\r\n|\r|\n")
 # separator space, so the indentation of traceback lines ("[rank1]:   File ...") survives.
 _PREFIXES = re.compile(
     r"""^(?:
-        \((?:[A-Za-z_][\w.:-]{0,80}\s+)?pid=\d+(?:,\s*ip=[\w.:-]{1,64})?\)[ \t]?  # (RayWorker pid=123) (pid=5, ip=1.2.3.4)
+        \((?:[A-Za-z_][\w.:=-]{0,80}[ \t]{1,4}){0,4}pid=\d+(?:,\s*ip=[\w.:-]{1,64})?\)[ \t]?  # (RayWorker pid=123) (VllmWorker rank=1 pid=7) (pid=5, ip=1.2.3.4)
       | \[rank\s?\d{1,6}\]:?[ \t]?                                            # [rank3]:
       | \[\d{1,6},\d{1,6}\]<std(?:out|err)>:\s?                              # [1,0]<stderr>: (mpirun)
       | rank\s?\d{1,6}:\s+                                                    # rank3: (torchrun --tee)

@@ -38,6 +38,10 @@ def test_rank_and_process_prefixes_are_stripped():
     cases = {
         "(RayWorker pid=123) ValueError: x": "ValueError: x",
         "(EngineCore_DP0 pid=4567) RuntimeError: y": "RuntimeError: y",
+        "(VllmWorker rank=1 pid=7) RuntimeError: z": "RuntimeError: z",  # tags with spaces (vLLM v1 workers)
+        "(VllmWorker TP0 pid=7) [rank1]: OSError: w": "OSError: w",
+        "(Worker_DP0_TP1_EP1 pid=5298) INFO 05-01 12:00:00 [core.py:12] hi": "hi",
+        "(not a tag) pid=3": "(not a tag) pid=3",
         "(pid=5, ip=10.0.0.1) [rank3]: KeyError: 'a'": "KeyError: 'a'",
         "[rank0]: Traceback (most recent call last):": "Traceback (most recent call last):",
         "[1,0]<stderr>:ERROR: Could not find a version": "ERROR: Could not find a version",
