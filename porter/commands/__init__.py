@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+from typing import TYPE_CHECKING
 
-import typer
+if TYPE_CHECKING:  # porter.fastcli imports porter.commands.diagnose without typer
+    import typer
 
 COMMAND_MODULES = (
     "diagnose",

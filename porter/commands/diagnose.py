@@ -4,15 +4,11 @@ Exit codes: 0 a known cause was found, 1 unknown, 2 unusable input (missing file
 empty input, bad --env).
 """
 
-from __future__ import annotations
-
+# no `from __future__ import annotations`: typer resolves the command's annotations in this
+# module's globals, and typer is imported only inside register() (porter.fastcli skips it)
 import sys
 from pathlib import Path
 from typing import BinaryIO, List, Optional
-
-import typer
-
-from porter.cliutil import command_context, json_option
 
 
 class _CountingReader:
@@ -67,8 +63,7 @@ def diagnose_defaults(raw: dict) -> dict:
     return {"top": top, "env": env}
 
 
-def resolve_patterns_dir(state, kb: Optional[Path]) -> tuple[Path, Path | None]:
-    cfg = state.config()
+def resolve_patterns_dir(cfg, kb: Optional[Path]) -> tuple[Path, Path | None]:
     if kb is not None:
         patterns = kb / "patterns" if (kb / "patterns").is_dir() else kb
         return patterns, cfg.cache_dir
@@ -84,11 +79,10 @@ def _buffered(stream: BinaryIO) -> tuple[bytes, BinaryIO]:
     return data, io.BytesIO(data)
 
 
-def _history_reports(state, values: List[str], diag, raw: bytes, facts: dict, top: int) -> list[dict]:
+def _history_reports(cfg, values: List[str], diag, raw: bytes, facts: dict, top: int) -> list[dict]:
     """`--history`: candidate fix commits per repository, next to the knowledge-base matches."""
     from porter.kb.history.lookup import analyse_diagnosis, resolve_sources
 
-    cfg = state.config()
     text = raw.decode("utf-8", "replace")
     return [analyse_diagnosis(src, diag, text, facts, cfg.cache_dir, top=top).to_dict()
             for src in resolve_sources(values, cfg.forks_file)]
@@ -114,7 +108,52 @@ def decoded_codes(patterns_dir: Path, diag) -> list[dict]:
     return decode_signals(tables, diag.signals.codes)
 
 
-def register(app: typer.Typer) -> None:
+def run_diagnose(reporter, cfg, source: str | None, top: int | None, env: List[str], explain: bool,
+                 kb: Optional[Path], history: List[str]) -> int:
+    """The whole command after option parsing (shared by the typer command and porter.fastcli);
+    returns the exit code. `cfg`: the loaded PorterConfig."""
+    from porter.errors import InputError
+    from porter.kb.env import parse_env
+    from porter.kb.loader import load_kb
+    from porter.kb.matcher import diagnose_stream
+    from porter.kb.render import diagnose_payload
+
+    defaults = diagnose_defaults(cfg.raw)
+    top = top or defaults["top"]
+    facts = parse_env([*defaults["env"], *env])
+    name, stream = open_input(source)
+    patterns_dir, cache_dir = resolve_patterns_dir(cfg, kb)
+    loaded = load_kb(patterns_dir, cache_dir)
+    if not loaded.entries:
+        reporter.status(f"warning: no knowledge-base entries under {patterns_dir}; every trace will be unknown")
+    elif loaded.problems:
+        reporter.status(f"note: {len(loaded.problems)} knowledge-base problem(s); run `porter kb lint`")
+    raw = b""
+    if history:
+        raw, stream = _buffered(stream)  # the history search reads the text again (versions, banners)
+    reader = _CountingReader(stream)
+    try:
+        diag = diagnose_stream(loaded.compiled(), reader, facts, top)
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+    if reader.bytes == 0:
+        raise InputError(f"{name}: empty input, nothing to diagnose", hint="pass the file that holds the traceback or log")
+    kb_info = {"entries": len(loaded.entries), "patterns_dir": str(patterns_dir), "cached": loaded.from_cache}
+    payload = diagnose_payload(diag, name, kb_info, explain, decoded_codes(patterns_dir, diag))
+    if facts:
+        payload["env"] = facts
+    if history:
+        payload["history"] = _history_reports(cfg, history, diag, raw, facts, top)
+    reporter.emit("diagnose", payload, lambda console: _render(console, payload, explain))
+    return 0 if diag.status == "match" else 1
+
+
+def register(app) -> None:
+    import typer
+
+    from porter.cliutil import command_context, json_option
+
     @app.command("diagnose")
     def diagnose(
         ctx: typer.Context,
@@ -131,38 +170,5 @@ def register(app: typer.Typer) -> None:
         Exit 0 when a known cause matched, 1 when unknown, 2 for unusable input.
         """
         with command_context(ctx, "diagnose", json_) as (reporter, state):
-            from porter.errors import InputError
-            from porter.kb.env import parse_env
-            from porter.kb.loader import load_kb
-            from porter.kb.matcher import diagnose_stream
-            from porter.kb.render import diagnose_payload
-
-            defaults = diagnose_defaults(state.config().raw)
-            top = top or defaults["top"]
-            facts = parse_env([*defaults["env"], *env])
-            name, stream = open_input(source)
-            patterns_dir, cache_dir = resolve_patterns_dir(state, kb)
-            loaded = load_kb(patterns_dir, cache_dir)
-            if not loaded.entries:
-                reporter.status(f"warning: no knowledge-base entries under {patterns_dir}; every trace will be unknown")
-            elif loaded.problems:
-                reporter.status(f"note: {len(loaded.problems)} knowledge-base problem(s); run `porter kb lint`")
-            raw = b""
-            if history:
-                raw, stream = _buffered(stream)  # the history search reads the text again (versions, banners)
-            reader = _CountingReader(stream)
-            try:
-                diag = diagnose_stream(loaded.compiled(), reader, facts, top)
-            finally:
-                if stream is not sys.stdin.buffer:
-                    stream.close()
-            if reader.bytes == 0:
-                raise InputError(f"{name}: empty input, nothing to diagnose", hint="pass the file that holds the traceback or log")
-            kb_info = {"entries": len(loaded.entries), "patterns_dir": str(patterns_dir), "cached": loaded.from_cache}
-            payload = diagnose_payload(diag, name, kb_info, explain, decoded_codes(patterns_dir, diag))
-            if facts:
-                payload["env"] = facts
-            if history:
-                payload["history"] = _history_reports(state, history, diag, raw, facts, top)
-            reporter.emit("diagnose", payload, lambda console: _render(console, payload, explain))
-            raise typer.Exit(0 if diag.status == "match" else 1)
+            code = run_diagnose(reporter, state.config(), source, top, env, explain, kb, history)
+        raise typer.Exit(code)

@@ -1,0 +1,126 @@
+"""`porter diagnose` without the typer app: the same command, parsed by hand.
+
+Building the typer app (click, typer, every command module) costs ~100 ms of CPU per process,
+more than loading the cached KB and diagnosing a trace. `fast_diagnose` recognises only plain
+diagnose lines (the options of `porter diagnose --help` and the global --json, --format
+text|json, -q, --config, --trust-project); for anything else, including every malformed or
+unusual line, it returns None and the typer app parses it, so usage errors, help and the other
+options keep their one implementation. Recognised lines run `commands.diagnose.run_diagnose`,
+the function the typer command calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_FLAGS = {"--json", "--explain", "-q", "--quiet", "--trust-project"}
+_VALUED = {"--top", "-k", "--env", "--kb", "--config", "--format"}
+
+
+@dataclass
+class DiagnoseArgs:
+    source: str | None = None
+    top: int | None = None
+    env: list[str] = field(default_factory=list)
+    explain: bool = False
+    kb: Path | None = None
+    json_mode: bool = False
+    quiet: bool = False
+    config: Path | None = None
+    trust_project: bool = False
+
+
+def parse(argv: list[str]) -> DiagnoseArgs | None:
+    """The arguments of a plain `porter [global options] diagnose [FILE|-] [options]`, or None."""
+    if "diagnose" not in argv:
+        return None
+    args = DiagnoseArgs()
+    seen_command = False
+    fmt = "text"
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "diagnose" and not seen_command:
+            seen_command = True
+            i += 1
+            continue
+        name, eq, inline = token.partition("=")
+        if token.startswith("--") and eq:
+            if name not in _VALUED or not inline:
+                return None
+            value, width = inline, 1
+        elif token in _VALUED:
+            if i + 1 >= len(argv):
+                return None
+            value, width = argv[i + 1], 2
+        elif token in _FLAGS:
+            value, width = None, 1
+        elif token == "-" or not token.startswith("-"):
+            if not seen_command or args.source is not None:
+                return None  # another subcommand, or a second file: the typer app explains
+            args.source = token
+            i += 1
+            continue
+        else:
+            return None  # --help, -v, --history, --version, `--`, short clusters, typos
+        if not seen_command and name not in ("--json", "-q", "--quiet", "--config", "--trust-project", "--format"):
+            return None  # a command option before the command
+        if seen_command and name in ("--config", "--trust-project"):
+            return None  # root-only options (porter.cliargs hoists only -q, -v, --json, --format)
+        if name == "--json":
+            args.json_mode = True
+        elif name == "--explain":
+            args.explain = True
+        elif name in ("-q", "--quiet"):
+            args.quiet = True
+        elif name == "--trust-project":
+            args.trust_project = True
+        elif name in ("--top", "-k"):
+            if not value.isdigit() or not 1 <= int(value) <= 20:  # typer owns the usage error
+                return None
+            args.top = int(value)
+        elif name == "--env":
+            args.env.append(value)
+        elif name == "--kb":
+            args.kb = Path(value)
+        elif name == "--config":
+            args.config = Path(value)
+        elif name == "--format":
+            fmt = value.lower()
+            if fmt not in ("text", "json"):
+                return None  # CI formats: the typer app says diagnose has none
+        i += width
+    if not seen_command:
+        return None
+    args.json_mode = args.json_mode or fmt == "json"
+    return args
+
+
+def fast_diagnose(argv: list[str]) -> int | None:
+    """Run a plain diagnose line and return its exit code; None: not one, use the typer app."""
+    args = parse(argv)
+    if args is None:
+        return None
+    import dataclasses
+
+    from porter.cliutil import CommandExit, internal_error, reported
+    from porter.commands.diagnose import run_diagnose
+    from porter.config import load_config
+    from porter.output import Reporter
+
+    reporter = Reporter(format="json" if args.json_mode else "text", quiet=args.quiet)
+    try:
+        with reported(reporter, "diagnose"):
+            cfg = dataclasses.replace(load_config(explicit=args.config), trust_project=args.trust_project)
+            return run_diagnose(reporter, cfg, args.source, args.top, args.env, args.explain, args.kb, [])
+    except CommandExit as exc:
+        return exc.code
+    except KeyboardInterrupt:  # outside the command's own handling, as in porter.cliapp.main
+        from porter.errors import Interrupted
+
+        stopped = Interrupted("interrupted: nothing was left half-written")
+        Reporter(json_mode=args.json_mode).error(stopped, "diagnose")
+        return int(stopped.exit_code)
+    except Exception:  # noqa: BLE001 - the typer app's rule: a porter bug, exit 4
+        return internal_error()
