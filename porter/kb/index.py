@@ -333,7 +333,10 @@ class CompiledKB:
                     index.setdefault(key, []).append(pos)
             else:
                 always.append(pos)
-        return cls(entries, sigs, index, always, [tuple(t) for t in plan["fuzzy"]])
+        kb = cls(entries, sigs, index, always, [tuple(t) for t in plan["fuzzy"]])
+        if "prefilter" in plan:
+            kb._needles = plan["prefilter"]  # computed when the cache was written
+        return kb
 
     @staticmethod
     def plan(entries: Iterable[KBEntry]) -> dict:
@@ -347,7 +350,7 @@ class CompiledKB:
                 form = fuzzy_form(text)
                 if len(form) >= 12:
                     fuzzy.append((ei, form))
-        return {"sigs": sigs, "fuzzy": fuzzy}
+        return {"sigs": sigs, "fuzzy": fuzzy, "prefilter": prefilter_plan(needles for _, _, needles, _ in sigs)}
 
     def signature_map(self) -> dict[tuple[int, int], "_Sig"]:
         """(entry index, signature index) -> prepared signature."""
@@ -374,25 +377,32 @@ def _dedupe(needles) -> tuple[str, ...]:
     return tuple(kept)
 
 
-def prefilter_needles(kb: CompiledKB) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+Prefilter = tuple[tuple[str, ...], tuple[str, ...]]
+
+
+def prefilter_plan(sig_needles: Iterable[tuple[str, ...]]) -> Prefilter | None:
     """(needles for the case-folded text, needles for the original text); None: read every line.
 
     The extractor's words (error, failed, Traceback, ...) are searched case-folded; a signature
     needle that contains one of them, case-folded, is then redundant and dropped, so most
     signatures cost nothing here. The rest are searched case-sensitively.
     """
-    cached = getattr(kb, "_needles", False)
-    if cached is not False:
-        return cached
     from porter.kb.extract import EXTRACT_NEEDLES
 
-    if any(not sig.needles for sig in kb.sigs):
-        kb._needles = None  # a regex without a literal anchor: every line must be searched
-        return None
+    sig_needles = list(sig_needles)
+    if any(not needles for needles in sig_needles):
+        return None  # a regex without a literal anchor: every line must be searched
     folded = _dedupe(n.lower() for n in EXTRACT_NEEDLES)
-    exact = _dedupe(n for sig in kb.sigs for n in sig.needles if not any(f in n.lower() for f in folded))
-    kb._needles = (folded, exact)
-    return kb._needles
+    exact = _dedupe(n for needles in sig_needles for n in needles if not any(f in n.lower() for f in folded))
+    return folded, exact
+
+
+def prefilter_needles(kb: CompiledKB) -> Prefilter | None:
+    """The KB's prefilter (`prefilter_plan`), from the cached plan when there is one."""
+    cached = getattr(kb, "_needles", False)
+    if cached is False:
+        cached = kb._needles = prefilter_plan(sig.needles for sig in kb.sigs)
+    return cached
 
 
 def candidate_lines(text: str, ends: list[int], needles: tuple[str, ...]) -> set[int]:
@@ -408,5 +418,3 @@ def candidate_lines(text: str, ends: list[int], needles: tuple[str, ...]) -> set
                 break
             pos = find(needle, ends[i])
     return found
-
-

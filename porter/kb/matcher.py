@@ -112,11 +112,8 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
         text = strip_prefix(clean)
         tokens = findall(clean)
         candidates: set[int] = set(always_bare)
-        if not keys.isdisjoint(tokens):
-            for tok in tokens:
-                refs = index.get(tok)
-                if refs:
-                    candidates.update(refs)
+        for tok in keys & tokens:  # the line's index keys, intersected in C
+            candidates.update(index[tok])
         for needle, pos in always_needles:  # keyless signatures: a substring test first
             if needle in clean:
                 candidates.add(pos)
