@@ -157,3 +157,31 @@ def test_verify_commands_whose_exit_status_cannot_fail_are_flagged(small_kb):
     report = lint(small_kb.patterns)
     flagged = {Path(w.file).stem for w in report.warnings if w.field == "verify"}
     assert flagged == {"VLLM-010", "VLLM-011", "VLLM-012"}, [str(w) for w in report.warnings]
+
+
+def test_regex_safety_verdict_does_not_depend_on_the_clock(monkeypatch):
+    """The verdict is structural: a busy machine (every search slow, yet under the hard limit)
+    refuses nothing safe, and an idle one (every search instant) still refuses the unsafe."""
+    import porter.kb.regexsafety as rs
+
+    safe = [r"retCode=0x[0-9a-fA-F]+", r"foo.{0,200}bar", r"Process id\s*:\s*\d+", r"^\s*from \.+utils\.device import ",
+            r"cannot import name '(\w+)' from 'vllm'", r"Available KV cache memory: -\d+(\.\d+)? GiB"]
+    unsafe = {r"No module named .*lora_thing": "quadratic", r"\d+x": "quadratic", r"^(a|aa)+$": "backtracking",
+              r"(a|ab)*c": "backtracking", r"a.{0,500}b.{0,500}c": "paths", r"(\w+\s?)*$": "nested"}
+    monkeypatch.setattr(rs, "_timed_search", lambda rx, line: 900.0)
+    assert all(rs.check_regex(p).ok for p in safe)
+    monkeypatch.setattr(rs, "_timed_search", lambda rx, line: 0.0)
+    for pattern, word in unsafe.items():
+        verdict = rs.check_regex(pattern)
+        assert not verdict.ok and word in verdict.problem, (pattern, verdict.problem)
+
+
+def test_bundled_regexes_pass_the_structural_rules():
+    from porter.config import bundled_root
+    from porter.kb.loader import load_entries
+    from porter.kb.regexsafety import structural_problem
+
+    loaded = load_entries(bundled_root() / "knowledge" / "patterns")
+    bad = [(e.id, s.pattern, structural_problem(s.pattern)) for e in loaded.entries for s in e.signatures
+           if s.kind == "regex" and structural_problem(s.pattern)]
+    assert not bad
