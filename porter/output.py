@@ -10,14 +10,14 @@ import json
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
-
-from rich.console import Console
-from rich.markup import escape
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from porter import __version__
 from porter.errors import PorterError
 from porter.redact import redact_data, redact_text
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 SCHEMA_VERSION = 1
 
@@ -75,9 +75,26 @@ def print_whole(console: Console, renderable: Any) -> None:
 class Reporter:
     json_mode: bool = False
     quiet: bool = False
-    console: Console = field(default_factory=lambda: Console(soft_wrap=False, highlight=False))
-    err: Console = field(default_factory=lambda: Console(stderr=True, highlight=False))
     format: str = "text"  # text | json | sarif | junit | github (porter.formats)
+    # rich consoles are made on first use: a --json run never imports rich (~50 ms per process)
+    _console: Any = field(default=None, repr=False)
+    _err: Any = field(default=None, repr=False)
+
+    @property
+    def console(self) -> "Console":
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(soft_wrap=False, highlight=False)
+        return self._console
+
+    @property
+    def err(self) -> "Console":
+        if self._err is None:
+            from rich.console import Console
+
+            self._err = Console(stderr=True, highlight=False)
+        return self._err
 
     def __post_init__(self) -> None:
         if self.json_mode and self.format == "text":
@@ -122,6 +139,8 @@ class Reporter:
                                             title=f"porter {command.replace('.', ' ')}") + "\n")
                 sys.stdout.flush()
             # soft_wrap: a path or command in the message stays one piece (the terminal wraps it, we never fold it)
+            from rich.markup import escape
+
             self.err.print(f"[bold red]error:[/] {escape(redact_text(exc.message))}", markup=True, soft_wrap=True)
             if exc.hint:
                 self.err.print(f"[yellow]hint:[/] {escape(redact_text(exc.hint))}", markup=True, soft_wrap=True)
