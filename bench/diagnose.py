@@ -18,9 +18,12 @@ With `--history REPO` (a clone with full history, e.g. of vllm-ascend), also:
 - the extra time `--history REPO` adds per trace with the index warm: in-process, and end-to-end
   (`porter diagnose FILE --history REPO` against `porter diagnose FILE`).
 Targets (issue 14): <= 1 s extra per trace with a warm index, index build <= 2 min on 2 cores.
-Usage: .venv/bin/python bench/diagnose.py [--mb 50] [--runs 7] [--history REPO] [--json]
+Usage: .venv/bin/python bench/diagnose.py [--mb 50] [--runs 7] [--history REPO] [--baseline OLD_TREE] [--skip-in-process] [--json]
 Targets (issue 13): CLI p95 <= 150 ms warm with 4 concurrent processes; 50 MB of any content
-<= 5 s and <= 100 MB RSS.
+<= 5 s and <= 100 MB RSS. Fresh processes report wall and CPU time (user + sys): on a shared
+machine the wall time mostly measures the others' load, the CPU time what porter itself costs.
+`--baseline TREE` (e.g. `git archive OLD porter knowledge | tar -x -C /tmp/old`) prints the same
+fresh-process figures for that tree beside this checkout's (before | after).
 """
 
 from __future__ import annotations
@@ -57,6 +60,26 @@ NOISE = [
     "[W compiler_depend.ts:{n}] Warning: The operator 'aten::foo' is not currently supported on the NPU backend (function operator())",
     "Ignore import error when loading vllm_ascend.patch: No module named 'vllm'",
 ]
+
+
+def child_env(source: Path | None = None, **extra: str) -> dict:
+    """The environment of a measured `porter` process: porter's bytecode may be written (an
+    installed porter has it; PYTHONDONTWRITEBYTECODE would recompile every module each run),
+    and `source` (another checkout, for before/after) comes first on the path."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = str(source or ROOT)
+    env.update(extra)
+    return env
+
+
+def timed_process(argv: list[str], env: dict) -> tuple[float, float, int]:
+    """(wall ms, CPU ms = user + sys, exit code) of one fresh process; the CPU time is what the
+    process itself cost, whatever else the machine was running."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = (time.perf_counter() - start) * 1000
+    return wall, (usage.ru_utime + usage.ru_stime) * 1000, os.waitstatus_to_exitcode(status)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -99,7 +122,7 @@ def cli_time(argv: list[str], env: dict, runs: int, before=None) -> dict:
 
 def cli_latency(trace: Path, runs: int) -> dict:
     cache = Path(tempfile.mkdtemp(prefix="porter-bench-cache-"))
-    env = {**os.environ, "PORTER_CACHE_DIR": str(cache)}
+    env = child_env(PORTER_CACHE_DIR=str(cache))
     try:
         floor = cli_time([str(PORTER), "--version"], env, runs)
         cold = cli_time([str(PORTER), "diagnose", str(trace)], env, runs, before=lambda: shutil.rmtree(cache, ignore_errors=True))
@@ -181,24 +204,27 @@ def history_figures(repo: Path, runs: int) -> dict:
         }
     finally:
         shutil.rmtree(cache, ignore_errors=True)
-def concurrent_cli(trace: Path, processes: int = 4, runs: int = 10) -> dict:
-    """p50/p95 of `porter diagnose` wall times while `processes` loops run at once (warm cache)."""
+def concurrent_cli(trace: Path, processes: int = 4, runs: int = 10, source: Path | None = None, json_mode: bool = False) -> dict:
+    """p50/p95 wall and CPU time of `porter diagnose` while `processes` loops run at once (warm
+    cache), and how many compiled-KB cache files the runs left (1: nobody rebuilt it)."""
     import threading
 
     cache = Path(tempfile.mkdtemp(prefix="porter-bench-cache-"))
-    env = {**os.environ, "PORTER_CACHE_DIR": str(cache)}
-    argv = [str(PORTER), "diagnose", str(trace)]
-    subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, cwd=ROOT)
-    times: list[float] = []
+    env = child_env(source, PORTER_CACHE_DIR=str(cache))
+    argv = [str(PORTER), "diagnose", str(trace), *(["--json"] if json_mode else [])]
+    timed_process(argv, env)  # warm: the KB cache and porter's bytecode
+    walls: list[float] = []
+    cpus: list[float] = []
     lock = threading.Lock()
 
     def loop() -> None:
         for _ in range(runs):
-            start = time.perf_counter()
-            subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, cwd=ROOT)
+            wall, cpu, _ = timed_process(argv, env)
             with lock:
-                times.append((time.perf_counter() - start) * 1000)
+                walls.append(wall)
+                cpus.append(cpu)
 
+    load_before = os.getloadavg()[0]
     threads = [threading.Thread(target=loop) for _ in range(processes)]
     for t in threads:
         t.start()
@@ -206,8 +232,25 @@ def concurrent_cli(trace: Path, processes: int = 4, runs: int = 10) -> dict:
         t.join()
     rebuilt = len(list((cache / "kb").glob("kb-*.pickle")))
     shutil.rmtree(cache, ignore_errors=True)
-    return {"processes": processes, "calls": len(times), "p50_ms": round(percentile(times, 0.5), 1),
-            "p95_ms": round(percentile(times, 0.95), 1), "cache_files": rebuilt}
+    return {"processes": processes, "calls": len(walls), "json": json_mode, "p50_ms": round(percentile(walls, 0.5), 1),
+            "p95_ms": round(percentile(walls, 0.95), 1), "cpu_p50_ms": round(percentile(cpus, 0.5), 1),
+            "cpu_p95_ms": round(percentile(cpus, 0.95), 1), "cache_files": rebuilt,
+            "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
+
+
+def cache_reuse(trace: Path, calls: int = 15, source: Path | None = None) -> dict:
+    """Sequential `porter diagnose --json` calls on one fresh cache: how many found the compiled
+    KB cached (all but the first should)."""
+    cache = Path(tempfile.mkdtemp(prefix="porter-bench-cache-"))
+    env = child_env(source, PORTER_CACHE_DIR=str(cache))
+    cached = 0
+    try:
+        for _ in range(calls):
+            done = subprocess.run([str(PORTER), "diagnose", str(trace), "--json"], env=env, capture_output=True, text=True, cwd=ROOT)
+            cached += bool(json.loads(done.stdout).get("kb", {}).get("cached"))
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    return {"calls": calls, "cached": cached, "rebuilt": calls - cached}
 
 
 def crafted_log(path: Path, megabytes: int, kb) -> int:
@@ -239,18 +282,20 @@ def long_line_log(path: Path, megabytes: int) -> int:
     return written
 
 
-def cli_big(path: Path) -> dict:
-    """Wall time and peak RSS of one fresh `porter diagnose` process on `path`."""
-    env = {**os.environ}
+def cli_big(path: Path, source: Path | None = None) -> dict:
+    """Wall time, CPU time and peak RSS of one fresh `porter diagnose` process on `path`."""
+    env = child_env(source)
     start = time.perf_counter()
     proc = subprocess.Popen([str(PORTER), "diagnose", str(path)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - start
-    return {"seconds": round(elapsed, 2), "max_rss_mb": round(usage.ru_maxrss / 1024, 1), "exit": os.waitstatus_to_exitcode(status)}
+    return {"seconds": round(elapsed, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2), "max_rss_mb": round(usage.ru_maxrss / 1024, 1),
+            "exit": os.waitstatus_to_exitcode(status), "load_average": round(os.getloadavg()[0], 2)}
 
 
-def big_logs(kb, megabytes: int, traces: list[Path]) -> dict:
-    out = {}
+def big_logs(kb, megabytes: int, traces: list[Path], sources: dict[str, Path | None]) -> dict:
+    """Each log kind once per source tree (`after`: this checkout; `before`: --baseline)."""
+    out: dict = {}
     with tempfile.TemporaryDirectory(prefix="porter-bench-") as tmp:
         for kind in ("normal", "crafted", "long_lines"):
             path = Path(tmp) / f"{kind}.log"
@@ -260,7 +305,9 @@ def big_logs(kb, megabytes: int, traces: list[Path]) -> dict:
                 size = crafted_log(path, megabytes, kb)
             else:
                 size = long_line_log(path, megabytes)
-            out[kind] = {"mb": round(size / 1024 / 1024, 1), **cli_big(path)}
+            out[kind] = {"mb": round(size / 1024 / 1024, 1)}
+            for label, source in sources.items():
+                out[kind][label] = cli_big(path, source)
             path.unlink()
     return out
 
@@ -270,6 +317,9 @@ def main() -> int:
     ap.add_argument("--mb", type=int, default=50, help="size of the generated log (default 50)")
     ap.add_argument("--runs", type=int, default=7, help="repetitions per measurement (median)")
     ap.add_argument("--history", type=Path, help="also measure `diagnose --history` against this git clone")
+    ap.add_argument("--baseline", type=Path, help="another porter source tree (e.g. `git archive` of an older commit, with its "
+                    "knowledge/): its CLI and 50 MB figures are printed beside this checkout's")
+    ap.add_argument("--skip-in-process", action="store_true", help="only the fresh-process figures (CLI, concurrency, 50 MB logs)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -279,31 +329,41 @@ def main() -> int:
     load_ms = (time.perf_counter() - start) * 1000
     files = sorted(SEEDS.glob("*.txt"))
     positives = [f for f in files if not f.name.startswith("neg-")]
-    result = {
-        "kb": {"entries": len(kb.entries), "signatures": len(kb.sigs), "parse_and_compile_ms": round(load_ms, 1)},
-        "per_trace": per_trace_latency(kb, files, args.runs),
-        "cli": cli_latency(SEEDS / "036-rmsnorm-bias-fused-split-qk-norm-traceback.txt", args.runs),
-        "big_log": throughput(kb, args.mb, [positives[i] for i in (35, 13, 4, 44, 58, 72) if i < len(positives)]),
-        "cli_concurrent": concurrent_cli(SEEDS / "036-rmsnorm-bias-fused-split-qk-norm-traceback.txt", 4, args.runs),
-        "cli_big_logs": big_logs(kb, args.mb, [positives[i] for i in (35, 13, 4, 44, 58, 72) if i < len(positives)]),
-        "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-        "cpus": os.cpu_count(),
-    }
+    inserted = [positives[i] for i in (35, 13, 4, 44, 58, 72) if i < len(positives)]
+    trace = SEEDS / "036-rmsnorm-bias-fused-split-qk-norm-traceback.txt"
+    sources: dict[str, Path | None] = {"after": None}
+    if args.baseline:
+        sources["before"] = args.baseline.resolve()
+    for source in sources.values():  # bytecode written once per tree, as an install has it
+        timed_process([str(PORTER), "diagnose", str(trace)], child_env(source))
+    result: dict = {"kb": {"entries": len(kb.entries), "signatures": len(kb.sigs), "parse_and_compile_ms": round(load_ms, 1)},
+                    "load_average_start": round(os.getloadavg()[0], 2)}
+    if not args.skip_in_process:
+        result["per_trace"] = per_trace_latency(kb, files, args.runs)
+        result["cli"] = cli_latency(trace, args.runs)
+        result["big_log"] = throughput(kb, args.mb, inserted)
+    result["cli_concurrent"] = {label: concurrent_cli(trace, 4, args.runs, source) for label, source in sources.items()}
+    result["cli_concurrent_json"] = {label: concurrent_cli(trace, 4, args.runs, source, json_mode=True) for label, source in sources.items()}
+    result["cache_reuse"] = {label: cache_reuse(trace, 15, source) for label, source in sources.items()}
+    result["cli_big_logs"] = big_logs(kb, args.mb, inserted, sources)
+    result["load_average"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    result["cpus"] = os.cpu_count()
     if args.history:
         result["history"] = history_figures(args.history.resolve(), args.runs)
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    pt, cli, big = result["per_trace"], result["cli"], result["big_log"]
-    print(f"knowledge base: {result['kb']['entries']} entries, {result['kb']['signatures']} signatures, parse+compile {result['kb']['parse_and_compile_ms']} ms")
-    print(f"per trace (in-process, {pt['traces']} seed traces): p50 {pt['p50_ms']} ms, p95 {pt['p95_ms']} ms, max {pt['max_ms']} ms   [target p50 <= 20 ms]")
     def fmt(m: dict) -> str:
         return f"{m['median_ms']} ms (min {m['min_ms']})"
 
-    print(f"CLI end-to-end, fresh process ({cli['trace']}, median of {cli['runs']}): no cache {fmt(cli['no_cache_ms'])}, "
-          f"with compiled-KB cache {fmt(cli['with_cache_ms'])}; `porter --version` alone {fmt(cli['porter_version_ms'])}   [target cold <= 300 ms]")
-    print(f"{big['bytes'] / 1024 / 1024:.0f} MB log ({big['lines']} lines): {big['seconds']} s = {big['mb_per_s']} MB/s, "
-          f"status {big['status']}, top {big['top']}, blocks kept {big['blocks_kept']} (dropped {big['blocks_dropped']})   [target <= 10 s]")
+    print(f"knowledge base: {result['kb']['entries']} entries, {result['kb']['signatures']} signatures, parse+compile {result['kb']['parse_and_compile_ms']} ms")
+    if "per_trace" in result:
+        pt, cli, big = result["per_trace"], result["cli"], result["big_log"]
+        print(f"per trace (in-process, {pt['traces']} seed traces): p50 {pt['p50_ms']} ms, p95 {pt['p95_ms']} ms, max {pt['max_ms']} ms   [target p50 <= 20 ms]")
+        print(f"CLI end-to-end, fresh process ({cli['trace']}, median of {cli['runs']}): no cache {fmt(cli['no_cache_ms'])}, "
+              f"with compiled-KB cache {fmt(cli['with_cache_ms'])}; `porter --version` alone {fmt(cli['porter_version_ms'])}   [target cold <= 300 ms]")
+        print(f"{big['bytes'] / 1024 / 1024:.0f} MB log in-process ({big['lines']} lines): {big['seconds']} s = {big['mb_per_s']} MB/s, "
+              f"status {big['status']}, top {big['top']}, blocks kept {big['blocks_kept']} (dropped {big['blocks_dropped']})   [target <= 10 s]")
     if "history" in result:
         h = result["history"]
         ex, hc = h["extra_per_trace_s"], h["cli"]
@@ -312,15 +372,22 @@ def main() -> int:
         print(f"--history extra per trace, warm index (load + search, {ex['traces']} traces): p50 {ex['p50']} s, max {ex['max']} s; "
               f"CLI {hc['trace']}: {fmt(hc['plain_ms'])} without, {fmt(hc['with_history_ms'])} with "
               f"(+{hc['extra_ms']} ms)   [target <= 1 s]")
-    cc = result["cli_concurrent"]
-    print(f"CLI warm with {cc['processes']} concurrent processes ({cc['calls']} calls): p50 {cc['p50_ms']} ms, p95 {cc['p95_ms']} ms, "
-          f"compiled-KB cache files {cc['cache_files']}   [target p95 <= 150 ms]")
+    for key, what in (("cli_concurrent", "text"), ("cli_concurrent_json", "--json")):
+        for label, cc in result[key].items():
+            print(f"[{label:6}] CLI {what} warm, {cc['processes']} concurrent processes ({cc['calls']} calls): wall p50 {cc['p50_ms']} ms, "
+                  f"p95 {cc['p95_ms']} ms; CPU per process p50 {cc['cpu_p50_ms']} ms, p95 {cc['cpu_p95_ms']} ms; "
+                  f"KB cache files {cc['cache_files']}; load {cc['load_average'][0]} -> {cc['load_average'][1]}   [target p95 <= 150 ms]")
+    for label, cr in result["cache_reuse"].items():
+        print(f"[{label:6}] {cr['calls']} sequential CLI calls on a fresh cache: {cr['cached']} used the cached KB, {cr['rebuilt']} built it   [expect 1 build]")
     for kind, m in result["cli_big_logs"].items():
-        print(f"porter diagnose on {m['mb']:.0f} MB {kind} log: {m['seconds']} s, peak RSS {m['max_rss_mb']} MB (exit {m['exit']})   [target <= 5 s, <= 100 MB]")
-    print(f"load average {result['load_average']} on {result['cpus']} CPUs (other processes share this machine)")
+        for label in sources:
+            r = m[label]
+            print(f"[{label:6}] porter diagnose on {m['mb']:.0f} MB {kind} log: {r['seconds']} s wall, {r['cpu_s']} s CPU, peak RSS {r['max_rss_mb']} MB "
+                  f"(exit {r['exit']}, load {r['load_average']})   [target <= 5 s, <= 100 MB]")
+    print(f"load average {result['load_average_start']} at start, {result['load_average']} at the end, on {result['cpus']} CPUs (other processes share this machine)")
     if os.environ.get("PYTHONDONTWRITEBYTECODE"):
-        # Every fresh process then recompiles porter's sources (~80 ms): not what an install sees.
-        print("note: PYTHONDONTWRITEBYTECODE is set, so CLI times include compiling porter's sources each run")
+        # dropped for the measured processes (see child_env): an install has porter's bytecode
+        print("note: PYTHONDONTWRITEBYTECODE is set here; the measured porter processes run without it (bytecode written once)")
     return 0
 
 
