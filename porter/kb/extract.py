@@ -93,6 +93,9 @@ _CODES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("driver", re.compile(r"dcmi\b[^\n]{0,80}?\bret(?:urn)?(?: code)?\s*[=:]\s*(-?\d{1,6})(?!\d)")),
 )
 _CODE_GATE = re.compile(r"\d{4}|0x|RetCode|HCCL function")  # every code above has one of these: a cheap first test
+# Per pattern, a substring every match contains ("" = none short enough): a busy log's lines
+# with numbers pass the gate above, and one `in` test is far cheaper than one regex scan each.
+_CODE_LITERALS = ("", "ERR", "rr", "507", "retCode=0x", "result", "HCCL function error", "drvRetCode=", "ret is ", "dcmi")
 # Substrings that make a line worth a full look by the extractor (a superset of what `feed`
 # reacts to when idle). The scanner finds them chunk-wise with str.find and skips other lines.
 EXTRACT_NEEDLES: tuple[str, ...] = (
@@ -188,6 +191,11 @@ def package_of(path: str) -> str | None:
     return None
 
 
+def _may_be_dmesg(text: str) -> bool:
+    """A substring test for what `_DMESG` needs (a leading `[` or a driver word), before its scan."""
+    return text[:1] == "[" or "uda_" in text or "devdrv_" in text or "davinci" in text or "hdc_" in text or "dms_" in text
+
+
 def is_errorish(text: str, tokens=None) -> bool:
     if tokens is None:
         tokens = _TOKEN.findall(text)
@@ -280,7 +288,9 @@ class Extractor:
     def _record_codes(self, number: int, text: str) -> None:
         if len(self._codes) >= MAX_CODES or not _CODE_GATE.search(text):
             return
-        for family, pattern in _CODES:
+        for (family, pattern), literal in zip(_CODES, _CODE_LITERALS):
+            if literal not in text:
+                continue
             for m in pattern.finditer(text):
                 start = m.start()
                 if start and (text[start - 1].isalnum() and m.re.pattern[0] in "E5"):
@@ -366,7 +376,7 @@ class Extractor:
                 self._close()
         errorish = is_errorish(text, tokens)
         is_exc = bool(stripped) and self._record_exception(number, stripped)
-        dmesg = bool(_DMESG.search(text)) if (errorish or "uda_" in text or "devdrv" in text) else False
+        dmesg = bool(_DMESG.search(text)) if (errorish or "uda_" in text or "devdrv" in text) and _may_be_dmesg(text) else False
         if errorish or is_exc or dmesg:
             self._error_lines += 1
             self._record_codes(number, text)

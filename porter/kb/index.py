@@ -405,6 +405,30 @@ def prefilter_needles(kb: CompiledKB) -> Prefilter | None:
     return cached
 
 
+_DIGITS_AS_ZERO = str.maketrans("123456789", "000000000")
+
+
+def presence_key(needle: str) -> str:
+    """What `chunk_words` must contain for `needle` to occur: its longest whitespace-free run,
+    digits as 0 ("" when it has no such run: always looked for)."""
+    runs = needle.translate(_DIGITS_AS_ZERO).split()
+    return max(runs, key=len) if runs else ""
+
+
+def chunk_words(text: str) -> str | None:
+    """The distinct whitespace-separated words of `text`, digits as 0, joined by newlines; None
+    when that is not much shorter than the text (little repetition). A log chunk repeats its
+    words (timestamps, levels, module names differ only in digits), so this is a few kB, and a
+    needle whose presence key is not in it occurs nowhere in the chunk: its pass is skipped."""
+    words = "\n".join(set(text.translate(_DIGITS_AS_ZERO).split()))
+    return words if len(words) * 4 < len(text) else None
+
+
+def present_needles(needles: tuple[str, ...], keys: tuple[str, ...], words: str) -> tuple[str, ...]:
+    """The needles whose presence key occurs in `words` (see `chunk_words`)."""
+    return tuple(n for n, k in zip(needles, keys) if k in words)
+
+
 def candidate_lines(text: str, ends: list[int], needles: tuple[str, ...]) -> set[int]:
     """Indexes of the lines of `text` that contain any needle (str.find runs in C)."""
     found: set[int] = set()

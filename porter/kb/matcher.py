@@ -16,7 +16,8 @@ token index and the extractor. That is what keeps a 50 MB log fast.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, repeat
+from operator import add
 from typing import BinaryIO, Iterable, Iterator, Mapping
 
 from porter.kb.env import normalise_package  # also re-exported: porter.smoke imports it from here
@@ -24,7 +25,7 @@ from bisect import bisect_right
 
 from porter.kb.extract import CODE_LINE, Extractor, Signals
 from porter.kb.index import TOKEN as _TOKEN
-from porter.kb.index import CompiledKB, candidate_lines, prefilter_needles, squeeze  # CompiledKB re-exported too
+from porter.kb.index import CompiledKB, candidate_lines, chunk_words, prefilter_needles, presence_key, present_needles, squeeze  # CompiledKB re-exported too
 from porter.kb.normalize import fuzzy_form, iter_batches, strip_prefix
 from porter.kb.schema import KBEntry
 
@@ -101,6 +102,7 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
     keys = index.keys()
     findall = _TOKEN.findall
     needles = prefilter_needles(kb)
+    keys_of = tuple(tuple(map(presence_key, group)) for group in needles) if needles is not None else ((), ())
 
     # Logs repeat lines verbatim (every rank prints the same warning): remember what a line
     # matched, so a repeat costs one dict lookup. Bounded in characters (long unique lines would
@@ -146,12 +148,17 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
         n = len(lines)
         wanted: Iterable[int] = range(n)
         if needles is not None:
-            ends = list(accumulate(len(line) + 1 for line in lines))  # offset just past each line's "\n"
+            ends = list(accumulate(map(add, map(len, lines), repeat(1))))  # offset just past each line's "\n"
             text = "\n".join(lines)
             folded = text.lower()
             if len(folded) == len(text):  # a few Unicode letters change length when lower-cased
-                found = candidate_lines(folded, ends, needles[0])
-                found |= candidate_lines(text, ends, needles[1])
+                folded_needles, exact_needles = needles
+                words = chunk_words(text)
+                if words is not None:  # one pass per needle that occurs at all, not per needle
+                    folded_needles = present_needles(folded_needles, keys_of[0], words.lower())
+                    exact_needles = present_needles(exact_needles, keys_of[1], words)
+                found = candidate_lines(folded, ends, folded_needles)
+                found |= candidate_lines(text, ends, exact_needles)
                 found.update(bisect_right(ends, m.start()) for m in CODE_LINE.finditer(text))
                 wanted = sorted(found)
         upcoming = iter(wanted)
