@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from operator import methodcaller
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -409,24 +410,26 @@ _DIGITS_AS_ZERO = str.maketrans("123456789", "000000000")
 
 
 def presence_key(needle: str) -> str:
-    """What `chunk_words` must contain for `needle` to occur: its longest whitespace-free run,
-    digits as 0 ("" when it has no such run: always looked for)."""
-    runs = needle.translate(_DIGITS_AS_ZERO).split()
-    return max(runs, key=len) if runs else ""
+    """What `distinct_lines` must contain for `needle` to occur in the chunk: the needle, digits as 0."""
+    return needle.translate(_DIGITS_AS_ZERO)
 
 
-def chunk_words(text: str) -> str | None:
-    """The distinct whitespace-separated words of `text`, digits as 0, joined by newlines; None
-    when that is not much shorter than the text (little repetition). A log chunk repeats its
-    words (timestamps, levels, module names differ only in digits), so this is a few kB, and a
-    needle whose presence key is not in it occurs nowhere in the chunk: its pass is skipped."""
-    words = "\n".join(set(text.translate(_DIGITS_AS_ZERO).split()))
-    return words if len(words) * 4 < len(text) else None
+def distinct_lines(lines: list[str]) -> str | None:
+    """The distinct lines with every digit as 0, joined; None when they would not be much
+    shorter than the chunk. Log lines repeat with other numbers (timestamps, steps, pids), so
+    for a chunk of a healthy log this is a few kB, and a needle whose key is not in it occurs
+    nowhere in the chunk: its pass over the chunk is skipped. A sample of the first lines
+    decides first, so a chunk of unique lines costs no copy."""
+    digits_as_zero = methodcaller("translate", _DIGITS_AS_ZERO)
+    if len(set(map(digits_as_zero, lines[:512]))) * 4 > min(len(lines), 512):
+        return None
+    distinct = "\n".join(set(map(digits_as_zero, lines)))
+    return distinct if len(distinct) * 4 < sum(map(len, lines)) else None
 
 
-def present_needles(needles: tuple[str, ...], keys: tuple[str, ...], words: str) -> tuple[str, ...]:
-    """The needles whose presence key occurs in `words` (see `chunk_words`)."""
-    return tuple(n for n, k in zip(needles, keys) if k in words)
+def present_needles(needles: tuple[str, ...], keys: tuple[str, ...], lines: str) -> tuple[str, ...]:
+    """The needles whose presence key occurs in `lines` (see `distinct_lines`)."""
+    return tuple(n for n, k in zip(needles, keys) if k in lines)
 
 
 def candidate_lines(text: str, ends: list[int], needles: tuple[str, ...]) -> set[int]:

@@ -25,7 +25,7 @@ from bisect import bisect_right
 
 from porter.kb.extract import CODE_LINE, Extractor, Signals
 from porter.kb.index import TOKEN as _TOKEN
-from porter.kb.index import CompiledKB, candidate_lines, chunk_words, prefilter_needles, presence_key, present_needles, squeeze  # CompiledKB re-exported too
+from porter.kb.index import CompiledKB, candidate_lines, distinct_lines, prefilter_needles, presence_key, present_needles, squeeze  # CompiledKB re-exported too
 from porter.kb.normalize import fuzzy_form, iter_batches, strip_prefix
 from porter.kb.schema import KBEntry
 
@@ -153,10 +153,10 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
             folded = text.lower()
             if len(folded) == len(text):  # a few Unicode letters change length when lower-cased
                 folded_needles, exact_needles = needles
-                words = chunk_words(text)
-                if words is not None:  # one pass per needle that occurs at all, not per needle
-                    folded_needles = present_needles(folded_needles, keys_of[0], words.lower())
-                    exact_needles = present_needles(exact_needles, keys_of[1], words)
+                digest = distinct_lines(lines)
+                if digest is not None:  # one pass per needle that occurs at all, not per needle
+                    folded_needles = present_needles(folded_needles, keys_of[0], digest.lower())
+                    exact_needles = present_needles(exact_needles, keys_of[1], digest)
                 found = candidate_lines(folded, ends, folded_needles)
                 found |= candidate_lines(text, ends, exact_needles)
                 found.update(bisect_right(ends, m.start()) for m in CODE_LINE.finditer(text))
