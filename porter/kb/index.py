@@ -414,7 +414,7 @@ def presence_key(needle: str) -> str:
     return needle.translate(_DIGITS_AS_ZERO)
 
 
-def distinct_lines(lines: list[str]) -> str | None:
+def distinct_lines(lines: list[str], text: str) -> str | None:
     """The distinct lines with every digit as 0, joined; None when they would not be much
     shorter than the chunk. Log lines repeat with other numbers (timestamps, steps, pids), so
     for a chunk of a healthy log this is a few kB, and a needle whose key is not in it occurs
@@ -423,8 +423,11 @@ def distinct_lines(lines: list[str]) -> str | None:
     digits_as_zero = methodcaller("translate", _DIGITS_AS_ZERO)
     if len(set(map(digits_as_zero, lines[:512]))) * 4 > min(len(lines), 512):
         return None
-    distinct = "\n".join(set(map(digits_as_zero, lines)))
-    return distinct if len(distinct) * 4 < sum(map(len, lines)) else None
+    seen: set[str] = set()
+    for start in range(0, len(lines), 1024):  # a slice at a time: C-speed, and no chunk-sized copy
+        seen.update("\n".join(lines[start : start + 1024]).translate(_DIGITS_AS_ZERO).split("\n"))
+    distinct = "\n".join(seen)
+    return distinct if len(distinct) * 4 < len(text) else None
 
 
 def present_needles(needles: tuple[str, ...], keys: tuple[str, ...], lines: str) -> tuple[str, ...]:

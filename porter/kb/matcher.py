@@ -153,7 +153,7 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
             folded = text.lower()
             if len(folded) == len(text):  # a few Unicode letters change length when lower-cased
                 folded_needles, exact_needles = needles
-                digest = distinct_lines(lines)
+                digest = distinct_lines(lines, text)
                 if digest is not None:  # one pass per needle that occurs at all, not per needle
                     folded_needles = present_needles(folded_needles, keys_of[0], digest.lower())
                     exact_needles = present_needles(exact_needles, keys_of[1], digest)
