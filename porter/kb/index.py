@@ -435,11 +435,15 @@ def present_needles(needles: tuple[str, ...], keys: tuple[str, ...], lines: str)
     return tuple(n for n, k in zip(needles, keys) if k in lines)
 
 
-def candidate_lines(text: str, ends: list[int], needles: tuple[str, ...]) -> set[int]:
-    """Indexes of the lines of `text` that contain any needle (str.find runs in C)."""
-    found: set[int] = set()
+def candidate_lines(text: str, ends: list[int], needles: tuple[str, ...], found: set[int] | None = None) -> set[int]:
+    """Indexes of the lines of `text` that contain any needle (str.find runs in C), added to
+    `found`; stops early once every line is in it (an error-dense log needs one pass, not one
+    per needle)."""
+    found = set() if found is None else found
     find, n = text.find, len(ends)
     for needle in needles:
+        if len(found) >= n:
+            break
         pos = find(needle)
         while pos >= 0:
             i = bisect_right(ends, pos)

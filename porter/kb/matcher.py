@@ -103,6 +103,8 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
     findall = _TOKEN.findall
     needles = prefilter_needles(kb)
     keys_of = tuple(tuple(map(presence_key, group)) for group in needles) if needles is not None else ((), ())
+    always_keys = [presence_key(needle) for needle, _ in always_needles]
+    always_now = always_needles  # this chunk's: the needles absent from it are not tested per line
 
     # Logs repeat lines verbatim (every rank prints the same warning): remember what a line
     # matched, so a repeat costs one dict lookup. Bounded in characters (long unique lines would
@@ -116,7 +118,7 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
         candidates: set[int] = set(always_bare)
         for tok in keys & tokens:  # the line's index keys, intersected in C
             candidates.update(index[tok])
-        for needle, pos in always_needles:  # keyless signatures: a substring test first
+        for needle, pos in always_now:  # keyless signatures: a substring test first
             if needle in clean:
                 candidates.add(pos)
         squeezed = squeeze(clean) if candidates else clean
@@ -147,6 +149,7 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
     for lines in batches:
         n = len(lines)
         wanted: Iterable[int] = range(n)
+        always_now = always_needles
         if needles is not None:
             ends = list(accumulate(map(add, map(len, lines), repeat(1))))  # offset just past each line's "\n"
             text = "\n".join(lines)
@@ -157,8 +160,9 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
                 if digest is not None:  # one pass per needle that occurs at all, not per needle
                     folded_needles = present_needles(folded_needles, keys_of[0], digest.lower())
                     exact_needles = present_needles(exact_needles, keys_of[1], digest)
+                    always_now = [item for item, key in zip(always_needles, always_keys) if key in digest]
                 found = candidate_lines(folded, ends, folded_needles)
-                found |= candidate_lines(text, ends, exact_needles)
+                candidate_lines(text, ends, exact_needles, found)
                 found.update(bisect_right(ends, m.start()) for m in CODE_LINE.finditer(text))
                 wanted = sorted(found)
         upcoming = iter(wanted)
