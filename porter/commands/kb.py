@@ -195,8 +195,9 @@ def _render_splits(console, payload: dict, show_cases: bool) -> None:
     for name, ev in payload["splits"].items():
         hi = ev["high_confidence"]
         precision = f"{hi['precision']:.1%}" if hi["precision"] is not None else "n/a"
+        label = f"{name} (leave-source-out)" if payload.get("leave_source_out") else name
         console.print(
-            f"[bold]{escape(name)}[/]: top-1 {ev['top1']:.1%} ({ev['top1_correct']}/{ev['positives']}), "
+            f"[bold]{escape(label)}[/]: top-1 {ev['top1']:.1%} ({ev['top1_correct']}/{ev['positives']}), "
             f"top-3 {ev['top3']:.1%} ({ev['top3_correct']}/{ev['positives']}), unknown on {ev['unknown_on_positives']} positives; "
             f"confidence >= {hi['threshold']:g} right {precision} ({hi['right']}/{hi['answers']}); "
             f"false diagnoses on healthy/unexplained {ev['false_diagnoses']}/{ev['negatives_and_unknown']} "
@@ -225,6 +226,7 @@ def kb_eval(
     corpus: Optional[Path] = typer.Argument(None, help="Corpus directory: dev/ and test/ with <id>.yaml labels (default tests/data/corpus), a split directory, or an index.yaml corpus such as tests/data/seed-traces."),
     split: list[str] = typer.Option([], "--split", help="Only this split (dev, test; repeatable)."),
     cases: bool = typer.Option(False, "--cases", help="List every miss and false diagnosis per split."),
+    leave_source_out: bool = typer.Option(False, "--leave-source-out", help="Diagnose each case without the entries written from it (its example trace or a reference to its thread): the generalisation estimate on dev."),
     env: list[str] = typer.Option([], "--env", help="Installed versions: package==version or a smoke-report JSON file."),
     kb: Optional[Path] = typer.Option(None, "--kb", help=KB_OPTION_HELP),
     json_: bool = json_option(),
@@ -244,7 +246,7 @@ def kb_eval(
             corpus = Path("tests/data/corpus")
             if not corpus.is_dir():
                 raise UsageError("no corpus given and tests/data/corpus does not exist here", hint="porter kb eval PATH/TO/CORPUS")
-        payload = evaluate_splits(_load(state, kb).compiled(), corpus, parse_env(env), tuple(split))
+        payload = evaluate_splits(_load(state, kb).compiled(), corpus, parse_env(env), tuple(split), leave_source_out)
         wrong = any(ev["false_positives"] or ev["misses"] for ev in payload["splits"].values())
         reporter.emit("kb.eval", payload, lambda console: _render_splits(console, payload, cases))
         raise typer.Exit(1 if wrong else 0)

@@ -128,6 +128,24 @@ def calibration_path(patterns_dir: Path) -> Path:
     return Path(patterns_dir).parent / "calibration.json"
 
 
+def cited_by_entry(entries: list) -> dict[str, set[str]]:
+    """entry id -> the canonical threads its `references` cite."""
+    from porter.kb.corpus import canonical_thread
+
+    return {e.id: {canonical_thread(r) for r in e.references if "/" in r} for e in entries}
+
+
+def own_entries(entries: list, case, cites: dict[str, set[str]] | None = None) -> set[str]:
+    """Ids of the entries written from `case`: an example copied from its trace, or a reference
+    to its thread. Leaving them out diagnoses the case as if the KB had never seen it."""
+    cites = cites if cites is not None else cited_by_entry(entries)
+    marker = f"-{case.id}.txt"
+    name = case.trace.name
+    return {e.id for e in entries
+            if any(x.endswith(marker) or x.rsplit("/", 1)[-1] == name for x in e.examples)
+            or (case.thread and case.thread in cites[e.id])}
+
+
 def leave_source_out_samples(entries: list, cases: list) -> tuple[list[tuple[list[float], int, str]], list[dict]]:
     """(features, right?) of the top answer for each case, diagnosed by the KB without the
     entries whose examples were copied from that case; and a per-case record."""
@@ -137,16 +155,9 @@ def leave_source_out_samples(entries: list, cases: list) -> tuple[list[tuple[lis
 
     full = CompiledKB.build(entries)
     samples, records = [], []
-    from porter.kb.corpus import canonical_thread
-
-    cites = {e.id: {canonical_thread(r) for r in e.references if "/" in r} for e in entries}
+    cites = cited_by_entry(entries)
     for case in cases:
-        marker = f"-{case.id}.txt"
-        name = case.trace.name
-        # the entries written from this trace or its thread: an example copied from it, or a reference to it
-        own = {e.id for e in entries
-               if any(x.endswith(marker) or x.rsplit("/", 1)[-1] == name for x in e.examples)
-               or (case.thread and case.thread in cites[e.id])}
+        own = own_entries(entries, case, cites)
         kb = full if not own else CompiledKB.build([e for e in entries if e.id not in own])
         with case.trace.open("rb") as fh:
             diag = diagnose_stream(kb, fh, top=3)

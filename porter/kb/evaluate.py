@@ -170,11 +170,19 @@ def run_case(kb: CompiledKB, case: CorpusCase, env: dict[str, str] | None = None
     return result, diag
 
 
-def evaluate_cases(kb: CompiledKB, cases: list[CorpusCase], corpus: str, env: dict[str, str] | None = None) -> dict[str, EvalReport]:
-    """One report per split, in the order dev, test, then any other split names."""
+def evaluate_cases(kb: CompiledKB, cases: list[CorpusCase], corpus: str, env: dict[str, str] | None = None,
+                   leave_source_out: bool = False) -> dict[str, EvalReport]:
+    """One report per split, in the order dev, test, then any other split names.
+
+    `leave_source_out`: each case is diagnosed by the KB without the entries written from it
+    (porter.kb.calibrate.own_entries), which estimates how the KB does on traces it never saw."""
     from porter.kb.corpus import effective_split
 
     cited = cited_threads(kb)
+    if leave_source_out:
+        from porter.kb.calibrate import cited_by_entry, own_entries
+
+        cites = cited_by_entry(list(kb.entries))
     reports: dict[str, EvalReport] = {}
     for case in cases:
         split = effective_split(case)
@@ -183,7 +191,13 @@ def evaluate_cases(kb: CompiledKB, cases: list[CorpusCase], corpus: str, env: di
         if citing and split == "test":
             report.excluded.append({"id": case.id, "thread": case.thread, "cited_by": sorted(set(citing))})
             continue
-        report.cases.append(run_case(kb, case, env)[0])
+        case_kb = kb
+        if leave_source_out:
+            own = own_entries(list(kb.entries), case, cites)
+            if own:
+                case_kb = CompiledKB.build([e for e in kb.entries if e.id not in own])
+                case_kb.calibration = kb.calibration
+        report.cases.append(run_case(case_kb, case, env)[0])
     order = {"dev": 0, "test": 1}
     return dict(sorted(reports.items(), key=lambda kv: (order.get(kv[0], 2), kv[0])))
 
@@ -199,7 +213,8 @@ def evaluate(kb: CompiledKB, corpus: Path, env: dict[str, str] | None = None) ->
     return merged
 
 
-def evaluate_splits(kb: CompiledKB, corpus: Path, env: dict[str, str] | None = None, splits: tuple[str, ...] = ()) -> dict:
+def evaluate_splits(kb: CompiledKB, corpus: Path, env: dict[str, str] | None = None, splits: tuple[str, ...] = (),
+                    leave_source_out: bool = False) -> dict:
     """The `porter kb eval` payload: per-split reports plus the corpus' collection problems."""
     corpus = Path(corpus)
     cases = load_corpus(corpus)
@@ -207,6 +222,6 @@ def evaluate_splits(kb: CompiledKB, corpus: Path, env: dict[str, str] | None = N
         from porter.kb.corpus import effective_split
 
         cases = [c for c in cases if effective_split(c) in splits]
-    reports = evaluate_cases(kb, cases, str(corpus), env)
-    return {"corpus": str(corpus), "splits": {name: r.to_dict() for name, r in reports.items()},
-            "split_problems": split_problems(cases)}
+    reports = evaluate_cases(kb, cases, str(corpus), env, leave_source_out)
+    return {"corpus": str(corpus), "leave_source_out": leave_source_out,
+            "splits": {name: r.to_dict() for name, r in reports.items()}, "split_problems": split_problems(cases)}
