@@ -392,6 +392,28 @@ def test_an_override_whose_new_argument_upstream_really_passes_goes_to_a_human(e
     assert "passes short=True" in reason and "hostlib/platform.py@v2:13" in reason  # the call's first line
 
 
+@pytest.mark.parametrize("call, shown", [
+    ("self.name(self.compact)", "short=self.compact"),  # vllm 0.33: `self._get_logits(h, lm_head, bias, skip_gather)`
+    ("self.name(True)", "short=True"),
+])
+def test_an_override_whose_new_argument_upstream_passes_by_position_goes_to_a_human(example, tree, tmp_path, call, shown):
+    example = own_upstreams(example, tmp_path)
+    describe = example["upstream_v2"] / "hostlib" / "platform.py"
+    describe.write_text(describe.read_text().replace("self.name(short=False)", call))
+    plan = plan_shims(RECORDS, context(example, tree))
+    assert not [g for g in plan.groups if g.strategy == "override_params"]
+    (reason,) = [u.reason for u in plan.unhandled if u.record.symbol.endswith("Platform.name")]
+    assert f"passes {shown}" in reason and "hostlib/platform.py@v2:" in reason
+
+
+def test_an_override_whose_new_argument_upstream_passes_at_its_default_is_bridged(example, tree, tmp_path):
+    example = own_upstreams(example, tmp_path)
+    describe = example["upstream_v2"] / "hostlib" / "platform.py"
+    describe.write_text(describe.read_text().replace("self.name(short=False)", "self.name(False)"))
+    plan = plan_shims(RECORDS, context(example, tree))
+    assert [g for g in plan.groups if g.strategy == "override_params"]
+
+
 def test_member_defaults_follow_how_upstream_uses_them(example, tree, tmp_path):
     """A mutable upstream default becomes one object per instance; a required method the target really
     calls is not bridged with a stub that raises there."""
