@@ -507,3 +507,48 @@ def test_a_same_named_class_with_other_fields_is_not_taken_for_the_moved_one(tmp
     group = plan_moved("up.gpu", [record], ctx, set())
     assert group.needs_human == ("F2:up.gpu.Meta",)
     assert any("1 of 4 fields in common" in line for line in group.rationale)
+
+
+def test_a_removed_helper_behind_typing_overload_stubs_is_rebuilt_from_its_implementation(tmp_path):
+    """vllm 0.13's `bc_linter_include` is two `@overload` stubs (`def f(obj: T) -> T: ...`) and then the
+    implementation. The shim once carried the first stub, which returns None: `@bc_linter_include`
+    turned the plugin's scheduler class into None at the target."""
+    from porter.shims.strategies.removed import plan_removed
+
+    old = tmp_path / "v1"
+    (old / "up").mkdir(parents=True)
+    (old / "up" / "__init__.py").write_text("")
+    (old / "up" / "lint.py").write_text(
+        "from typing import Any, Callable, TypeVar, overload\n\nT = TypeVar('T')\n\n\n"
+        "@overload\ndef include(obj: T) -> T: ...\n\n\n"
+        "@overload\ndef include(*, reason: str | None = ...) -> Callable[[T], T]: ...\n\n\n"
+        "def include(obj: Any = None, *, reason: str | None = None):\n"
+        "    def _wrap(x: T) -> T:\n        return x\n\n    return _wrap if obj is None else obj\n")
+    new = tmp_path / "v2"
+    (new / "up").mkdir(parents=True)
+    (new / "up" / "__init__.py").write_text("")
+    plugin = tmp_path / "plug"
+    (plugin / "pk").mkdir(parents=True)
+    (plugin / "pk" / "__init__.py").write_text("")
+    (plugin / "pk" / "use.py").write_text("from up.lint import include\n\n\n@include\nclass Scheduler:\n    pass\n\n\n"
+                                          "@include(reason='x')\nclass Other:\n    pass\n")
+    ctx = ShimContext(plugin, detect(plugin, "pk"), "up", "1.0", "2.0", UpstreamTree(old), UpstreamTree(new))
+    record = DriftRecord(DriftFamily.REMOVED, "up.lint.include", Location("up.lint", "include"), (Site("pk/use.py", 1),))
+    group = plan_removed("up.lint", [record], ctx, set())
+    assert group.needs_human == ()
+    shim = next(f for f in group.files if f.kind == "shim").content
+    assert "up/lint.py@1.0:14" in shim and "return _wrap if obj is None else obj" in shim
+    apply_group(plugin, group)
+    probe = "from pk.use import Scheduler, Other; print(Scheduler.__name__, Other.__name__)"
+    run = subprocess.run([sys.executable, "-c", probe], cwd=plugin, capture_output=True, text=True, timeout=60,
+                         env={"PYTHONPATH": f"{new}:{plugin}", "PYTHONDONTWRITEBYTECODE": "1"})
+    assert run.stdout.strip() == "Scheduler Other", run.stderr
+
+
+def test_a_decorated_removed_function_is_not_copied_without_its_decorator():
+    from porter.shims.lookup import _definition
+    import ast
+
+    text = "import functools\n\n\n@functools.cache\ndef f(x):\n    return x\n"
+    definition = _definition(ast.parse(text).body[1], "m", "f", {}, text)
+    assert definition is not None and definition.decorated
