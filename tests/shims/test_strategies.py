@@ -552,3 +552,61 @@ def test_a_decorated_removed_function_is_not_copied_without_its_decorator():
     text = "import functools\n\n\n@functools.cache\ndef f(x):\n    return x\n"
     definition = _definition(ast.parse(text).body[1], "m", "f", {}, text)
     assert definition is not None and definition.decorated
+
+
+def _files(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def _moved(tmp_path, old_files, new_files, plugin_files, symbol, new_module, new_name):
+    from porter.shims.strategies.moved import plan_moved
+
+    old, new = _files(tmp_path / "v1", old_files), _files(tmp_path / "v2", new_files)
+    plugin = _files(tmp_path / "plug", {"pk/__init__.py": "", **plugin_files})
+    ctx = ShimContext(plugin, detect(plugin, "pk"), "up", "1", "2", UpstreamTree(old), UpstreamTree(new))
+    module, _, name = symbol.rpartition(".")
+    record = DriftRecord(DriftFamily.MOVED, symbol, Location(module, name), (Site("pk/a.py", 1),),
+                         new_location=Location(new_module, new_name))
+    return plan_moved(module, [record], ctx, set())
+
+
+def test_a_moved_dataclass_that_lost_a_field_the_plugin_passes_needs_a_human(tmp_path):
+    """vllm 0.33 moved TransferResult and dropped `transfer_type`, which vllm-ascend passes."""
+    dataclass = "from dataclasses import dataclass\n\n\n@dataclass\nclass Result:\n    job_id: int\n    ok: bool\n"
+    group = _moved(tmp_path, {"up/__init__.py": "", "up/old.py": dataclass + "    kind: str | None = None\n"},
+                   {"up/__init__.py": "", "up/new.py": dataclass},
+                   {"pk/a.py": "from up.old import Result\n\nr = Result(job_id=1, ok=True, kind='d2h')\n"},
+                   "up.old.Result", "up.new", "Result")
+    assert group.needs_human == ("F2:up.old.Result",)
+    assert any("pk/a.py:3 (`kind=`)" in line for line in group.rationale)
+
+
+def test_a_small_renamed_class_with_none_of_the_old_fields_is_not_taken_for_it(tmp_path):
+    """vllm 0.33 removed RoutedExpertsLists(routing_data, slot_mapping); the rename guess was
+    SamplingMaskLists(token_ids, offsets, cu_num_generated_tokens)."""
+    group = _moved(tmp_path, {"up/__init__.py": "", "up/out.py": "class Routed:\n    routing_data: int\n    slot_mapping: int\n"},
+                   {"up/__init__.py": "", "up/out.py": "class Mask:\n    token_ids: int\n    offsets: int\n    cu: int\n"},
+                   {"pk/a.py": "from up.out import Routed\n"}, "up.out.Routed", "up.out", "Mask")
+    assert group.needs_human == ("F2:up.out.Routed",)
+    assert any("0 of 2 fields in common" in line for line in group.rationale)
+
+
+def test_a_moved_submodule_goes_to_the_module_that_defines_what_it_defined(tmp_path):
+    """vllm 0.33: `from ...spec_decode.autoregressive import speculator` has a dozen same-named successors;
+    the one defining its functions is the successor, not the first by name."""
+    body = "class ARSpeculator:\n    pass\n\n\ndef prepare_inputs():\n    pass\n\n\ndef update_inputs():\n    pass\n"
+    new_files = {"up/__init__.py": "", "up/xpress/__init__.py": "", "up/xpress/speculator.py": "class XPress:\n    pass\n",
+                 "up/target_ar/__init__.py": "", "up/target_ar/speculator.py": body.replace("ARSpeculator", "TargetAR")}
+    group = _moved(tmp_path, {"up/__init__.py": "", "up/ar/__init__.py": "", "up/ar/speculator.py": body},
+                   new_files, {"pk/a.py": "from up.ar import speculator\n"}, "up.ar.speculator", "up.xpress.speculator", "")
+    assert group.needs_human == ()
+    assert any("`up.target_ar.speculator` chosen over `up.xpress.speculator`" in line for line in group.rationale)
+    shim = next(f for f in group.files if f.kind == "shim").content
+    assert "up.target_ar" in shim and "up.xpress" not in shim
+    del new_files["up/target_ar/speculator.py"]
+    lone = _moved(tmp_path / "again", {"up/__init__.py": "", "up/ar/__init__.py": "", "up/ar/speculator.py": body},
+                  new_files, {"pk/a.py": "from up.ar import speculator\n"}, "up.ar.speculator", "up.xpress.speculator", "")
+    assert lone.needs_human == ("F2:up.ar.speculator",)
