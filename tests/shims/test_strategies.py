@@ -610,3 +610,23 @@ def test_a_moved_submodule_goes_to_the_module_that_defines_what_it_defined(tmp_p
     lone = _moved(tmp_path / "again", {"up/__init__.py": "", "up/ar/__init__.py": "", "up/ar/speculator.py": body},
                   new_files, {"pk/a.py": "from up.ar import speculator\n"}, "up.ar.speculator", "up.xpress.speculator", "")
     assert lone.needs_human == ("F2:up.ar.speculator",)
+
+
+def test_a_rename_that_only_body_likeness_supports_needs_the_same_code(tmp_path):
+    """vllm 0.13 replaced compute_probs (softmax of the constrained logits) by apply_sampling_constraints
+    (the constrained logits): same signature, similar body, another result."""
+    from porter.shims.strategies.moved import plan_moved
+
+    old_fn = "def compute_probs(logits, meta):\n    \"\"\"Probabilities.\"\"\"\n    logits = logits / meta\n    return logits.softmax(-1)\n"
+    new_fn = "def apply_sampling_constraints(logits, meta):\n    \"\"\"Logits.\"\"\"\n    logits = logits / meta\n    return logits\n"
+    old = _files(tmp_path / "v1", {"up/__init__.py": "", "up/rs.py": old_fn})
+    new = _files(tmp_path / "v2", {"up/__init__.py": "", "up/rs.py": new_fn + "\n\ndef _compute_global_logsumexp(x):\n    return x\n"})
+    _files(tmp_path / "v1", {"up/rs.py": old_fn + "\n\ndef _compute_global_lse(x):\n    return x\n"})
+    plugin = _files(tmp_path / "plug", {"pk/__init__.py": "", "pk/a.py": "from up.rs import compute_probs, _compute_global_lse\n"})
+    ctx = ShimContext(plugin, detect(plugin, "pk"), "up", "1", "2", UpstreamTree(old), UpstreamTree(new))
+    records = [DriftRecord(DriftFamily.RENAMED, f"up.rs.{a}", Location("up.rs", a), (Site("pk/a.py", 1),),
+                           new_location=Location("up.rs", b))
+               for a, b in (("compute_probs", "apply_sampling_constraints"), ("_compute_global_lse", "_compute_global_logsumexp"))]
+    group = plan_moved("up.rs", records, ctx, set())
+    assert group.needs_human == ("F2r:up.rs.compute_probs",)  # the logsumexp rename keeps its code: bridged
+    assert any("its code differs (compare up/rs.py@1:1 with up/rs.py@2:1)" in line for line in group.rationale)
