@@ -85,7 +85,7 @@ def run_port(request: PortRequest, analyze: AnalyzeFn, status: Callable[[str], N
         changes = _changes_since(root, existing, commits, shim_tip)
         pr_text = render_pr(request, plan, analysis, commits, validation, outcome, changes, fork_ref, base_sha,
                             branch, run_id, git_work.diff_stat(root, base_sha, shim_tip), gates,
-                            formatters=done.formatters)
+                            formatters=done.formatters, sizes=git_work.commit_sizes(root, [c.sha for c in commits]))
         atomic_write_text(wt.path / "PR_MATERIAL.md", pr_text)
         families = tuple(dict.fromkeys(c for commit in commits for c in commit.families))
         symbols = tuple(dict.fromkeys(s for commit in commits for s in commit.symbols))
