@@ -630,3 +630,13 @@ def test_a_rename_that_only_body_likeness_supports_needs_the_same_code(tmp_path)
     group = plan_moved("up.rs", records, ctx, set())
     assert group.needs_human == ("F2r:up.rs.compute_probs",)  # the logsumexp rename keeps its code: bridged
     assert any("its code differs (compare up/rs.py@1:1 with up/rs.py@2:1)" in line for line in group.rationale)
+
+
+def test_a_class_only_re_exported_before_is_the_same_class_whatever_its_fields(tmp_path):
+    """vllm 0.11 re-exported AttentionBackend from `vllm.attention`; 0.13 stopped. The class defined in
+    vllm.attention.backends.abstract in both is the same one, even with a field added."""
+    abstract = "class Backend:\n    accept_output: bool = False\n    supports_quant: bool = False\n"
+    group = _moved(tmp_path, {"up/__init__.py": "from up.abstract import Backend\n", "up/abstract.py": abstract},
+                   {"up/__init__.py": "", "up/abstract.py": "class Backend:\n    accept_output: bool = False\n    sinks: bool = False\n"},
+                   {"pk/a.py": "from up import Backend\n"}, "up.Backend", "up.abstract", "Backend")
+    assert group.needs_human == ()

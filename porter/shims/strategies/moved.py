@@ -51,11 +51,14 @@ def _different_class(old_module: str, name: str, new_module: str, new_name: str,
     old_def, new_def = ctx.old_tree.find(old_module, name), ctx.new_tree.find(new_module, new_name)
     if old_def is None or new_def is None or old_def.kind != "class" or new_def.kind != "class":
         return ""
+    if (old_def.module, old_def.name) == (new_def.module, new_def.name):
+        return ""  # one definition, only re-exported elsewhere before (vllm 0.11's `vllm.attention.AttentionBackend`)
     old_fields, new_fields = _fields(old_def.source), _fields(new_def.source)
-    if len(old_fields) < 2 or not new_fields:  # two fields suffice: vllm 0.33 has no RoutedExpertsLists successor
+    if len(old_fields) < 2 or not new_fields:
         return ""
     shared = old_fields & new_fields
-    if len(shared) * 2 >= len(old_fields | new_fields):
+    # A small class (vllm 0.33's RoutedExpertsLists, two fields) must share one; a larger one half.
+    if (shared if len(old_fields) < 3 else len(shared) * 2 >= len(old_fields | new_fields)):
         return ""
     return f"{len(shared)} of {len(old_fields)} fields in common: missing {', '.join(sorted(old_fields - new_fields)[:4])}"
 
