@@ -288,3 +288,22 @@ def test_index_of_all_branches_finds_a_fix_only_on_a_release_branch(history, tmp
     assert rep.index_used and {history["shas"]["fix"], backport} <= {c.sha for c in rep.candidates}
     code, out = cli(["kb", "mine-history", str(history["repo"]), "--all-branches", "--json"])
     assert code == 0 and json.loads(out)["commits"] == len(every.commits)
+
+
+def test_head_tail_reader_passes_the_stream_through_and_keeps_only_its_ends():
+    import io
+
+    from porter.kb.history.sample import HeadTailReader
+
+    body = b"vllm-ascend==0.9.1 banner\n" + b"x" * 50_000 + b"\nKeyError: 'block_size'\n"
+    reader = HeadTailReader(io.BytesIO(body), head=100, tail=200)
+    passed = b"".join(iter(lambda: reader.read(777), b""))
+    assert passed == body  # the scan sees every byte
+    assert len(reader.head) == 100 and len(reader.tail) <= 400  # memory bounded, not the input's size
+    text = reader.text()
+    assert text.startswith("vllm-ascend==0.9.1") and text.endswith("KeyError: 'block_size'\n")
+    assert "middle of the input not kept" in text and len(text) < 400
+    small = HeadTailReader(io.BytesIO(b"short trace\n"), head=100, tail=200)
+    while small.read(5):
+        pass
+    assert small.text() == "short trace\n" and not small.truncated
