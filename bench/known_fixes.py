@@ -63,7 +63,16 @@ OWN_CASES = [
           (7996, 7683, "the issue's description of the failure, no trace (the fix says fix #7996)"),
           (10305, 10307, "the issue's description of the failure, no trace (the fix says Fixes #10305)"),
           (11588, 11589, "the issue's failure description and server log line (the fix says Fixes #11588)"),
+          (9816, 9818, "the issue's description of the failure, no trace (the fix says Fixes #9816)"),
+          (10322, 10369, "the issue title, the crash's only text there (the fix says Fixes #10322)"),
+          (11284, 11282, "the issue's observed behaviour, a hang without trace (the fix says Fixes #11284)"),
+          (10640, 11337, "worker frames of the issue, no exception line (the fix says Fixes #10640)"),
+          (11885, 11886, "the issue's description with the code it blames (the fix says Fixes #11885)"),
       ]),
+    {"id": "vllm-ascend-3236", "trace": "tests/data/corpus/test/vllm-ascend-3236.txt", "repo": "vllm-ascend",
+     "thread": "github.com/vllm-project/vllm-ascend/issues/3236", "batch": "issues-s3",
+     "fixed_by": "https://github.com/vllm-project/vllm-ascend/pull/3234",
+     "note": "a corpus case (no fixed_by there); the fixing commit says close .../issues/3236"},
 ]
 
 
@@ -177,7 +186,8 @@ def build(repos: dict[str, Path]) -> None:
           f"{len(cases) - len(bugs)} environment cases, {len(skipped)} skipped -> {INDEX}")
 
 
-def score(repos: dict[str, Path], split: str, use_message: bool, verbose: bool, cache: Path, all_branches: bool = False) -> dict:
+def score(repos: dict[str, Path], split: str, use_message: bool, verbose: bool, cache: Path, all_branches: bool = False,
+          mask_quotes: bool = False) -> dict:
     from porter.kb.history import mine
     from porter.kb.history.lookup import HistorySource, analyse_diagnosis
     from porter.kb.loader import load_kb
@@ -203,10 +213,12 @@ def score(repos: dict[str, Path], split: str, use_message: bool, verbose: bool, 
         diag = diagnose_text(kb, text)
         src = HistorySource(repo, repos[repo], packages=(repo,))
         t = time.perf_counter()
-        rep = analyse_diagnosis(src, diag, text, {}, cache, index=indexes[repo], use_message=use_message)
+        rep = analyse_diagnosis(src, diag, text, {}, cache, index=indexes[repo], use_message=use_message,
+                                mask_quotes=mask_quotes)
         times.append(time.perf_counter() - t)
         shas = [c.sha for c in rep.candidates]
         row = {"id": case["id"], "kind": case["kind"], "split": case["split"], "leaky": case.get("leaky", False),
+               "batch": case.get("batch", ""),
                "status": rep.status, "frames": len(rep.frames), "installed": rep.installed.ref,
                "rank": (shas.index(case["fix_sha"]) + 1) if case.get("fix_sha") in shas else None,
                "contained": any(c.sha == case.get("fix_sha") for c in rep.contained),
@@ -223,7 +235,7 @@ def score(repos: dict[str, Path], split: str, use_message: bool, verbose: bool, 
         n = len(sel)
         return {"n": n, "top1": sum(1 for r in sel if r["rank"] == 1), "top3": sum(1 for r in sel if r["rank"] and r["rank"] <= 3)}
 
-    out: dict = {"use_message": use_message, "all_branches": all_branches, "index_load_s": {k: round(v, 3) for k, v in load_s.items()}, "splits": {}}
+    out: dict = {"use_message": use_message, "mask_quotes": mask_quotes, "all_branches": all_branches, "index_load_s": {k: round(v, 3) for k, v in load_s.items()}, "splits": {}}
     for sp in (["dev", "test"] if split == "all" else [split]):
         bugs = [r for r in rows if r["kind"] == "bug" and r["split"] == sp]
         env = [r for r in rows if r["kind"] == "env" and r["split"] == sp]
@@ -231,6 +243,7 @@ def score(repos: dict[str, Path], split: str, use_message: bool, verbose: bool, 
             "bug_all": figures(bugs),
             "bug_not_leaky": figures([r for r in bugs if not r["leaky"]]),
             "bug_with_frames": figures([r for r in bugs if r["frames"]]),
+            "bug_issues_s3": figures([r for r in bugs if r["batch"] == "issues-s3"]),
             "env": {"n": len(env), "with_candidate": sum(1 for r in env if r["top"])},
         }
     env_all = [r for r in rows if r["kind"] == "env"]
@@ -247,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repo", action="append", default=[], help="NAME=PATH of a git clone with full history")
     ap.add_argument("--split", default="dev", choices=["dev", "test", "all"])
     ap.add_argument("--no-message", action="store_true", help="rank on code evidence only (ablation)")
+    ap.add_argument("--mask-quotes", action="store_true",
+                    help="leave out commit-message lines that quote the trace (scores what a never-quoted trace would get)")
     ap.add_argument("--all-branches", action="store_true", help="index every branch (release lines), not only HEAD")
     ap.add_argument("--cache", default=str(Path.home() / ".cache" / "porter"), help="porter cache dir for the index")
     ap.add_argument("-v", "--verbose", action="store_true")
@@ -258,15 +273,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "build":
         build(repos)
         return 0
-    res = score(repos, args.split, not args.no_message, args.verbose, Path(args.cache), args.all_branches)
+    res = score(repos, args.split, not args.no_message, args.verbose, Path(args.cache), args.all_branches, args.mask_quotes)
     if args.json:
         print(json.dumps(res, indent=1))
     else:
         for sp, f in res["splits"].items():
-            b, nl, wf, e = f["bug_all"], f["bug_not_leaky"], f["bug_with_frames"], f["env"]
+            b, nl, wf, e, new = f["bug_all"], f["bug_not_leaky"], f["bug_with_frames"], f["env"], f["bug_issues_s3"]
             print(f"[{sp}] fixing commit found: top-1 {b['top1']}/{b['n']}, top-3 {b['top3']}/{b['n']} "
                   f"(not leaky: {nl['top1']}/{nl['n']}, {nl['top3']}/{nl['n']}; with plugin frames: {wf['top1']}/{wf['n']}, "
-                  f"{wf['top3']}/{wf['n']}); environment faults with a candidate: {e['with_candidate']}/{e['n']}")
+                  f"{wf['top3']}/{wf['n']}; issue threads of session 3: {new['top1']}/{new['n']}, {new['top3']}/{new['n']}); "
+                  f"environment faults with a candidate: {e['with_candidate']}/{e['n']}")
         print(f"index load {res['index_load_s']} s; extra time per trace (warm index): {res.get('per_trace_s')}")
     return 0
 
