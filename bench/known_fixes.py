@@ -68,6 +68,8 @@ OWN_CASES = [
           (11284, 11282, "the issue's observed behaviour, a hang without trace (the fix says Fixes #11284)"),
           (10640, 11337, "worker frames of the issue, no exception line (the fix says Fixes #10640)"),
           (11885, 11886, "the issue's description with the code it blames (the fix says Fixes #11885)"),
+          (11553, 11491, "the issue title (the fix says fixes #11553)"),
+          (5445, 5444, "the issue's description of the failure (the fix says Closes .../issues/5445)"),
       ]),
     {"id": "vllm-ascend-3236", "trace": "tests/data/corpus/test/vllm-ascend-3236.txt", "repo": "vllm-ascend",
      "thread": "github.com/vllm-project/vllm-ascend/issues/3236", "batch": "issues-s3",
