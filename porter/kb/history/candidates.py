@@ -27,6 +27,7 @@ QUOTE_POINTS = 4.0  # the message quotes the exception's message (values include
 TEMPLATE_POINTS = 1.0  # the message quotes the same kind of message (values blanked)
 NAME_POINTS = 1.5  # per distinctive name of the exception message found in the commit's message
 NAME_CAP = 3.0
+EXTRA_HIT_POINTS = 0.25  # each further name found past the first: more of the error matches, past the cap too
 RARE_NAME_COMMITS = 3  # a name at most this many commit messages mention is rare
 COMMON_NAME_COMMITS = 20
 SUBJECT_POINTS = 0.5  # the title itself names the error's type or code names (more decisive than the body)
@@ -83,9 +84,10 @@ class _Query:
     names: tuple[str, ...]
     places: tuple[str, ...]  # the innermost frame's module stem and function (when distinctive)
     words: tuple[str, ...]  # the message's longest words (lowercase): a cheap test before fuzzy matching
-    diff_names: tuple[str, ...] = ()  # code names of the error and the failing lines, looked for in the diffs
+    diff_names: tuple[str, ...] = ()  # code names of the error and the plugin's failing lines, looked for in the diffs
     other_funcs: tuple[str, ...] = ()  # framework functions of the causal traceback, innermost first
     literals: tuple[tuple[str, str], ...] = ()  # (fragment, fragment_key) of the error text's fixed parts
+    other_names: tuple[str, ...] = ()  # code names of the innermost framework line: count with a change to its function
 
 
 def _query(facts: TraceFacts, extra_text: str = "") -> _Query:
@@ -97,8 +99,9 @@ def _query(facts: TraceFacts, extra_text: str = "") -> _Query:
                   facts.exception_type.rsplit(".", 1)[-1], " ".join(facts.exception_message.lower().split()),
                   tpl if len(words) >= MIN_TEMPLATE_WORDS else "",
                   names, _places(frames), _keys(facts.exception_message),
-                  _diff_names(names, frames, facts.other_frames), _other_funcs(facts.other_frames),
-                  _literals(facts.exception_message or extra_text))
+                  _diff_names(names, [f.source for f in frames[:2]]), _other_funcs(facts.other_frames),
+                  _literals(facts.exception_message or extra_text),
+                  _diff_names((), [o.source for o in facts.other_frames[:1]]))
 
 
 def _literals(text: str) -> tuple[tuple[str, str], ...]:
@@ -106,10 +109,9 @@ def _literals(text: str) -> tuple[tuple[str, str], ...]:
     return tuple((f, fragment_key(f)) for f in list(frags)[:8])
 
 
-def _diff_names(names: Sequence[str], frames: Sequence[Frame], others: Sequence[OtherFrame]) -> tuple[str, ...]:
-    """The error's code names, then those of the innermost failing source lines (plugin or framework)."""
+def _diff_names(names: Sequence[str], sources: Sequence[str]) -> tuple[str, ...]:
+    """The error's code names, then those of the given failing source lines."""
     out: dict[str, None] = dict.fromkeys(n for n in names if is_code_name(n))
-    sources = [f.source for f in frames[:2]] + [o.source for o in others[:1]]
     for src in sources:
         for n in code_names(src):
             out.setdefault(n, None)
@@ -286,19 +288,23 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
             code += best
             if why not in evidence:
                 evidence.append(why)
+    overrides = False
     for depth, fn in enumerate(q.other_funcs):
         if any(fn in ch.functions for ch in commit.changes):
             n = func_df.get(fn, 1)
             code += FOREIGN_FUNC_POINTS * _weight(depth) / (1.0 + math.log(max(n, 1)))
             evidence.append(f"its diff changes a {fn}() (the trace failed in the framework's {fn}; {n} commit(s) change one)")
+            overrides = True
             break  # the innermost one it changed: further frames add little
     quoted = [(f, k) for f, k in q.literals if any(ch.quotes(k) for ch in commit.changes)]
     if quoted:
         code += min(sum(_literal_points(literal_df.get(k, 1)) for _, k in quoted), LITERAL_CAP)
         evidence.append(f"its diff changes the string that makes this error (`{quoted[0][0][:80]}`)")
-    hits = [n for n in q.diff_names if any(ch.touches(n) for ch in commit.changes)]
+    # a framework line's names say which code only where the commit changed the plugin's version of that function
+    names = (*q.diff_names, *(n for n in q.other_names if n not in q.diff_names)) if overrides else q.diff_names
+    hits = [n for n in names if any(ch.touches(n) for ch in commit.changes)]
     if hits:
-        code += min(sum(_diff_name_points(diff_df.get(n, 1)) for n in hits), DIFF_NAME_CAP)
+        code += min(sum(_diff_name_points(diff_df.get(n, 1)) for n in hits), DIFF_NAME_CAP) + EXTRA_HIT_POINTS * (len(hits) - 1)
         evidence.append("its diff uses " + ", ".join(f"`{n}`" for n in hits[:4]) + " of the error or failing line")
     code = min(code, CODE_CAP)
     text = message_text(commit, mask) if use_message else ""
@@ -323,7 +329,7 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
     hits = [n for n in q.names if n in text]
     if hits:
         # a name few commits mention (`decode_hs_or_q_c`) says more than one many do (`torch_npu`)
-        msg += min(sum(_name_points(name_df.get(n, 1)) for n in hits), NAME_CAP)
+        msg += min(sum(_name_points(name_df.get(n, 1)) for n in hits), NAME_CAP) + EXTRA_HIT_POINTS * (len(hits) - 1)
         evidence.append("message names " + ", ".join(f"`{n}`" for n in hits[:4]))
     if code and use_message:
         where = next((w for w in q.places if w in text), None)
@@ -361,7 +367,7 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
     after = [c for c in commits if contained is None or c.sha not in contained]
     popularity = function_popularity(after, q.frames)
     name_df = name_frequency(commits, q.names) if use_message else {}
-    diff_df = diff_name_frequency(after, q.diff_names)
+    diff_df = diff_name_frequency(after, (*q.diff_names, *q.other_names))
     func_df = function_name_popularity(after, q.other_funcs)
     literal_df = literal_frequency(after, q.literals)
     threshold = STRICT_THRESHOLD if strict else THRESHOLD
