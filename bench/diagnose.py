@@ -160,10 +160,13 @@ def history_big_input_rss(repo: Path, env: dict, trace: Path, mb: int = 30) -> d
         fh.write(trace.read_text(errors="replace"))
         fh.write(line * (mb * 1024 * 1024 // 2 // len(line)))
 
-    def peak(argv: list[str]) -> float:
-        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
-        _, _, usage = os.wait4(proc.pid, 0)
-        return round(usage.ru_maxrss / 1024, 1)  # KiB on Linux
+    def peak(argv: list[str]) -> float | None:
+        # GNU time's own child: a child forked from this (large) process would inherit its RSS figure
+        if not Path("/usr/bin/time").exists():
+            return None
+        out = subprocess.run(["/usr/bin/time", "-f", "%M", *argv], env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, cwd=ROOT, check=False)
+        return round(int(out.stderr.strip().splitlines()[-1]) / 1024, 1)  # KiB
 
     try:
         plain = peak([str(PORTER), "diagnose", str(big)])
