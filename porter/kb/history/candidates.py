@@ -2,7 +2,9 @@
 
 Evidence, strongest first: the commit's message quotes the trace's exception (type and message
 template, or the distinctive names in the message); it rewrote the exact failing line; it changed
-the failing function; it is a bug fix. Pure: commits and frames in, candidates out.
+the failing function; its diff changes the string that makes the error, or uses the error's code
+names, or changes the plugin's override of a framework function that failed; it is a bug fix.
+Pure: commits and frames in, candidates out.
 """
 
 from __future__ import annotations
@@ -257,14 +259,29 @@ def name_frequency(commits: Iterable[CommitRecord], names: Sequence[str]) -> dic
     return counts
 
 
+@dataclass(frozen=True)
+class Frequencies:
+    """How common each piece of the query's evidence is among the commits: rare evidence weighs more."""
+
+    names: Mapping[str, int]  # commit messages naming each of the error's names
+    diff_names: Mapping[str, int]  # diffs using each code name on an added or removed line
+    functions: Mapping[str, int]  # commits changing a function of each framework frame's name
+    literals: Mapping[str, int]  # diffs changing a string literal with each error-text fragment
+
+
+NO_FREQUENCIES = Frequencies({}, {}, {}, {})
+
+
+def frequencies(commits: Sequence[CommitRecord], after: Sequence[CommitRecord], q: _Query, use_message: bool) -> Frequencies:
+    """Message names over every commit; the code evidence over the commits after the version."""
+    return Frequencies(name_frequency(commits, q.names) if use_message else {},
+                       diff_name_frequency(after, (*q.diff_names, *q.other_names)),
+                       function_name_popularity(after, q.other_funcs), literal_frequency(after, q.literals))
+
+
 def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], int], paths: Mapping[str, set[str]],
-          use_message: bool = True, name_df: Mapping[str, int] | None = None, diff_df: Mapping[str, int] | None = None,
-          func_df: Mapping[str, int] | None = None, mask: QuoteMask | None = None,
-          literal_df: Mapping[str, int] | None = None) -> tuple[float, list[str]]:
-    name_df = name_df or {}
-    literal_df = literal_df or {}
-    diff_df = diff_df or {}
-    func_df = func_df or {}
+          use_message: bool = True, freq: Frequencies = NO_FREQUENCIES,
+          mask: QuoteMask | None = None) -> tuple[float, list[str]]:
     evidence: list[str] = []
     code = 0.0
     for frame, key in zip(q.frames, q.keys):
@@ -291,20 +308,20 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
     overrides = False
     for depth, fn in enumerate(q.other_funcs):
         if any(fn in ch.functions for ch in commit.changes):
-            n = func_df.get(fn, 1)
+            n = freq.functions.get(fn, 1)
             code += FOREIGN_FUNC_POINTS * _weight(depth) / (1.0 + math.log(max(n, 1)))
             evidence.append(f"its diff changes a {fn}() (the trace failed in the framework's {fn}; {n} commit(s) change one)")
             overrides = True
             break  # the innermost one it changed: further frames add little
     quoted = [(f, k) for f, k in q.literals if any(ch.quotes(k) for ch in commit.changes)]
     if quoted:
-        code += min(sum(_literal_points(literal_df.get(k, 1)) for _, k in quoted), LITERAL_CAP)
+        code += min(sum(_literal_points(freq.literals.get(k, 1)) for _, k in quoted), LITERAL_CAP)
         evidence.append(f"its diff changes the string that makes this error (`{quoted[0][0][:80]}`)")
     # a framework line's names say which code only where the commit changed the plugin's version of that function
     names = (*q.diff_names, *(n for n in q.other_names if n not in q.diff_names)) if overrides else q.diff_names
     hits = [n for n in names if any(ch.touches(n) for ch in commit.changes)]
     if hits:
-        code += min(sum(_diff_name_points(diff_df.get(n, 1)) for n in hits), DIFF_NAME_CAP) + EXTRA_HIT_POINTS * (len(hits) - 1)
+        code += min(sum(_diff_name_points(freq.diff_names.get(n, 1)) for n in hits), DIFF_NAME_CAP) + EXTRA_HIT_POINTS * (len(hits) - 1)
         evidence.append("its diff uses " + ", ".join(f"`{n}`" for n in hits[:4]) + " of the error or failing line")
     code = min(code, CODE_CAP)
     text = message_text(commit, mask) if use_message else ""
@@ -329,7 +346,7 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
     hits = [n for n in q.names if n in text]
     if hits:
         # a name few commits mention (`decode_hs_or_q_c`) says more than one many do (`torch_npu`)
-        msg += min(sum(_name_points(name_df.get(n, 1)) for n in hits), NAME_CAP) + EXTRA_HIT_POINTS * (len(hits) - 1)
+        msg += min(sum(_name_points(freq.names.get(n, 1)) for n in hits), NAME_CAP) + EXTRA_HIT_POINTS * (len(hits) - 1)
         evidence.append("message names " + ", ".join(f"`{n}`" for n in hits[:4]))
     if code and use_message:
         where = next((w for w in q.places if w in text), None)
@@ -366,15 +383,12 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
         return [], []
     after = [c for c in commits if contained is None or c.sha not in contained]
     popularity = function_popularity(after, q.frames)
-    name_df = name_frequency(commits, q.names) if use_message else {}
-    diff_df = diff_name_frequency(after, (*q.diff_names, *q.other_names))
-    func_df = function_name_popularity(after, q.other_funcs)
-    literal_df = literal_frequency(after, q.literals)
+    freq = frequencies(commits, after, q, use_message)
     threshold = STRICT_THRESHOLD if strict else THRESHOLD
     scored: list[tuple[float, int, Candidate]] = []
     inside: list[tuple[float, int, Candidate]] = []
     for age, c in enumerate(commits):
-        s, ev = score(c, q, popularity, paths, use_message, name_df, diff_df, func_df, mask, literal_df)
+        s, ev = score(c, q, popularity, paths, use_message, freq, mask)
         if s < threshold:
             continue
         if strict and not any(e.startswith(("rewrites", "changes")) for e in ev):
