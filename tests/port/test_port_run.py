@@ -128,3 +128,19 @@ def test_version_guard_pr_material_claims_only_what_was_validated(example, reque
     pr = git(example["plugin"], "show", "ascend-port/hostlib-v2:PR_MATERIAL.md")
     assert "anything between" not in pr
     assert "Validated at v1 and v2 only; any other version takes the v2 path" in pr
+
+
+def test_needs_a_human_is_one_line_per_item():
+    """The hand-off list is a tight Markdown list: one line per finding, so PR_MATERIAL.md stays in
+    proportion to the change (a blank line per item doubled it on real ports)."""
+    from porter.shims.render import BUILTIN_DIRS, _environment
+
+    source = next(d / "pr_material.md.j2" for d in BUILTIN_DIRS if (d / "pr_material.md.j2").is_file()).read_text()
+    block = source[source.index("{% for item in human_items %}\n- "):]
+    block = block[:block.index("{% endfor %}") + len("{% endfor %}")]
+    items = [{"key": f"F{i}:a.b", "weight": "breaking", "sites": f"x.py:{i}", "reason": "moved", "link": f"a/b.py:{i}"}
+             for i in range(3)] + [{"key": "F9:a.c", "weight": "risky", "sites": "", "reason": "gone", "link": ""}]
+    text = _environment(None).from_string(block).render(human_items=items)
+    assert text.splitlines() == [
+        "- `F0:a.b` (breaking) at x.py:0: moved (`a/b.py:0`)", "- `F1:a.b` (breaking) at x.py:1: moved (`a/b.py:1`)",
+        "- `F2:a.b` (breaking) at x.py:2: moved (`a/b.py:2`)", "- `F9:a.c` (risky): gone"]
