@@ -48,12 +48,17 @@ _LEVEL_AFTER_TS = re.compile(r"^(?:-\s*)?(?:\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|
 
 
 def _clean_block(text: str) -> str:
-    """ANSI escapes and control characters out of a block of lines (one C-level pass each)."""
-    if "\x1b" in text or "\x9b" in text:
-        text = _ANSI.sub("", text)
-    if _CONTROL.search(text):
-        text = _CONTROL.sub("", text)
-    return text
+    """ANSI escapes and control characters out of a block of lines (one C-level pass each),
+    repeated while a pass changes something: removing a control character can complete an
+    escape (`\x9b\x1fa`), and a cleaned line must come out the same however it was chunked."""
+    while True:
+        before = text
+        if "\x1b" in text or "\x9b" in text:
+            text = _ANSI.sub("", text)
+        if _CONTROL.search(text):
+            text = _CONTROL.sub("", text)
+        if text == before:
+            return text
 
 
 def iter_batches(stream: BinaryIO, max_line: int = MAX_LINE_CHARS) -> Iterator[list[str]]:
@@ -128,11 +133,7 @@ def iter_text_lines(text: str, max_line: int = MAX_LINE_CHARS) -> Iterator[str]:
 
 def clean_line(line: str) -> str:
     """Remove terminal escapes and control characters; keep the message text verbatim."""
-    if "\x1b" in line or "\x9b" in line:
-        line = _ANSI.sub("", line)
-    if _CONTROL.search(line):
-        line = _CONTROL.sub("", line)
-    return line.rstrip()
+    return _clean_block(line).rstrip()
 
 
 def strip_prefix(line: str) -> str:
