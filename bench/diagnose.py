@@ -67,7 +67,8 @@ NOISE = [
 def child_env(source: Path | None = None, **extra: str) -> dict:
     """The environment of a measured `porter` process: porter's bytecode may be written (an
     installed porter has it; PYTHONDONTWRITEBYTECODE would recompile every module each run),
-    and `source` (another checkout, for before/after) comes first on the path."""
+    and `source` (another checkout, for before/after) comes first on the path. The process runs
+    in that tree (cwd = PYTHONPATH), so each tree reads its own knowledge/ as its bundled KB."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(source or ROOT)
     env.update(extra)
@@ -78,7 +79,7 @@ def timed_process(argv: list[str], env: dict) -> tuple[float, float, int]:
     """(wall ms, CPU ms = user + sys, exit code) of one fresh process; the CPU time is what the
     process itself cost, whatever else the machine was running."""
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=env.get("PYTHONPATH", ROOT))
     _, status, usage = os.wait4(proc.pid, 0)
     wall = (time.perf_counter() - start) * 1000
     return wall, (usage.ru_utime + usage.ru_stime) * 1000, os.waitstatus_to_exitcode(status)
@@ -117,7 +118,7 @@ def cli_time(argv: list[str], env: dict, runs: int, before=None) -> dict:
         if before:
             before()
         start = time.perf_counter()
-        subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, cwd=ROOT)
+        subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, cwd=env.get("PYTHONPATH", ROOT))
         times.append((time.perf_counter() - start) * 1000)
     return {"median_ms": round(statistics.median(times), 1), "min_ms": round(min(times), 1)}
 
@@ -128,7 +129,7 @@ def cli_latency(trace: Path, runs: int) -> dict:
     try:
         floor = cli_time([str(PORTER), "--version"], env, runs)
         cold = cli_time([str(PORTER), "diagnose", str(trace)], env, runs, before=lambda: shutil.rmtree(cache, ignore_errors=True))
-        subprocess.run([str(PORTER), "diagnose", str(trace)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, cwd=ROOT)
+        subprocess.run([str(PORTER), "diagnose", str(trace)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, cwd=env.get("PYTHONPATH", ROOT))
         warm = cli_time([str(PORTER), "diagnose", str(trace)], env, runs)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
@@ -280,7 +281,7 @@ def cache_reuse(trace: Path, calls: int = 15, source: Path | None = None) -> dic
     cached = 0
     try:
         for _ in range(calls):
-            done = subprocess.run([str(PORTER), "diagnose", str(trace), "--json"], env=env, capture_output=True, text=True, cwd=ROOT)
+            done = subprocess.run([str(PORTER), "diagnose", str(trace), "--json"], env=env, capture_output=True, text=True, cwd=env.get("PYTHONPATH", ROOT))
             cached += bool(json.loads(done.stdout).get("kb", {}).get("cached"))
     finally:
         shutil.rmtree(cache, ignore_errors=True)
@@ -324,7 +325,7 @@ def cli_big(path: Path, source: Path | None = None) -> dict:
     timer = Path("/usr/bin/time").exists()
     start = time.perf_counter()
     proc = subprocess.Popen((["/usr/bin/time", "-f", "%M"] if timer else []) + argv, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE if timer else subprocess.DEVNULL, cwd=ROOT)
+                            stderr=subprocess.PIPE if timer else subprocess.DEVNULL, cwd=env.get("PYTHONPATH", ROOT))
     err = proc.stderr.read().decode(errors="replace") if timer else ""
     _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - start
