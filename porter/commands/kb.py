@@ -195,9 +195,8 @@ def _render_splits(console, payload: dict, show_cases: bool) -> None:
     for name, ev in payload["splits"].items():
         hi = ev["high_confidence"]
         precision = f"{hi['precision']:.1%}" if hi["precision"] is not None else "n/a"
-        label = f"{name} (leave-source-out)" if payload.get("leave_source_out") else name
         console.print(
-            f"[bold]{escape(label)}[/]: top-1 {ev['top1']:.1%} ({ev['top1_correct']}/{ev['positives']}), "
+            f"[bold]{escape(name)}[/]: top-1 {ev['top1']:.1%} ({ev['top1_correct']}/{ev['positives']}), "
             f"top-3 {ev['top3']:.1%} ({ev['top3_correct']}/{ev['positives']}), unknown on {ev['unknown_on_positives']} positives; "
             f"confidence >= {hi['threshold']:g} right {precision} ({hi['right']}/{hi['answers']}); "
             f"false diagnoses on healthy/unexplained {ev['false_diagnoses']}/{ev['negatives_and_unknown']} "
@@ -226,7 +225,7 @@ def kb_eval(
     corpus: Optional[Path] = typer.Argument(None, help="Corpus directory: dev/ and test/ with <id>.yaml labels (default tests/data/corpus), a split directory, or an index.yaml corpus such as tests/data/seed-traces."),
     split: list[str] = typer.Option([], "--split", help="Only this split (dev, test; repeatable)."),
     cases: bool = typer.Option(False, "--cases", help="List every miss and false diagnosis per split."),
-    leave_source_out: bool = typer.Option(False, "--leave-source-out", help="Diagnose each case without the entries written from it (its example trace or a reference to its thread): the generalisation estimate on dev."),
+    leave_source_out: bool = typer.Option(False, "--leave-source-out", help="Diagnose each case without the entries written from it (an example copied from its trace, a reference to its thread): the generalisation figure for the dev split."),
     env: list[str] = typer.Option([], "--env", help="Installed versions: package==version or a smoke-report JSON file."),
     kb: Optional[Path] = typer.Option(None, "--kb", help=KB_OPTION_HELP),
     json_: bool = json_option(),

@@ -128,36 +128,17 @@ def calibration_path(patterns_dir: Path) -> Path:
     return Path(patterns_dir).parent / "calibration.json"
 
 
-def cited_by_entry(entries: list) -> dict[str, set[str]]:
-    """entry id -> the canonical threads its `references` cite."""
-    from porter.kb.corpus import canonical_thread
-
-    return {e.id: {canonical_thread(r) for r in e.references if "/" in r} for e in entries}
-
-
-def own_entries(entries: list, case, cites: dict[str, set[str]] | None = None) -> set[str]:
-    """Ids of the entries written from `case`: an example copied from its trace, or a reference
-    to its thread. Leaving them out diagnoses the case as if the KB had never seen it."""
-    cites = cites if cites is not None else cited_by_entry(entries)
-    marker = f"-{case.id}.txt"
-    name = case.trace.name
-    return {e.id for e in entries
-            if any(x.endswith(marker) or x.rsplit("/", 1)[-1] == name for x in e.examples)
-            or (case.thread and case.thread in cites[e.id])}
-
-
 def leave_source_out_samples(entries: list, cases: list) -> tuple[list[tuple[list[float], int, str]], list[dict]]:
     """(features, right?) of the top answer for each case, diagnosed by the KB without the
     entries whose examples were copied from that case; and a per-case record."""
-    from porter.kb.evaluate import judge
+    from porter.kb.evaluate import judge, own_entries
     from porter.kb.index import CompiledKB
     from porter.kb.matcher import diagnose_stream
 
     full = CompiledKB.build(entries)
     samples, records = [], []
-    cites = cited_by_entry(entries)
     for case in cases:
-        own = own_entries(entries, case, cites)
+        own = own_entries(entries, case)
         kb = full if not own else CompiledKB.build([e for e in entries if e.id not in own])
         with case.trace.open("rb") as fh:
             diag = diagnose_stream(kb, fh, top=3)

@@ -161,6 +161,28 @@ def cited_threads(kb: CompiledKB) -> dict[str, list[str]]:
     return out
 
 
+def own_entries(entries, case: CorpusCase) -> set[str]:
+    """Ids of the entries written from this case: an example copied from its trace, or a
+    reference to its thread (leave-source-out drops them before diagnosing the case)."""
+    marker, name = f"-{case.id}.txt", case.trace.name
+    own = set()
+    for e in entries:
+        if any(x.endswith(marker) or x.rsplit("/", 1)[-1] == name for x in e.examples):
+            own.add(e.id)
+        elif case.thread and any("/" in r and canonical_thread(r) == case.thread for r in e.references):
+            own.add(e.id)
+    return own
+
+
+def _without_own(kb: CompiledKB, case: CorpusCase) -> CompiledKB:
+    own = own_entries(kb.entries, case)
+    if not own:
+        return kb
+    reduced = CompiledKB.build([e for e in kb.entries if e.id not in own])
+    reduced.calibration = kb.calibration
+    return reduced
+
+
 def run_case(kb: CompiledKB, case: CorpusCase, env: dict[str, str] | None = None) -> tuple[CaseResult, Diagnosis]:
     with case.trace.open("rb") as fh:
         diag = diagnose_stream(kb, fh, env, top=3)
@@ -172,17 +194,12 @@ def run_case(kb: CompiledKB, case: CorpusCase, env: dict[str, str] | None = None
 
 def evaluate_cases(kb: CompiledKB, cases: list[CorpusCase], corpus: str, env: dict[str, str] | None = None,
                    leave_source_out: bool = False) -> dict[str, EvalReport]:
-    """One report per split, in the order dev, test, then any other split names.
-
-    `leave_source_out`: each case is diagnosed by the KB without the entries written from it
-    (porter.kb.calibrate.own_entries), which estimates how the KB does on traces it never saw."""
+    """One report per split, in the order dev, test, then any other split names. With
+    `leave_source_out`, each case is diagnosed without the entries written from it (see
+    `own_entries`): the figure says how the KB does on traces it was not written from."""
     from porter.kb.corpus import effective_split
 
     cited = cited_threads(kb)
-    if leave_source_out:
-        from porter.kb.calibrate import cited_by_entry, own_entries
-
-        cites = cited_by_entry(list(kb.entries))
     reports: dict[str, EvalReport] = {}
     for case in cases:
         split = effective_split(case)
@@ -191,13 +208,7 @@ def evaluate_cases(kb: CompiledKB, cases: list[CorpusCase], corpus: str, env: di
         if citing and split == "test":
             report.excluded.append({"id": case.id, "thread": case.thread, "cited_by": sorted(set(citing))})
             continue
-        case_kb = kb
-        if leave_source_out:
-            own = own_entries(list(kb.entries), case, cites)
-            if own:
-                case_kb = CompiledKB.build([e for e in kb.entries if e.id not in own])
-                case_kb.calibration = kb.calibration
-        report.cases.append(run_case(case_kb, case, env)[0])
+        report.cases.append(run_case(_without_own(kb, case) if leave_source_out else kb, case, env)[0])
     order = {"dev": 0, "test": 1}
     return dict(sorted(reports.items(), key=lambda kv: (order.get(kv[0], 2), kv[0])))
 
