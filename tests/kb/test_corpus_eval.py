@@ -132,3 +132,19 @@ def test_leave_source_out_diagnoses_each_case_without_the_entries_written_from_i
 def test_cli_eval_leave_source_out_flag(corpus, small_kb, cli):
     code, out = cli(["kb", "eval", str(corpus), "--kb", str(small_kb.patterns), "--split", "dev", "--leave-source-out", "--json"])
     assert json.loads(out)["leave_source_out"] is True
+
+
+def test_leave_source_out_diagnoses_each_case_without_its_own_entries(tmp_path, small_kb):
+    root = tmp_path / "corpus"
+    own = _case(root, "dev", "dev-own", LORA_TRACE, expected=["VLLM-001"])
+    _case(root, "dev", "dev-other", LORA_TRACE, expected=["VLLM-001"])
+    small_kb.add(entry("VLLM-001", "vllm", [{"literal": "No module named 'vllm.lora.models'", "weight": 1.0}],
+                       references=[f"https://{own}"]), LORA_TRACE)
+    in_sample = evaluate_splits(small_kb.compiled(), root, splits=("dev",))["splits"]["dev"]
+    assert in_sample["top1_correct"] == 2
+    payload = evaluate_splits(small_kb.compiled(), root, splits=("dev",), leave_source_out=True)
+    assert payload["leave_source_out"] is True
+    cases = {c["id"]: c for c in payload["splits"]["dev"]["cases"]}
+    # the case whose thread the entry cites is diagnosed without it; the other still finds it
+    assert cases["dev-own"]["got"] == [] and not cases["dev-own"]["top1"]
+    assert cases["dev-other"]["got"] == ["VLLM-001"] and cases["dev-other"]["top1"]
