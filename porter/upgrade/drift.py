@@ -576,6 +576,16 @@ class DriftAnalyzer:
                                             detail={"change": "new_required_parameter", "parameter": name,
                                                     "old_signature": old_sig.render() if old_sig else None,
                                                     "new_signature": new_sig.render()}, subject=f"req:{name}"))
+            shifted = _positional_shift(old_sig, new_sig, positional, keywords) if old_sig else None
+            if shifted:
+                param, duplicate = shifted
+                findings.append(Finding(DriftFamily.SIGNATURE, use.symbol, loc, severity if duplicate else Severity.RISKY,
+                                        f"{label}{new_sig.render()}: the call's positional arguments now bind to other parameters "
+                                        f"({param} lands on a parameter {'the call also passes by keyword' if duplicate else 'of another meaning'})",
+                                        evidence=(f"baseline: {old_sig.render()}", f"target: {new_sig.render()}"),
+                                        detail={"change": "positional_shift", "parameter": param,
+                                                "old_signature": old_sig.render(), "new_signature": new_sig.render()},
+                                        subject="positional_shift"))
             capacity, old_capacity = new_sig.positional_capacity(), old_sig.positional_capacity() if old_sig else None
             if capacity is not None and positional > capacity and (old_sig is None or old_capacity is None or positional <= old_capacity):
                 findings.append(Finding(DriftFamily.SIGNATURE, use.symbol, loc, severity,
@@ -1122,3 +1132,18 @@ def compute_drift(
 
 
 __all__ = ["DriftAnalyzer", "DriftResult", "Finding", "Verdict", "compute_drift", "Site"]
+
+
+def _positional_shift(old: Signature, new: Signature, positional: int, keywords: list[str]) -> tuple[str, bool] | None:
+    """A parameter removed or inserted before the call's last positional argument: the arguments bind
+    to other parameters at the target. Returns (the first parameter that changed, whether the call also
+    passes that parameter's new occupant by keyword, a certain TypeError)."""
+    take = lambda sig: [p.name for p in sig.params if p.kind in ("posonly", "pos")][:positional]
+    old_names, new_names = take(old), take(new)
+    if len(old_names) < positional or len(new_names) < positional or old_names == new_names:
+        return None  # too many arguments is the capacity check's finding; equal binding is no change
+    for was, now in zip(old_names, new_names):
+        if was != now:
+            duplicate = any(n in keywords for n in new_names)
+            return f"argument for '{was}' now binds '{now}'", duplicate
+    return None
