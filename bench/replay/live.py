@@ -219,6 +219,8 @@ def provides(root: Path, module: str, name: str) -> bool:
         return False
     if _module_text(root, f"{module}.{name}") is not None:
         return True
+    if re.search(r"^def __getattr__\(", text, re.M) and re.search(rf"""["']{name}["']""", text):
+        return True  # served by the module's __getattr__ (a deprecation table)
     return re.search(rf"^\s*(?:class|def|async def)\s+{name}\b|^\s*{name}\s*[:=]|\bimport\b[^\n]*\b{name}\b"
                      rf"|^\s+{name},?\s*(?:#.*)?$|^\s*from\s+\S+\s+import\s+\*", text, re.M) is not None
 
