@@ -8,6 +8,7 @@ Uses under a dead guard (or whose failure an `except ImportError` fallback absor
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
@@ -293,17 +294,68 @@ class DriftAnalyzer:
             verdicts.setdefault(use.symbol, Verdict(use.symbol, status, use.symbol, ""))
             return self._existence(use, res, unresolved, strict=True)
         if use.kind in ("attribute", "monkeypatch"):
+            if use.detail.get("via") == "instance":
+                use = replace(use, symbol=self._through_fields(use.symbol))
             res = self.target.resolve_dotted(use.symbol)
             return self._existence(use, res, unresolved, strict=False)
         if use.kind == "call":
             if use.symbol in self._patched:
                 return [], False  # the plugin replaced it: the call runs the plugin's function
+            if not use.detail.get("bound") and not use.detail.get("via_super"):
+                res = self.target.resolve_dotted(use.symbol)
+                if res.status == "missing":  # the callee is gone: the call site is one more place to change
+                    return self._existence(replace(use, kind="attribute"), res, unresolved, strict=False)
             return self._call(use), False
         if use.kind == "subclass":
             return self._subclass(use), False
         if use.kind == "patch":
             return self._patch(use), False
         return [], False
+
+    def _through_fields(self, dotted: str) -> str:
+        """`T.a.b` where `a` is a field or property of T annotated with class A: `A.b` (followed as far as
+        the annotations go, in the baseline where the plugin's code was written, else in the target)."""
+        index = self.baseline or self.target
+        module, rest = index.split_dotted(dotted)
+        if not module or len(rest) < 3:
+            return dotted
+        res = index.resolve(module, rest[0])
+        if res.status != "found" or res.definition is None or res.definition.kind != "class":
+            return dotted
+        cls, where, i = res.definition, res.defined_in or res.module, 1
+        while i < len(rest) - 1:
+            hit = next(((k.member(rest[i]), km) for k, km in index.mro(cls, where) if k.member(rest[i]) is not None), None)
+            field_cls = self._annotated_class(index, *hit) if hit else None
+            if field_cls is None:
+                break
+            cls, where = field_cls
+            i += 1
+        if i == 1:
+            return dotted
+        return ".".join([where, cls.name, rest[i]])  # later parts hang off a value whose class is unknown
+
+    def _annotated_class(self, index: TreeIndex, member: Definition, module: str) -> tuple[Definition, str] | None:
+        """The class a class-body field (`x: Cls = ...`) or a property (`-> Cls`) is annotated with."""
+        text = None
+        if member.kind in ("property", "function") and member.signature is not None:
+            text = member.signature.returns if member.kind == "property" else None
+        elif member.kind == "variable":
+            lines = self._module_lines(index, module)
+            line = lines[member.line - 1] if 0 < member.line <= len(lines) else ""
+            m = re.match(rf"\s*{re.escape(member.name)}\s*:\s*([^=]+?)\s*(?:=.*)?$", line)
+            text = m.group(1) if m else None
+        if not text:
+            return None
+        text = text.strip().strip("\"'")
+        text = re.sub(r"^(?:Optional|typing\.Optional)\[(.*)\]$", r"\1", text)
+        head = next((part.strip().strip("\"'") for part in text.split("|") if part.strip() not in ("None", "")), "")
+        if not re.fullmatch(r"[A-Za-z_][\w.]*", head):
+            return None
+        name_module, _, name = head.rpartition(".")
+        res = index.resolve(module, head) if not name_module else index.resolve_dotted(f"{module}.{head}")
+        if res.status != "found" or res.definition is None or res.definition.kind != "class":
+            return None
+        return res.definition, res.defined_in or res.module
 
     def _existence(self, use: Use, res: Resolution, unresolved: set[str], strict: bool) -> tuple[list[Finding], bool]:
         if res.status != "missing":
@@ -841,7 +893,7 @@ class DriftAnalyzer:
         if not pending:
             return per_use
         methods = sorted({m for m, _, _ in pending})
-        call = _re.compile(rb"\.(" + b"|".join(_re.escape(m.encode()) for m in methods) + rb")\(")
+        call = re.compile(rb"\.(" + b"|".join(re.escape(m.encode()) for m in methods) + rb")\(")
         passed: set[tuple[str, str]] = set()
         for path in self.target.files.values():
             if path.is_dir():
@@ -885,7 +937,7 @@ class DriftAnalyzer:
 
         key = (id(index), "rpc")
         if key not in self._bodies:
-            pattern = _re.compile(rb"collective_rpc\(\s*[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']")
+            pattern = re.compile(rb"collective_rpc\(\s*[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']")
             names: set[str] = set()
             for path in index.files.values():
                 if path.is_file():

@@ -18,6 +18,29 @@ OLD = {
 
         def pick(a, b, c=None):
             return a
+
+        def old_helper():
+            return 1
+    """,
+    "upkg/compilation.py": """
+        class CompilationConfig:
+            split_points: list[int] | None = None
+            level: int = 0
+    """,
+    "upkg/config.py": """
+        from dataclasses import dataclass, field
+
+        from upkg.compilation import CompilationConfig
+
+
+        @dataclass
+        class VllmConfig:
+            compilation_config: CompilationConfig = field(default_factory=CompilationConfig)
+            dynamic: object = None
+
+            @property
+            def comp(self) -> "CompilationConfig | None":
+                return self.compilation_config
     """,
 }
 NEW = {
@@ -29,6 +52,12 @@ NEW = {
         def pick(a, c=None, b=None):
             return a
     """,
+    "upkg/compilation.py": """
+        class CompilationConfig:
+            endpoints: list[int] | None = None
+            level: int = 0
+    """,
+    "upkg/config.py": OLD["upkg/config.py"],
 }
 PLUGIN = {
     "myplug/__init__.py": "",
@@ -42,6 +71,28 @@ PLUGIN = {
             other = pick(1, 2)
             same = get_backend(0, dtype, None, use_mla=True) if False else None
             return backend, other, same
+    """,
+    "myplug/helpers.py": """
+        from upkg.selector import old_helper
+
+
+        def use_it():
+            return old_helper() + 1
+    """,
+    "myplug/ascend_config.py": """
+        from upkg.config import VllmConfig
+
+
+        class AscendConfig:
+            def __init__(self, vllm_config: "VllmConfig"):
+                self.vllm_config = vllm_config
+
+            def update(self):
+                vllm_config = self.vllm_config
+                points = vllm_config.compilation_config.split_points
+                level = vllm_config.compilation_config.level
+                vllm_config.compilation_config.split_points = sorted(points or [])
+                return vllm_config.comp.split_points, level, vllm_config.dynamic.anything
     """,
 }
 
@@ -70,3 +121,16 @@ def test_a_positional_argument_that_lands_on_a_keyword_the_call_passes_breaks(re
 def test_a_positional_argument_that_binds_another_parameter_is_risky(report):
     shifted = _shifts(report, "upkg.selector.pick")
     assert len(shifted) == 1 and shifted[0].severity is Severity.RISKY
+
+
+def test_a_field_read_through_a_typed_receiver_and_an_annotated_field_is_checked(report):
+    gone = [r for r in report.records if r.symbol == "upkg.compilation.CompilationConfig.split_points"]
+    assert len(gone) == 1 and gone[0].severity is Severity.BREAKING
+    assert {s.line for s in gone[0].sites} == {10, 12, 13}  # read, write, and through the property
+    assert not any("level" in r.symbol or "anything" in r.symbol for r in report.records)  # unchanged; untyped field
+
+
+def test_the_call_sites_of_a_removed_function_join_its_import_finding(report):
+    gone = [r for r in report.records if r.symbol == "upkg.selector.old_helper"]
+    assert len(gone) == 1 and gone[0].severity is Severity.BREAKING
+    assert {(s.path, s.line) for s in gone[0].sites} == {("myplug/helpers.py", 1), ("myplug/helpers.py", 5)}
