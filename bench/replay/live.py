@@ -12,7 +12,8 @@ mechanical check in the OLD and NEW trees confirms, so every item carries its ow
     names at all (token count 0), and that the plugin does not define itself;
   * `signature_change`: a deleted statement calls F(...) in a way that binds to a definition of F in
     the OLD tree and to none in the NEW tree (positional count, keyword names, required parameters),
-    for names F with at most MAX_DEFS definitions per tree (so the binding check is meaningful).
+    for names F with at most MAX_DEFS definitions per tree (so the binding check is meaningful), called as
+    a function or on a receiver whose class is known (self, super(), a class name).
 Items are rebuilt by `mine.py --live` (ids a1, a2, ...); hand-written items (c*) are kept.
 """
 
@@ -225,6 +226,13 @@ def provides(root: Path, module: str, name: str) -> bool:
                      rf"|^\s+{name},?\s*(?:#.*)?$|^\s*from\s+\S+\s+import\s+\*", text, re.M) is not None
 
 
+def _known_receiver(node: ast.AST) -> bool:
+    """self.f(), super().f(), Cls.f(): receivers whose methods come from the class the plugin extends or names."""
+    if isinstance(node, ast.Name):
+        return node.id == "self" or node.id[:1].isupper()
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"
+
+
 def _call_name(call: ast.Call) -> str:
     f = call.func
     return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
@@ -322,6 +330,8 @@ def mine_live(repo: Path, parent: str, sha: str, old: TreeIndex, new: TreeIndex,
                     if not name or name in SKIP_NAMES or name.startswith("__") or name in own:
                         continue
                     method = isinstance(call.func, ast.Attribute)  # obj.f(...) binds to methods, f(...) to functions
+                    if method and not _known_receiver(call.func.value):
+                        continue  # tensor.size(1): the receiver's class is unknown, any same-named method could be meant
                     o = [s for s in old.sigs.get(name, []) if s.method == method]
                     n = [s for s in new.sigs.get(name, []) if s.method == method]
                     if not o or not n or len(o) > MAX_DEFS or len(n) > MAX_DEFS:
