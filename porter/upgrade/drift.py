@@ -1194,8 +1194,11 @@ def _positional_shift(old: Signature, new: Signature, positional: int, keywords:
     old_names, new_names = take(old), take(new)
     if len(old_names) < positional or len(new_names) < positional or old_names == new_names:
         return None  # too many arguments is the capacity check's finding; equal binding is no change
+    everything_new = {p.name for p in new.params}
     for was, now in zip(old_names, new_names):
         if was != now:
             duplicate = any(n in keywords for n in new_names)
+            if not duplicate and was not in everything_new:
+                return None  # a renamed parameter in the same slot: nothing is misbound for sure
             return f"argument for '{was}' now binds '{now}'", duplicate
     return None

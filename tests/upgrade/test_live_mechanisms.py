@@ -21,6 +21,9 @@ OLD = {
 
         def old_helper():
             return 1
+
+        def renamed(a, b, c=None):
+            return a
     """,
     "upkg/compilation.py": """
         class CompilationConfig:
@@ -51,6 +54,9 @@ NEW = {
 
         def pick(a, c=None, b=None):
             return a
+
+        def renamed(a, beta, c=None):
+            return a
     """,
     "upkg/compilation.py": """
         class CompilationConfig:
@@ -63,14 +69,14 @@ PLUGIN = {
     "myplug/__init__.py": "",
     "myplug/utils.py": "def upkg_version_is(v):\n    return False\n",
     "myplug/runner.py": """
-        from upkg.selector import get_backend, pick
+        from upkg.selector import get_backend, pick, renamed
 
 
         def build(dtype, block_size):
             backend = get_backend(0, dtype, None, block_size, use_mla=True)
             other = pick(1, 2)
             same = get_backend(0, dtype, None, use_mla=True) if False else None
-            return backend, other, same
+            return backend, other, same, renamed(1, 2)
     """,
     "myplug/helpers.py": """
         from upkg.selector import old_helper
@@ -121,6 +127,7 @@ def test_a_positional_argument_that_lands_on_a_keyword_the_call_passes_breaks(re
 def test_a_positional_argument_that_binds_another_parameter_is_risky(report):
     shifted = _shifts(report, "upkg.selector.pick")
     assert len(shifted) == 1 and shifted[0].severity is Severity.RISKY
+    assert not _shifts(report, "upkg.selector.renamed")  # a renamed parameter in the same slot misbinds nothing
 
 
 def test_a_field_read_through_a_typed_receiver_and_an_annotated_field_is_checked(report):
