@@ -304,6 +304,10 @@ class DriftAnalyzer:
             if not use.detail.get("bound") and not use.detail.get("via_super"):
                 res = self.target.resolve_dotted(use.symbol)
                 if res.status == "missing":  # the callee is gone: the call site is one more place to change
+                    if use.symbol in self._imported:  # joins the import's finding (same symbol, same family)
+                        module, _, name = use.symbol.rpartition(".")
+                        as_import = replace(use, kind="import", detail={"module": module, "name": name})
+                        return self._existence(as_import, self.target.resolve(module, name), unresolved, strict=True)
                     return self._existence(replace(use, kind="attribute"), res, unresolved, strict=False)
             return self._call(use), False
         if use.kind == "subclass":

@@ -417,9 +417,16 @@ class _UseVisitor(ast.NodeVisitor):
             return self.singletons.get(dotted) if dotted else None
         if isinstance(node, ast.Attribute):
             if isinstance(node.value, ast.Name) and node.value.id == "self" and self.self_types:
-                return self.self_types[-1].get(node.attr)
+                found = self.self_types[-1].get(node.attr)
+                if found:
+                    return found
             dotted = self.upstream_dotted(node)
-            return self.singletons.get(dotted) if dotted else None
+            if dotted:
+                return self.singletons.get(dotted)
+            if isinstance(node.value, (ast.Name, ast.Attribute)) and not node.attr.startswith("__"):
+                inner = self.receiver_type(node.value)  # cfg.scheduler_config: "T.scheduler_config", typed by drift
+                if inner and not inner.startswith(FACTORY):
+                    return f"{inner}.{node.attr}"
         return None
 
     def visit_Assign(self, node: ast.Assign) -> None:

@@ -30,6 +30,7 @@ OLD = {
             split_points: list[int] | None = None
             level: int = 0
     """,
+    "upkg/sampler.py": "def get_sampler():\n    return None\n",
     "upkg/config.py": """
         from dataclasses import dataclass, field
 
@@ -85,6 +86,13 @@ PLUGIN = {
         def use_it():
             return old_helper() + 1
     """,
+    "myplug/sampling.py": """
+        from upkg.sampler import get_sampler
+
+
+        def make():
+            return get_sampler()
+    """,
     "myplug/ascend_config.py": """
         from upkg.config import VllmConfig
 
@@ -98,7 +106,8 @@ PLUGIN = {
                 points = vllm_config.compilation_config.split_points
                 level = vllm_config.compilation_config.level
                 vllm_config.compilation_config.split_points = sorted(points or [])
-                return vllm_config.comp.split_points, level, vllm_config.dynamic.anything
+                cc = vllm_config.compilation_config
+                return vllm_config.comp.split_points, level, vllm_config.dynamic.anything, cc.split_points
     """,
 }
 
@@ -133,7 +142,7 @@ def test_a_positional_argument_that_binds_another_parameter_is_risky(report):
 def test_a_field_read_through_a_typed_receiver_and_an_annotated_field_is_checked(report):
     gone = [r for r in report.records if r.symbol == "upkg.compilation.CompilationConfig.split_points"]
     assert len(gone) == 1 and gone[0].severity is Severity.BREAKING
-    assert {s.line for s in gone[0].sites} == {10, 12, 13}  # read, write, and through the property
+    assert {s.line for s in gone[0].sites} == {10, 12, 14}  # read, write, through the property, through a local
     assert not any("level" in r.symbol or "anything" in r.symbol for r in report.records)  # unchanged; untyped field
 
 
@@ -141,3 +150,8 @@ def test_the_call_sites_of_a_removed_function_join_its_import_finding(report):
     gone = [r for r in report.records if r.symbol == "upkg.selector.old_helper"]
     assert len(gone) == 1 and gone[0].severity is Severity.BREAKING
     assert {(s.path, s.line) for s in gone[0].sites} == {("myplug/helpers.py", 1), ("myplug/helpers.py", 5)}
+
+
+def test_the_call_sites_of_a_function_whose_module_is_gone_join_its_import_finding(report):
+    gone = [r for r in report.records if r.symbol == "upkg.sampler.get_sampler"]
+    assert len(gone) == 1 and {(s.path, s.line) for s in gone[0].sites} == {("myplug/sampling.py", 1), ("myplug/sampling.py", 5)}
