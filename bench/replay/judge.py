@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import pickle
 import re
 import sys
 from functools import lru_cache
@@ -46,8 +47,9 @@ PREFIX = "judge.py: "
 class Tree:
     """The NEW vllm tree, read lazily: module files, their text and AST, and every call by name."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, cache_dir: Path | None = None):
         self.root = root
+        self.cache_dir = cache_dir  # the call table of a tree is reused across cases and runs
 
     @lru_cache(maxsize=None)
     def text(self, rel: str) -> str:
@@ -70,6 +72,16 @@ class Tree:
     @lru_cache(maxsize=None)
     def calls(self) -> dict[str, list[tuple[str, int, int, frozenset[str]]]]:
         """method/function name -> (file, line, positional count, keywords) for every call in the tree."""
+        cache = self.cache_dir / f"judge-calls-{self.root.name}.pickle" if self.cache_dir else None
+        if cache and cache.is_file():
+            return pickle.loads(cache.read_bytes())
+        out = self._scan_calls()
+        if cache:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            cache.write_bytes(pickle.dumps(out))
+        return out
+
+    def _scan_calls(self) -> dict[str, list[tuple[str, int, int, frozenset[str]]]]:
         out: dict[str, list[tuple[str, int, int, frozenset[str]]]] = {}
         for rel in self.files():
             try:
@@ -129,7 +141,7 @@ def judge(record: dict, tree: Tree) -> tuple[str, str] | None:
     msg, symbol, detail = record.get("message", ""), record.get("symbol", ""), record.get("detail") or {}
     change = detail.get("change")
     rel, qual = tree.module_file(symbol)
-    if re.search(r" is gone at the target| moved to | renamed to |does not exist at |monkeypatch target .* is gone", msg):
+    if re.search(r" is gone at the target| is missing at the target| moved to | renamed to |does not exist at |monkeypatch target .* is gone", msg):
         if rel is None:
             return "known_real", f"{PREFIX}no module of {symbol} exists in the NEW tree"
         if not qual:
@@ -239,8 +251,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--analyses", type=Path, default=ROOT / "bench" / "results" / "replay")
     ap.add_argument("--trees", type=Path, default=Path("/work/cache"))
     ap.add_argument("--write", action="store_true", help="store the verdicts in the case files")
+    ap.add_argument("--index-cache", type=Path, default=Path("/tmp/porter-replay-index"))
     args = ap.parse_args(argv)
     totals = {"known_real": 0, "known_false": 0, "unjudged": 0}
+    trees: dict[str, Tree] = {}
     for path in sorted(CASES.glob("*.json")):
         case = load_case(path)
         if args.case and not any(case.id.startswith(c) for c in args.case):
@@ -248,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         saved = args.analyses / f"{case.id}.json"
         if not saved.is_file():
             continue
-        tree = Tree(args.trees / f"vllm-{case.new}")
+        tree = trees.setdefault(case.new, Tree(args.trees / f"vllm-{case.new}", args.index_cache))
         doc = json.loads(path.read_text(encoding="utf-8"))
         verdicts: dict[str, list[dict]] = {"known_real": [], "known_false": []}
         for r in unmatched(case, json.loads(saved.read_text(encoding="utf-8"))):
