@@ -157,6 +157,15 @@ def judge(record: dict, tree: Tree) -> tuple[str, str] | None:
     method = symbol.rsplit(".", 1)[-1]
     if change == "override_mismatch" or "that the override" in msg:
         gained = re.search(r"gained parameter\(s\) ([\w, ]+?) that the override does not accept", msg)
+        override = re.search(r"\(override [\w.]+\(([^)]*)\)", msg)
+        if gained and override:
+            params = [p.strip() for p in override.group(1).split(",") if p.strip() and p.strip() not in ("self", "cls")]
+            if any(p.startswith("*") for p in params):
+                return "known_false", f"{PREFIX}the override takes *args/**kwargs: whatever NEW passes binds"
+            capacity = sum(1 for p in params if not p.startswith("*"))
+            hit = next(((f, l) for f, l, n_pos, _ in tree.calls().get(method, []) if n_pos > capacity), None)
+            if hit:
+                return "known_real", f"{PREFIX}the NEW tree calls {method} with more positional arguments than the override takes at {_where(*hit)}"
         if gained:
             for param in (p.strip() for p in gained.group(1).split(",")):
                 hit = next(((f, l) for f, l, _, kws in tree.calls().get(method, []) if param in kws), None)
