@@ -174,7 +174,11 @@ def judge(record: dict, tree: Tree) -> tuple[str, str] | None:
         dropped = re.search(r"dropped parameter\(s\) ([\w, ]+?) that the override requires", msg)
         if dropped:
             params = [p.strip() for p in dropped.group(1).split(",")]
-            hit = next(((f, l) for f, l, _, kws in tree.calls().get(method, []) if not set(params) & kws), None)
+            slots = [p.strip().split("=")[0] for p in override.group(1).split(",") if p.strip() not in ("self", "cls")] if override else []
+            # a NEW call leaves the required parameter unbound: not by keyword, and too few positionals to reach its slot
+            reach = min((slots.index(p) for p in params if p in slots), default=0)
+            hit = next(((f, l) for f, l, n_pos, kws in tree.calls().get(method, [])
+                        if not set(params) & kws and n_pos <= reach), None)
             if hit:
                 return "known_real", f"{PREFIX}the NEW tree calls {method} without {', '.join(params)} at {_where(*hit)}; the override requires it"
         if gained and not dropped:
