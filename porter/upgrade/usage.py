@@ -26,7 +26,7 @@ from porter.upgrade.guards import Condition
 from porter.upgrade.index import Signature, body_span, body_text, dotted_name, signature_of
 from porter.upgrade.models import Site
 
-USAGE_VERSION = 4
+USAGE_VERSION = 5
 DEFAULT_EXCLUDES = ("tests/*", "*/tests/*", "test/*", "benchmarks/*", "examples/*", "docs/*", "build/*", ".*")
 
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "AttributeError", "Exception", "BaseException"}
@@ -417,9 +417,16 @@ class _UseVisitor(ast.NodeVisitor):
             return self.singletons.get(dotted) if dotted else None
         if isinstance(node, ast.Attribute):
             if isinstance(node.value, ast.Name) and node.value.id == "self" and self.self_types:
-                return self.self_types[-1].get(node.attr)
+                found = self.self_types[-1].get(node.attr)
+                if found:
+                    return found
             dotted = self.upstream_dotted(node)
-            return self.singletons.get(dotted) if dotted else None
+            if dotted:
+                return self.singletons.get(dotted)
+            if isinstance(node.value, (ast.Name, ast.Attribute)) and not node.attr.startswith("__"):
+                inner = self.receiver_type(node.value)  # cfg.scheduler_config: "T.scheduler_config", typed by drift
+                if inner and not inner.startswith(FACTORY):
+                    return f"{inner}.{node.attr}"
         return None
 
     def visit_Assign(self, node: ast.Assign) -> None:
@@ -566,12 +573,33 @@ class _UseVisitor(ast.NodeVisitor):
                     return scope[f"**{node.id}"].split(",") if scope[f"**{node.id}"] else []
         return None
 
+    def typed_chain(self, node: ast.Attribute) -> str | None:
+        """`x.a.b` where x (a local, a parameter, self.x) has a known upstream class T: "T.a.b"."""
+        attrs: list[str] = []
+        inner: ast.AST = node
+        while isinstance(inner, ast.Attribute):
+            attrs.append(inner.attr)
+            inner = inner.value
+            receiver = self.receiver_type(inner) if isinstance(inner, (ast.Name, ast.Attribute)) else None
+            if receiver is not None and not receiver.startswith(FACTORY):
+                return ".".join([receiver, *reversed(attrs)])
+        return None
+
     def visit_Attribute(self, node: ast.Attribute) -> None:
         dotted = self.upstream_dotted(node)
         if dotted is not None and "." in dotted_name(node):  # type: ignore[operator]
             kind = "monkeypatch" if isinstance(node.ctx, ast.Store) else "attribute"
             self.add(kind, dotted, node)
             return  # the inner prefix of the chain is not a separate use
+        chain = self.typed_chain(node) if dotted is None else None
+        if chain is not None and not node.attr.startswith("__"):
+            # A read (or write) through a typed receiver: the member must exist on its class at the target.
+            self.add("attribute", chain, node, via="instance", store=isinstance(node.ctx, ast.Store))
+            inner = node.value
+            while isinstance(inner, ast.Attribute):  # the chain's prefixes are not separate uses
+                inner = inner.value
+            self.visit(inner)
+            return
         if (isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name) and node.value.id == "self"
                 and self.self_class and self.self_class[-1] and not node.attr.startswith("__")):
             facts = self.self_class[-1]
