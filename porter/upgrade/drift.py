@@ -918,8 +918,8 @@ class DriftAnalyzer:
     @staticmethod
     def _class_reads(index: TreeIndex, cls: Definition, module: str) -> set[str]:
         out: set[str] = set()
-        for klass, _ in index.mro(cls, module):
-            out.update(klass.reads)
+        for klass, defined_in in index.mro(cls, module):
+            out.update(index.class_reads(klass, defined_in))
         return out
 
     @staticmethod

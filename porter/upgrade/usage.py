@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable
 
 from porter.fsutil import atomic_write_bytes
 from porter.upgrade.guards import Condition
-from porter.upgrade.index import Signature, body_span, body_text, dotted_name, signature_of
+from porter.upgrade.index import FastVisitor, Signature, body_span, body_text, dotted_name, signature_of, walk
 from porter.upgrade.models import Site
 
 USAGE_VERSION = 4
@@ -128,7 +128,7 @@ def _is_suppress_import(item: ast.withitem) -> bool:
     return False
 
 
-class _AliasCollector(ast.NodeVisitor):
+class _AliasCollector(FastVisitor):
     def __init__(self, packages: frozenset[str]):
         self.packages = packages
         self.aliases: dict[str, str] = {}
@@ -182,7 +182,7 @@ def _class_assigned_names(body: list[ast.stmt]) -> list[str]:
     return out
 
 
-class _UseVisitor(ast.NodeVisitor):
+class _UseVisitor(FastVisitor):
     def __init__(self, path: str, lines: list[str], packages: frozenset[str], aliases: dict[str, str],
                  module: str = "", is_package: bool = False, plugin_packages: frozenset[str] = frozenset(),
                  singletons: dict[str, str] | None = None, tree: ast.Module | None = None):
@@ -328,7 +328,7 @@ class _UseVisitor(ast.NodeVisitor):
         calls_super_init = False
         for stmt in defs:  # one walk per method: self.<x> stores (with their types), super().__init__ calls
             params = None
-            for sub in ast.walk(stmt):
+            for sub in walk(stmt):
                 if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store) and isinstance(sub.value, ast.Name) \
                         and sub.value.id == "self":
                     assigned.add(sub.attr)
@@ -636,7 +636,7 @@ class _LightScan:
                                                      if a.name != "*")
 
     def ternaries(self, tree: ast.AST) -> None:
-        for node in ast.walk(tree):
+        for node in walk(tree):
             if isinstance(node, ast.IfExp):
                 source = ast.unparse(node.test)
                 if _VERSIONISH_TEST.search(source):
