@@ -381,9 +381,9 @@ def iter_tar(data: bytes | memoryview):
         yield name, kind, content
 
 
-def _tar_members(archive: Path) -> list[tuple[str, bytes | None]]:
-    """(name, content or None) per member of a (gzipped) tar, read and decompressed in one go
-    (gzip.decompress releases the GIL, so several archives decompress in parallel threads)."""
+def _tar_members(archive: Path) -> list[tuple[str, memoryview | None]]:
+    """(name, content or None) per member of a (gzipped) tar, read and decompressed in one go;
+    contents are views into the decompressed archive (only the members kept are copied)."""
     import gzip
     import zlib
 
@@ -393,7 +393,7 @@ def _tar_members(archive: Path) -> list[tuple[str, bytes | None]]:
             raw = gzip.decompress(raw)
         except (OSError, EOFError, zlib.error) as exc:
             raise _TarError(str(exc) or type(exc).__name__) from exc
-    return [(name, None if content is None else bytes(content)) for name, _, content in iter_tar(raw)]
+    return [(name, content) for name, _, content in iter_tar(raw)]
 
 
 def _write_tree(root: Path, files: dict[str, bytes]) -> None:
@@ -458,7 +458,7 @@ def extract_archive(archive: Path, dest: Path, strip_top: bool | None = None) ->
                 extensions.append(ext)
             if content is None or not _wanted(name) or not _safe_member(name):
                 continue
-            files[name] = content
+            files[name] = bytes(content)
     else:
         raise InputError(f"{archive}: unknown archive type", hint="use a .whl, .zip, .tar.gz or a directory")
     if not files:
@@ -526,6 +526,8 @@ class Sources:
     status: Callable[[str], None] | None = None  # one-line progress messages (downloads, mirrors)
     stage: Callable[[str, int | None], Any] | None = None  # stage(description, total) -> progress bar context
     down_hosts: set[str] = field(default_factory=set)  # hosts that failed this run: use the cache for them
+    _digests: dict[tuple[str, int, int], str] = field(default_factory=dict, repr=False)  # archive -> content digest
+    _extracting: dict[str, Any] = field(default_factory=dict, repr=False)  # cache dir -> extraction in flight
 
     def __post_init__(self) -> None:
         # Checked once here so an unusable cache is an environment error, not a traceback deep in a download.
@@ -586,14 +588,47 @@ class Sources:
                                      hint="fix its permissions or point porter at a readable copy")
         return Tree(path.resolve(), label, "local", parse_release(label), origin=str(path))
 
+    def _archive_dest(self, archive: Path) -> Path:
+        """Where an archive's Python sources live in the cache: named by the archive's content."""
+        archive = Path(archive)
+        st = archive.stat()
+        key = (str(archive.resolve()), st.st_size, st.st_mtime_ns)
+        if key not in self._digests:
+            self._digests[key] = hashlib.sha256(archive.read_bytes()).hexdigest()[:20]
+        return self.cache_dir / "trees" / "archive" / self._digests[key]
+
+    def prepare_archives(self, archives: Any, pool: Any, min_bytes: int = 1 << 20) -> None:
+        """Start extracting local archives (the sdists of a benchmark run, --upstream-path FILE) in
+        `pool` so they unpack side by side; archive_tree() below waits for its own. Small archives
+        and anything unreadable are left to archive_tree(), which reports errors as usual."""
+        for archive in archives:
+            if archive is None:
+                continue
+            try:
+                archive = Path(archive).expanduser()
+                if not archive.is_file() or archive.stat().st_size < min_bytes:
+                    continue
+                dest = self._archive_dest(archive)
+            except OSError:
+                continue
+            if (dest / COMPLETE).is_file() or str(dest) in self._extracting:
+                continue
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            self._extracting[str(dest)] = pool.submit(extract_archive, archive, dest)
+
     def archive_tree(self, archive: Path, label: str) -> Tree:
         try:
-            digest = hashlib.sha256(Path(archive).read_bytes()).hexdigest()[:20]
+            dest = self._archive_dest(Path(archive))
         except OSError as exc:
             raise EnvironmentProblem(f"{archive}: cannot read ({exc.strerror})") from exc
-        dest = self.cache_dir / "trees" / "archive" / digest
-        cached = (dest / COMPLETE).is_file()
-        if not cached:
+        pending = self._extracting.pop(str(dest), None)
+        if pending is not None:
+            try:
+                pending.result()
+            except Exception:  # noqa: BLE001 - extracted again below, where the error is reported properly
+                pass
+        cached = pending is None and (dest / COMPLETE).is_file()
+        if not (dest / COMPLETE).is_file():
             dest.parent.mkdir(parents=True, exist_ok=True)
             extract_archive(Path(archive), dest)
         return Tree(dest, label, "archive", parse_release(label), origin=str(archive), from_cache=cached)
