@@ -16,7 +16,7 @@ from rapidfuzz import fuzz
 
 from porter.upgrade.guards import GuardConventions, TargetVersions, combine
 from porter.upgrade.lanes import GuardVerdict, Lanes, guard_verdicts, innermost_version_block, lane_of
-from porter.upgrade.index import Definition, Resolution, Signature, TreeIndex
+from porter.upgrade.index import Definition, Resolution, Signature, TreeIndex, walk
 from porter.upgrade.models import (
     Candidate,
     DriftFamily,
@@ -849,7 +849,7 @@ class DriftAnalyzer:
                 tree = _ast.parse(text)
             except (SyntaxError, ValueError):
                 continue
-            for node in _ast.walk(tree):
+            for node in walk(tree):  # ast.walk's order, faster
                 if isinstance(node, _ast.Call) and isinstance(node.func, _ast.Attribute) and node.func.attr in found:
                     keywords = {k.arg for k in node.keywords}
                     positional = 0 if any(isinstance(a, _ast.Starred) for a in node.args) else len(node.args)
