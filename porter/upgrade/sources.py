@@ -381,17 +381,24 @@ def iter_tar(data: bytes | memoryview):
         yield name, kind, content
 
 
+def _gunzip(data: bytes) -> bytes:
+    """gzip decompression with ISA-L when installed (the `isal` dependency: about twice zlib's
+    speed, a third of a cold analysis of two sdists was decompression), else the standard library."""
+    try:
+        from isal import igzip as codec
+    except ImportError:
+        import gzip as codec
+    return codec.decompress(data)
+
+
 def _tar_members(archive: Path) -> list[tuple[str, memoryview | None]]:
     """(name, content or None) per member of a (gzipped) tar, read and decompressed in one go;
     contents are views into the decompressed archive (only the members kept are copied)."""
-    import gzip
-    import zlib
-
     raw = archive.read_bytes()
     if raw[:2] == b"\x1f\x8b":
         try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
+            raw = _gunzip(raw)
+        except Exception as exc:  # noqa: BLE001 - each codec has its own error types; all mean "corrupt"
             raise _TarError(str(exc) or type(exc).__name__) from exc
     return [(name, content) for name, _, content in iter_tar(raw)]
 
