@@ -1002,7 +1002,6 @@ class TreeIndex:
             rf"^(?:(?:async\s+)?def|class)\s+({alternation})\b|^({alternation})\s*[:=]".encode(), re.MULTILINE
         )
         hit_modules: dict[str, list[str]] = {n: [] for n in names}
-        needles = [n.encode() for n in names]
         for module, path in self.files.items():
             if path.is_dir():
                 continue
@@ -1010,8 +1009,6 @@ class TreeIndex:
                 text = path.read_bytes()
             except OSError:
                 continue
-            if not any(needle in text for needle in needles):
-                continue  # a substring test is far cheaper than the line-anchored regex over the whole file
             for name in {(m.group(1) or m.group(2)).decode() for m in pattern.finditer(text)}:
                 hit_modules[name].append(module)
         self.hit_counts = {n: len(m) for n, m in hit_modules.items()}
