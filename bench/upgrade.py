@@ -183,12 +183,13 @@ def porter_modules_seconds(tree: Path, modules: list[str]) -> float:
 
 def findings_digest(cli_json: str) -> str:
     """sha256 of the CLI's --json analysis without what legitimately differs between runs (timings,
-    cache statistics, tree roots under the temporary cache, from_cache): equal digests, equal findings."""
+    cache statistics, tree roots under the temporary cache, from_cache, the notices naming cache
+    paths): equal digests, equal findings."""
     import hashlib
 
     doc = json.loads(cli_json)
     analysis = doc.get("analysis", doc)
-    for key in ("timings", "index"):
+    for key in ("timings", "index", "notices"):
         analysis.pop(key, None)
     for key in ("plugin_tree", "baseline", "target"):
         if isinstance(analysis.get(key), dict):

@@ -79,3 +79,23 @@ def test_truncated_gzip_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match="not a readable tar archive"):
         extract_archive(archive, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_archives_prepared_in_a_pool_are_fresh_then_cached(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from porter.upgrade.sources import Sources
+
+    archive = tmp_path / "pkg-1.0.tar.gz"
+    archive.write_bytes(_tar(tarfile.PAX_FORMAT, MEMBERS, gz=True))
+    broken = tmp_path / "broken-1.0.tar.gz"
+    broken.write_bytes(archive.read_bytes()[:-20])
+    sources = Sources(tmp_path / "cache")
+    with ThreadPoolExecutor(2) as pool:
+        sources.prepare_archives([archive, None, broken, tmp_path / "missing.tar.gz"], pool, min_bytes=0)
+        tree = sources.archive_tree(archive, "1.0")
+        with pytest.raises(InputError, match="not a readable tar archive"):  # reported where it is resolved
+            sources.archive_tree(broken, "1.0")
+    assert not tree.from_cache and (tree.root / "pkg" / "big.py").read_bytes() == b"z = 0\n" * 300
+    again = Sources(tmp_path / "cache").archive_tree(archive, "1.0")
+    assert again.from_cache and again.root == tree.root
