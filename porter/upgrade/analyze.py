@@ -323,9 +323,14 @@ def _worker_pool(workers: int | None) -> Any:
 
 
 def run_analysis(request: AnalysisRequest, progress: Any = None) -> AnalysisReport:
+    from porter.upgrade.index import gc_paused
+
     pool = _worker_pool(request.workers)
     try:
-        return _run_analysis(request, progress, pool)
+        # No cyclic GC during the run: it builds ~10^6 short-lived acyclic objects (syntax trees,
+        # unpickled index records) and the collector's passes over the growing heap cost seconds.
+        with gc_paused():
+            return _run_analysis(request, progress, pool)
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
