@@ -329,17 +329,46 @@ def _load_user_file(path: Path) -> dict[str, Any]:
     return data
 
 
-def load_hosts(config: Any) -> dict[str, HostProfile]:
+@dataclass(frozen=True)
+class HostTable:
+    """Every profile that parsed, and the ones that did not with their error: one bad profile must
+    not take `porter smoke --host other` or `hosts list` down with it."""
+
+    hosts: dict[str, HostProfile]
+    invalid: dict[str, InputError]  # by host name; "" = a whole file that could not be read
+
+
+def load_host_table(config: Any) -> HostTable:
     """All profiles by name: bundled `local`, then the user's hosts.yaml, then config `hosts:`."""
-    hosts = {"local": bundled_local()}
+    hosts: dict[str, HostProfile] = {"local": bundled_local()}
+    invalid: dict[str, InputError] = {}
+
+    def add(name: str, data: Any, source: str) -> None:
+        try:
+            hosts[name] = parse_profile(name, data, source)
+            invalid.pop(name, None)
+        except InputError as exc:
+            hosts.pop(name, None)  # a later, broken profile of that name replaces the earlier one
+            invalid[name] = exc
+
     user_file = user_hosts_file(Path(config.user_config_dir))
     if user_file.is_file():
-        for name, data in _load_user_file(user_file).items():
-            hosts[str(name)] = parse_profile(str(name), data, str(user_file))
+        try:
+            entries = _load_user_file(user_file)
+        except InputError as exc:
+            invalid[""] = exc
+            entries = {}
+        for name, data in entries.items():
+            add(str(name), data, str(user_file))
     config_source = next((s for s in reversed(getattr(config, "sources", ())) if s), "porter.yaml")
     for name, data in (config.hosts or {}).items():
-        hosts[str(name)] = parse_profile(str(name), data, config_source)
-    return hosts
+        add(str(name), data, config_source)
+    return HostTable(hosts, invalid)
+
+
+def load_hosts(config: Any) -> dict[str, HostProfile]:
+    """The profiles that parsed (see load_host_table for the ones that did not)."""
+    return load_host_table(config).hosts
 
 
 def trust_file(config_dir: Path) -> Path:
@@ -419,7 +448,12 @@ def ssh_derived_host(config: Any, name: str) -> HostProfile | None:
 
 
 def get_host(config: Any, name: str) -> HostProfile:
-    hosts = load_hosts(config)
+    table = load_host_table(config)
+    hosts = table.hosts
+    if name in table.invalid:
+        raise table.invalid[name]
+    if name not in hosts and "" in table.invalid:  # it may be in the file that could not be read
+        raise table.invalid[""]
     if name not in hosts:
         derived = ssh_derived_host(config, name)
         if derived is not None:

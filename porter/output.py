@@ -17,6 +17,7 @@ from rich.markup import escape
 
 from porter import __version__
 from porter.errors import PorterError
+from porter.jsonable import plain
 from porter.redact import redact_data, redact_text
 
 SCHEMA_VERSION = 1
@@ -26,19 +27,8 @@ def schema_id(command: str) -> str:
     return f"porter.{command}/{SCHEMA_VERSION}"
 
 
-def _default(obj: Any) -> Any:
-    to_dict = getattr(obj, "to_dict", None)
-    if callable(to_dict):
-        return to_dict()
-    if hasattr(obj, "__fspath__"):
-        return str(obj)
-    if isinstance(obj, (set, frozenset)):
-        return sorted(obj)
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
-
-
 def to_json(payload: dict[str, Any]) -> str:
-    return json.dumps(payload, indent=2, default=_default, ensure_ascii=False)
+    return json.dumps(payload, indent=2, default=plain, ensure_ascii=False)
 
 
 WIDE_TABLE_LIMIT = 240

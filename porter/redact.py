@@ -19,10 +19,11 @@ entropy scan is line-by-line Python over every plugin and is far from our 50 MB-
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any
+
+from porter.jsonable import plain
 
 MASK = "[REDACTED]"
 PEM_MASK = "[REDACTED PRIVATE KEY]"
@@ -204,14 +205,13 @@ def redact_data(value: Any) -> Any:
         return [redact_data(v) for v in value]
     if isinstance(value, (set, frozenset)):
         return sorted(redact_data(v) for v in value)
-    to_dict = getattr(value, "to_dict", None)
-    if callable(to_dict):
-        return redact_data(to_dict())
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return redact_data(dataclasses.asdict(value))
-    if hasattr(value, "__fspath__"):
-        return redact_text(str(value))
-    return value
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    try:
+        converted = plain(value)
+    except TypeError:
+        return value  # left for the serialiser to refuse
+    return redact_data(converted)
 
 
 def sanitize_terminal(text: str) -> str:

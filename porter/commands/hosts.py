@@ -131,10 +131,13 @@ def register(app: typer.Typer) -> None:
     def list_hosts(ctx: typer.Context, json_: bool = json_option()) -> None:
         """List the host profiles (bundled `local`, ~/.config/porter/hosts.yaml, porter.yaml)."""
         with command_context(ctx, "hosts.list", json_) as (reporter, state):
-            from porter.hosts import load_hosts
+            from porter.hosts import load_host_table
 
-            hosts = load_hosts(state.config())
-            payload = {"hosts": [h.to_dict() for h in hosts.values()]}
+            table = load_host_table(state.config())
+            hosts = table.hosts
+            invalid = [{"name": name or None, "error": exc.message, "hint": exc.hint}
+                       for name, exc in sorted(table.invalid.items())]
+            payload = {"hosts": [h.to_dict() for h in hosts.values()], "invalid": invalid}
 
             def render(console) -> None:
                 from rich.markup import escape
@@ -151,8 +154,13 @@ def register(app: typer.Typer) -> None:
                         target += f" + {h.container.engine_name} {h.container.name or h.container.image}"
                     table.add_row(h.name, h.transport, escape(target or "-"), h.device_kind, escape(h.source))
                 print_whole(console, table)
+                for bad in invalid:
+                    console.print(f"[red]invalid[/red] {escape(bad['name'] or 'hosts file')}: {escape(bad['error'])}"
+                                  + (f" ({escape(bad['hint'])})" if bad["hint"] else ""), soft_wrap=True)
 
             reporter.emit("hosts.list", payload, render)
+            if invalid:
+                raise typer.Exit(1)  # a profile porter cannot use is a failed check (exit 1), the others still listed
 
     @hosts_app.command("show")
     def show_host(ctx: typer.Context, name: str = typer.Argument(..., help="Host name."), json_: bool = json_option()) -> None:

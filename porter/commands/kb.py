@@ -225,6 +225,7 @@ def kb_eval(
     corpus: Optional[Path] = typer.Argument(None, help="Corpus directory: dev/ and test/ with <id>.yaml labels (default tests/data/corpus), a split directory, or an index.yaml corpus such as tests/data/seed-traces."),
     split: list[str] = typer.Option([], "--split", help="Only this split (dev, test; repeatable)."),
     cases: bool = typer.Option(False, "--cases", help="List every miss and false diagnosis per split."),
+    leave_source_out: bool = typer.Option(False, "--leave-source-out", help="Diagnose each case without the entries written from it (an example copied from its trace, a reference to its thread): the generalisation figure for the dev split."),
     env: list[str] = typer.Option([], "--env", help="Installed versions: package==version or a smoke-report JSON file."),
     kb: Optional[Path] = typer.Option(None, "--kb", help=KB_OPTION_HELP),
     json_: bool = json_option(),
@@ -244,7 +245,7 @@ def kb_eval(
             corpus = Path("tests/data/corpus")
             if not corpus.is_dir():
                 raise UsageError("no corpus given and tests/data/corpus does not exist here", hint="porter kb eval PATH/TO/CORPUS")
-        payload = evaluate_splits(_load(state, kb).compiled(), corpus, parse_env(env), tuple(split))
+        payload = evaluate_splits(_load(state, kb).compiled(), corpus, parse_env(env), tuple(split), leave_source_out)
         wrong = any(ev["false_positives"] or ev["misses"] for ev in payload["splits"].values())
         reporter.emit("kb.eval", payload, lambda console: _render_splits(console, payload, cases))
         raise typer.Exit(1 if wrong else 0)

@@ -131,22 +131,14 @@ def calibration_path(patterns_dir: Path) -> Path:
 def leave_source_out_samples(entries: list, cases: list) -> tuple[list[tuple[list[float], int, str]], list[dict]]:
     """(features, right?) of the top answer for each case, diagnosed by the KB without the
     entries whose examples were copied from that case; and a per-case record."""
-    from porter.kb.evaluate import judge
+    from porter.kb.evaluate import judge, own_entries
     from porter.kb.index import CompiledKB
     from porter.kb.matcher import diagnose_stream
 
     full = CompiledKB.build(entries)
     samples, records = [], []
-    from porter.kb.corpus import canonical_thread
-
-    cites = {e.id: {canonical_thread(r) for r in e.references if "/" in r} for e in entries}
     for case in cases:
-        marker = f"-{case.id}.txt"
-        name = case.trace.name
-        # the entries written from this trace or its thread: an example copied from it, or a reference to it
-        own = {e.id for e in entries
-               if any(x.endswith(marker) or x.rsplit("/", 1)[-1] == name for x in e.examples)
-               or (case.thread and case.thread in cites[e.id])}
+        own = own_entries(entries, case)
         kb = full if not own else CompiledKB.build([e for e in entries if e.id not in own])
         with case.trace.open("rb") as fh:
             diag = diagnose_stream(kb, fh, top=3)

@@ -161,6 +161,28 @@ def cited_threads(kb: CompiledKB) -> dict[str, list[str]]:
     return out
 
 
+def own_entries(entries, case: CorpusCase) -> set[str]:
+    """Ids of the entries written from this case: an example copied from its trace, or a
+    reference to its thread (leave-source-out drops them before diagnosing the case)."""
+    marker, name = f"-{case.id}.txt", case.trace.name
+    own = set()
+    for e in entries:
+        if any(x.endswith(marker) or x.rsplit("/", 1)[-1] == name for x in e.examples):
+            own.add(e.id)
+        elif case.thread and any("/" in r and canonical_thread(r) == case.thread for r in e.references):
+            own.add(e.id)
+    return own
+
+
+def _without_own(kb: CompiledKB, case: CorpusCase) -> CompiledKB:
+    own = own_entries(kb.entries, case)
+    if not own:
+        return kb
+    reduced = CompiledKB.build([e for e in kb.entries if e.id not in own])
+    reduced.calibration = kb.calibration
+    return reduced
+
+
 def run_case(kb: CompiledKB, case: CorpusCase, env: dict[str, str] | None = None) -> tuple[CaseResult, Diagnosis]:
     with case.trace.open("rb") as fh:
         diag = diagnose_stream(kb, fh, env, top=3)
@@ -170,8 +192,11 @@ def run_case(kb: CompiledKB, case: CorpusCase, env: dict[str, str] | None = None
     return result, diag
 
 
-def evaluate_cases(kb: CompiledKB, cases: list[CorpusCase], corpus: str, env: dict[str, str] | None = None) -> dict[str, EvalReport]:
-    """One report per split, in the order dev, test, then any other split names."""
+def evaluate_cases(kb: CompiledKB, cases: list[CorpusCase], corpus: str, env: dict[str, str] | None = None,
+                   leave_source_out: bool = False) -> dict[str, EvalReport]:
+    """One report per split, in the order dev, test, then any other split names. With
+    `leave_source_out`, each case is diagnosed without the entries written from it (see
+    `own_entries`): the figure says how the KB does on traces it was not written from."""
     from porter.kb.corpus import effective_split
 
     cited = cited_threads(kb)
@@ -183,7 +208,7 @@ def evaluate_cases(kb: CompiledKB, cases: list[CorpusCase], corpus: str, env: di
         if citing and split == "test":
             report.excluded.append({"id": case.id, "thread": case.thread, "cited_by": sorted(set(citing))})
             continue
-        report.cases.append(run_case(kb, case, env)[0])
+        report.cases.append(run_case(_without_own(kb, case) if leave_source_out else kb, case, env)[0])
     order = {"dev": 0, "test": 1}
     return dict(sorted(reports.items(), key=lambda kv: (order.get(kv[0], 2), kv[0])))
 
@@ -199,7 +224,8 @@ def evaluate(kb: CompiledKB, corpus: Path, env: dict[str, str] | None = None) ->
     return merged
 
 
-def evaluate_splits(kb: CompiledKB, corpus: Path, env: dict[str, str] | None = None, splits: tuple[str, ...] = ()) -> dict:
+def evaluate_splits(kb: CompiledKB, corpus: Path, env: dict[str, str] | None = None, splits: tuple[str, ...] = (),
+                    leave_source_out: bool = False) -> dict:
     """The `porter kb eval` payload: per-split reports plus the corpus' collection problems."""
     corpus = Path(corpus)
     cases = load_corpus(corpus)
@@ -207,6 +233,6 @@ def evaluate_splits(kb: CompiledKB, corpus: Path, env: dict[str, str] | None = N
         from porter.kb.corpus import effective_split
 
         cases = [c for c in cases if effective_split(c) in splits]
-    reports = evaluate_cases(kb, cases, str(corpus), env)
-    return {"corpus": str(corpus), "splits": {name: r.to_dict() for name, r in reports.items()},
-            "split_problems": split_problems(cases)}
+    reports = evaluate_cases(kb, cases, str(corpus), env, leave_source_out)
+    return {"corpus": str(corpus), "leave_source_out": leave_source_out,
+            "splits": {name: r.to_dict() for name, r in reports.items()}, "split_problems": split_problems(cases)}

@@ -48,6 +48,10 @@ PACKAGE_LAYER: dict[str, str] = {
     "pip": "packaging",
     "setuptools": "build",
     "huggingface_hub": "transformers",
+    "llamafactory": "llamafactory",
+    "swift": "ms-swift",
+    "mindie_llm": "mindie",
+    "mindiebenchmark": "mindie",
 }
 _OTHER_PACKAGES = frozenset({"torch", "numpy", "accelerate", "deepspeed", "peft", "safetensors", "datasets", "apex", "flash_attn"})
 

@@ -33,6 +33,9 @@ LAYERS: dict[str, str] = {
     "packaging": "PKG",
     "python-env": "PYENV",
     "build": "BUILD",
+    "mindie": "MINDIE",
+    "llamafactory": "LMF",
+    "ms-swift": "SWIFT",
 }
 KINDS = ("drift", "bug", "env", "config", "packaging", "build", "hardware", "network", "process")
 SEVERITIES = ("error", "warning", "info")

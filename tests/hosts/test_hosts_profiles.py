@@ -44,11 +44,33 @@ def test_unknown_host_lists_known_ones(project):
     assert "unknown host 'nope'" in doc["error"]["message"] and "local" in doc["error"]["hint"]
 
 
-def test_bad_profile_is_input_error_naming_the_file(project):
-    write_config(project, {"a3": {"address": "x", "device_kind": "npu-a9"}})
+def test_bad_profile_is_listed_as_invalid_naming_the_file(project):
+    write_config(project, {"a3": {"address": "x", "device_kind": "npu-a9"}, "box": {"address": "box.example"}})
     code, doc, _ = invoke("hosts", "list", "--json")
-    assert code == 2
-    assert "host 'a3'" in doc["error"]["message"] and "porter.yaml" in doc["error"]["message"]
+    assert code == 1  # a failed check, the good profiles still listed
+    assert {h["name"] for h in doc["hosts"]} == {"local", "box"}
+    (bad,) = doc["invalid"]
+    assert bad["name"] == "a3" and "host 'a3'" in bad["error"] and "porter.yaml" in bad["error"]
+
+
+def test_one_bad_profile_does_not_break_the_other_hosts(project):
+    write_config(project, {"a3": {"address": "x", "device_kind": "npu-a9"}, "box": {"address": "box.example"}})
+    code, doc, _ = invoke("hosts", "show", "box", "--json")
+    assert code == 0 and doc["host"]["address"] == "box.example"
+    code, doc, _ = invoke("hosts", "show", "a3", "--json")
+    assert code == 2 and "npu-a9" in doc["error"]["message"]
+
+
+def test_unreadable_user_file_fails_only_hosts_it_may_hold(project, tmp_path):
+    user_dir = tmp_path / "xdg-config" / "porter"
+    user_dir.mkdir(parents=True)
+    (user_dir / "hosts.yaml").write_text("- just\n- a list\n")
+    code, doc, _ = invoke("hosts", "show", "local", "--json")
+    assert code == 0
+    code, doc, _ = invoke("hosts", "show", "gpu", "--json")
+    assert code == 2 and "expected a mapping" in doc["error"]["message"]
+    code, doc, _ = invoke("hosts", "list", "--json")
+    assert code == 1 and doc["invalid"][0]["name"] is None
 
 
 def test_hosts_list_and_show(project):

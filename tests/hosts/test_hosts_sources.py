@@ -70,11 +70,11 @@ def test_unknown_host_prints_a_minimal_profile_and_a_guess(project, home):
 
 def test_typo_in_a_profile_key_says_did_you_mean(project, home):
     write_config(project, {"box": {"address": "h", "devcie_kind": "npu-a3"}})
-    code, doc, _ = invoke("hosts", "list", "--json")
+    code, doc, _ = invoke("hosts", "show", "box", "--json")
     assert code == 2 and "did you mean `device_kind` for `devcie_kind`" in doc["error"]["message"]
     write_config(project, {"box": {"address": "h", "container": {"nmae": "c"}}})
     code, doc, _ = invoke("hosts", "list", "--json")
-    assert code == 2 and "`name` for `nmae`" in doc["error"]["message"]
+    assert code == 1 and "`name` for `nmae`" in doc["invalid"][0]["error"]
 
 
 def test_hosts_add_writes_the_user_file_never_the_project(project, home, tmp_path):

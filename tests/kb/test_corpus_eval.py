@@ -106,3 +106,45 @@ def test_cli_eval_json_and_exit_code(corpus, small_kb, cli):
     assert doc["splits"]["test"]["excluded"][0]["id"] == "test-cited"
     code, out = cli(["kb", "eval", str(corpus), "--kb", str(small_kb.patterns), "--split", "dev"])
     assert code == 0 and "dev" in out and "reliability" in out
+
+
+def test_leave_source_out_diagnoses_each_case_without_the_entries_written_from_it(tmp_path, small_kb):
+    root = tmp_path / "corpus"
+    _case(root, "dev", "dev-lora", LORA_TRACE, expected=["VLLM-001"], cause="vllm-lora-moved")
+    cited = _case(root, "dev", "dev-cited", LORA_TRACE + "\n", cause="vllm-lora-moved")
+    # written from dev-lora (its example is a copy of that trace) and citing dev-cited's thread
+    small_kb.add(entry("VLLM-001", "vllm", [{"literal": "No module named 'vllm.lora.models'", "weight": 1.0}],
+                       examples=["traces/VLLM-001-dev-lora.txt"], references=[f"https://{cited}"]), LORA_TRACE)
+    # a family written from elsewhere that covers the same cause
+    small_kb.add(entry("VLLM-002", "vllm", [{"exception": "ModuleNotFoundError", "template": "No module named '{module}'",
+                                             "captures": {"module": r"vllm\.[\w.]{1,80}"}, "weight": 0.7}],
+                       causes=["vllm-lora-moved"]), LORA_TRACE)
+    kb = small_kb.compiled()
+    inside = evaluate_splits(kb, root)["splits"]["dev"]
+    assert {c["id"]: c["got"][0] for c in inside["cases"]} == {"dev-lora": "VLLM-001", "dev-cited": "VLLM-001"}
+    out = evaluate_splits(kb, root, leave_source_out=True)
+    dev = out["splits"]["dev"]
+    assert out["leave_source_out"] is True
+    assert {c["id"]: c["got"][:1] for c in dev["cases"]} == {"dev-lora": ["VLLM-002"], "dev-cited": ["VLLM-002"]}
+    assert dev["top1_correct"] == 2 and all(c["judged_by"] == "cause" for c in dev["cases"])
+
+
+def test_cli_eval_leave_source_out_flag(corpus, small_kb, cli):
+    code, out = cli(["kb", "eval", str(corpus), "--kb", str(small_kb.patterns), "--split", "dev", "--leave-source-out", "--json"])
+    assert json.loads(out)["leave_source_out"] is True
+
+
+def test_leave_source_out_diagnoses_each_case_without_its_own_entries(tmp_path, small_kb):
+    root = tmp_path / "corpus"
+    own = _case(root, "dev", "dev-own", LORA_TRACE, expected=["VLLM-001"])
+    _case(root, "dev", "dev-other", LORA_TRACE, expected=["VLLM-001"])
+    small_kb.add(entry("VLLM-001", "vllm", [{"literal": "No module named 'vllm.lora.models'", "weight": 1.0}],
+                       references=[f"https://{own}"]), LORA_TRACE)
+    in_sample = evaluate_splits(small_kb.compiled(), root, splits=("dev",))["splits"]["dev"]
+    assert in_sample["top1_correct"] == 2
+    payload = evaluate_splits(small_kb.compiled(), root, splits=("dev",), leave_source_out=True)
+    assert payload["leave_source_out"] is True
+    cases = {c["id"]: c for c in payload["splits"]["dev"]["cases"]}
+    # the case whose thread the entry cites is diagnosed without it; the other still finds it
+    assert cases["dev-own"]["got"] == [] and not cases["dev-own"]["top1"]
+    assert cases["dev-other"]["got"] == ["VLLM-001"] and cases["dev-other"]["top1"]
