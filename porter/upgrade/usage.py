@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable
 
 from porter.fsutil import atomic_write_bytes
 from porter.upgrade.guards import Condition
-from porter.upgrade.index import Signature, body_span, body_text, dotted_name, signature_of
+from porter.upgrade.index import FastVisitor, Signature, body_span, body_text, dotted_name, gc_paused, signature_of, walk
 from porter.upgrade.models import Site
 
 USAGE_VERSION = 5
@@ -128,7 +128,7 @@ def _is_suppress_import(item: ast.withitem) -> bool:
     return False
 
 
-class _AliasCollector(ast.NodeVisitor):
+class _AliasCollector(FastVisitor):
     def __init__(self, packages: frozenset[str]):
         self.packages = packages
         self.aliases: dict[str, str] = {}
@@ -182,7 +182,7 @@ def _class_assigned_names(body: list[ast.stmt]) -> list[str]:
     return out
 
 
-class _UseVisitor(ast.NodeVisitor):
+class _UseVisitor(FastVisitor):
     def __init__(self, path: str, lines: list[str], packages: frozenset[str], aliases: dict[str, str],
                  module: str = "", is_package: bool = False, plugin_packages: frozenset[str] = frozenset(),
                  singletons: dict[str, str] | None = None, tree: ast.Module | None = None):
@@ -328,7 +328,7 @@ class _UseVisitor(ast.NodeVisitor):
         calls_super_init = False
         for stmt in defs:  # one walk per method: self.<x> stores (with their types), super().__init__ calls
             params = None
-            for sub in ast.walk(stmt):
+            for sub in walk(stmt):
                 if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store) and isinstance(sub.value, ast.Name) \
                         and sub.value.id == "self":
                     assigned.add(sub.attr)
@@ -664,7 +664,7 @@ class _LightScan:
                                                      if a.name != "*")
 
     def ternaries(self, tree: ast.AST) -> None:
-        for node in ast.walk(tree):
+        for node in walk(tree):
             if isinstance(node, ast.IfExp):
                 source = ast.unparse(node.test)
                 if _VERSIONISH_TEST.search(source):
@@ -685,6 +685,12 @@ def scan_source(path: str, source: bytes, packages: Iterable[str], plugin_packag
                 singletons: dict[str, str] | None = None, module_prefix: str = "") -> FileUsage:
     """One plugin file's uses. `module_prefix` names the package of the scanned root when the
     plugin tree is the package directory itself (`vllm_ascend/` scanned as `ops/x.py`)."""
+    with gc_paused():
+        return _scan_source(path, source, packages, plugin_packages, singletons, module_prefix)
+
+
+def _scan_source(path: str, source: bytes, packages: Iterable[str], plugin_packages: Iterable[str] = (),
+                singletons: dict[str, str] | None = None, module_prefix: str = "") -> FileUsage:
     packages = frozenset(packages)
     module, is_package = module_of(path)
     if module_prefix:
@@ -747,9 +753,10 @@ def scan_plugin(
     plugin_packages: Iterable[str] = (),
     singletons: dict[str, str] | None = None,
     module_prefix: str = "",
+    pool: Any = None,
 ) -> list[FileUsage]:
     """Scan every Python file of the plugin tree (read only), caching each file's scan by content
-    hash; many uncached files are scanned in parallel processes."""
+    hash; many uncached files are scanned in parallel processes (`pool`: the run's shared ones)."""
     packages = tuple(sorted(set(packages)))
     plugin_packages = tuple(sorted(set(plugin_packages)))
     singleton_items = tuple(sorted((singletons or {}).items()))
@@ -779,12 +786,15 @@ def scan_plugin(
                 pass
         pending.append((rel, path, cache_path))
     workers = workers or min(4, os.cpu_count() or 1)
-    if len(pending) >= _PARALLEL_THRESHOLD and workers > 1:
+    if len(pending) >= _PARALLEL_THRESHOLD and (workers > 1 or pool is not None):
         from concurrent.futures import ProcessPoolExecutor
 
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            jobs = [(rel, str(path), packages, plugin_packages, singleton_items, module_prefix) for rel, path, _ in pending]
+        jobs = [(rel, str(path), packages, plugin_packages, singleton_items, module_prefix) for rel, path, _ in pending]
+        if pool is not None:
             blobs = list(pool.map(_scan_job, jobs, chunksize=8))
+        else:
+            with ProcessPoolExecutor(max_workers=workers) as own:
+                blobs = list(own.map(_scan_job, jobs, chunksize=8))
     else:
         blobs = [None] * len(pending)
     for (rel, path, cache_path), blob in zip(pending, blobs):
