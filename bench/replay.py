@@ -411,6 +411,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no vllm-ascend mirror at {args.repo} (fetch github:vllm-project/vllm-ascend)", file=sys.stderr)
         return 3
     scores, raw = [], {}
+    previous = RESULTS / "replay.json"
+    timed = ({c["id"]: c.get("seconds", 0.0) for c in json.loads(previous.read_text(encoding="utf-8")).get("cases", [])}
+             if args.rescore and previous.is_file() else {})
     for case in cases:
         print(f"{case.id}: porter {case.old} -> {case.new} ...", file=sys.stderr, flush=True)
         saved = RESULTS / "replay" / f"{case.id}.json"
@@ -419,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"no saved analysis {saved} (run without --rescore first)", file=sys.stderr)
                 return 2
             analysis = json.loads(saved.read_text(encoding="utf-8"))
-            score = score_case(case, analysis, 0.0)
+            score = score_case(case, analysis, timed.get(case.id, 0.0))  # the run's time, not the rescore's
         else:
             score, analysis = replay(case, args.repo, args.trees, args.cache, args.porter_root.resolve())
         scores.append(score)

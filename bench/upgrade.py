@@ -1,6 +1,7 @@
 """Benchmark of `porter upgrade` on real releases (not part of CI; needs the sdists and griffe).
 
-    .venv/bin/pip install griffe            # benchmark-only dependency
+    .venv/bin/pip install griffe            # benchmark-only dependency (or: pip install --target DIR griffe
+                                            # and put DIR on PYTHONPATH; the griffe processes inherit it)
     .venv/bin/python bench/upgrade.py [--plugin-version 0.18.0] [--baseline 0.18.0] [--target 0.22.1]
                                       [--later-plugin 0.23.0.post1] [--repeat 1]
 
@@ -129,11 +130,31 @@ print(json.dumps(out))
 """
 
 
-def griffe_e2e_seconds(*archives: Path) -> float:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    out = subprocess.run([sys.executable, "-c", GRIFFE_E2E, *map(str, archives)], check=True, capture_output=True,
-                         text=True, env=env)
-    return json.loads(out.stdout)["seconds"]
+def _timed_process(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> tuple[float, float, int, str, str]:
+    """(wall seconds, CPU seconds of the process and its children, exit code, stdout, stderr)."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return wall, usage.ru_utime + usage.ru_stime, proc.returncode, out.read().decode(), err.read().decode()
+
+
+def _pythonpath() -> str:
+    """This checkout first, then whatever PYTHONPATH brings (griffe may be installed outside the venv)."""
+    return os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+
+
+def griffe_e2e(*archives: Path) -> tuple[float, float]:
+    """(wall, CPU) of griffe extracting and loading both trees in a process of its own."""
+    env = dict(os.environ, PYTHONPATH=_pythonpath())
+    wall, cpu, code, out, err = _timed_process([sys.executable, "-c", GRIFFE_E2E, *map(str, archives)], env)
+    if code != 0:
+        raise SystemExit(f"griffe run failed ({code}): {err[-2000:]}")
+    return wall, cpu
 
 
 def griffe_modules_seconds(tree: Path, modules: list[str]) -> dict:
@@ -160,14 +181,31 @@ def porter_modules_seconds(tree: Path, modules: list[str]) -> float:
     return time.perf_counter() - t0
 
 
-def porter_cli_seconds(args: list[str], cache: Path) -> float:
-    env = dict(os.environ, PORTER_CACHE_DIR=str(cache), PORTER_OFFLINE="1")
-    t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "porter", *args], capture_output=True, text=True, env=env, cwd=ROOT)
-    seconds = time.perf_counter() - t0
-    if out.returncode not in (0, 1):
-        raise SystemExit(f"porter failed ({out.returncode}): {out.stderr[-2000:]}")
-    return seconds
+def findings_digest(cli_json: str) -> str:
+    """sha256 of the CLI's --json analysis without what legitimately differs between runs (timings,
+    cache statistics, tree roots under the temporary cache, from_cache, the notices naming cache
+    paths): equal digests, equal findings."""
+    import hashlib
+
+    doc = json.loads(cli_json)
+    analysis = doc.get("analysis", doc)
+    for key in ("timings", "index", "notices"):
+        analysis.pop(key, None)
+    for key in ("plugin_tree", "baseline", "target"):
+        if isinstance(analysis.get(key), dict):
+            for volatile in ("root", "from_cache"):
+                analysis[key].pop(volatile, None)
+    doc.pop("porter_version", None)
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def porter_cli(args: list[str], cache: Path) -> tuple[float, float, str]:
+    """(wall, CPU with children, findings digest) of one `porter` CLI run in a process of its own."""
+    env = dict(os.environ, PORTER_CACHE_DIR=str(cache), PORTER_OFFLINE="1", PYTHONPATH=_pythonpath())
+    wall, cpu, code, out, err = _timed_process([sys.executable, "-m", "porter", *args], env, cwd=ROOT)
+    if code not in (0, 1):
+        raise SystemExit(f"porter failed ({code}): {err[-2000:]}")
+    return wall, cpu, findings_digest(out)
 
 
 class ModuleRecorder:
@@ -325,13 +363,29 @@ def main() -> None:
     cli = ["upgrade", "vllm-ascend", "--from", args.baseline, "--to", args.target, "--plugin-path", str(plugin_a),
            "--upstream-path", f"{args.baseline}={base_a}", "--upstream-path", f"{args.target}={target_a}", "--dry-run", "--json"]
 
-    e2e_cold, e2e_warm, griffe_e2e, cold, warm = [], [], [], [], []
+    e2e_cold, e2e_warm, griffe_runs, cold, warm = [], [], [], [], []
+    cold_cpu, griffe_cpu, digests, pairs = [], [], set(), []
     report = None
     for _ in range(args.repeat):
+        # porter and griffe back to back, so each pair ran under about the same load
+        load_before = os.getloadavg()[0]
         with tempfile.TemporaryDirectory(prefix="porter-bench-") as cache:
-            e2e_cold.append(porter_cli_seconds(cli, Path(cache)))
-            e2e_warm.append(porter_cli_seconds(cli, Path(cache)))
-        griffe_e2e.append(griffe_e2e_seconds(base_a, target_a))
+            wall, cpu, digest = porter_cli(cli, Path(cache))
+            e2e_cold.append(wall)
+            cold_cpu.append(cpu)
+            digests.add(digest)
+            wall_warm, _, digest_warm = porter_cli(cli, Path(cache))
+            e2e_warm.append(wall_warm)
+            digests.add(digest_warm)
+        g_wall, g_cpu = griffe_e2e(base_a, target_a)
+        griffe_runs.append(g_wall)
+        griffe_cpu.append(g_cpu)
+        pairs.append({"porter_cold_s": round(wall, 3), "porter_cold_cpu_s": round(cpu, 3), "griffe_s": round(g_wall, 3),
+                      "griffe_cpu_s": round(g_cpu, 3), "ratio": round(wall / g_wall, 3),
+                      "load_avg_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)]})
+        print(f"  run {len(pairs)}: porter cold {wall:.2f} s (CPU {cpu:.2f} s), griffe {g_wall:.2f} s "
+              f"(CPU {g_cpu:.2f} s): {wall / g_wall:.3f}; load {load_before:.2f} -> {os.getloadavg()[0]:.2f}",
+              flush=True)
         with tempfile.TemporaryDirectory(prefix="porter-bench-") as cache:
             with ModuleRecorder() as recorder:
                 report, seconds = analyse(plugin, (args.baseline, base), (args.target, target), Path(cache))
@@ -367,9 +421,15 @@ def main() -> None:
         "machine": {"cpus": os.cpu_count(), "load_avg": os.getloadavg()},
         "prepare_seconds": round(prepare, 2),
         "end_to_end": {"porter_cold_cli_seconds": [round(x, 3) for x in e2e_cold],
+                       "porter_cold_cli_cpu_seconds": [round(x, 3) for x in cold_cpu],
                        "porter_warm_cli_seconds": [round(x, 3) for x in e2e_warm],
-                       "griffe_extract_and_load_both_seconds": [round(x, 3) for x in griffe_e2e],
-                       "ratio": round(min(e2e_cold) / min(griffe_e2e), 3)},
+                       "griffe_extract_and_load_both_seconds": [round(x, 3) for x in griffe_runs],
+                       "griffe_cpu_seconds": [round(x, 3) for x in griffe_cpu],
+                       "ratio": round(min(e2e_cold) / min(griffe_runs), 3),
+                       "ratio_median_of_pairs": round(sorted(p["ratio"] for p in pairs)[len(pairs) // 2], 3),
+                       "cpu_ratio": round(min(cold_cpu) / min(griffe_cpu), 3),
+                       "pairs": pairs,
+                       "findings_digests": sorted(digests)},
         "in_process": {"porter_cold_seconds": [round(x, 3) for x in cold], "porter_warm_seconds": [round(x, 3) for x in warm],
                        "timings": {k: round(v, 3) for k, v in report.timings.items()}},
         "like_for_like": {**like, "ratio": round(like_porter / like_griffe, 3) if like_griffe else None,
@@ -391,7 +451,10 @@ def main() -> None:
     print(f"## porter upgrade benchmark: vllm-ascend {args.plugin_version}, vllm {args.baseline} -> {args.target}\n")
     print(f"- machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
     print(f"- end to end (sdists in, fresh cache, own process each): porter cold {min(e2e_cold):.2f} s, "
-          f"griffe extract + load of both trees {min(griffe_e2e):.2f} s: ratio {e2e['ratio']}")
+          f"griffe extract + load of both trees {min(griffe_runs):.2f} s: ratio {e2e['ratio']} "
+          f"(median of {len(pairs)} back-to-back pairs {e2e['ratio_median_of_pairs']}; CPU {min(cold_cpu):.2f} s vs "
+          f"{min(griffe_cpu):.2f} s: {e2e['cpu_ratio']})")
+    print(f"- findings: {len(digests)} distinct --json digest(s) over all porter CLI runs: {', '.join(d[:16] for d in sorted(digests))}")
     print(f"- warm: porter CLI {min(e2e_warm):.2f} s (process start included); in-process {min(warm):.3f} s; "
           f"in-process cold {min(cold):.2f} s")
     print(f"- like for like (same {like['baseline']['modules']} + {like['target']['modules']} modules, one process each): "

@@ -9,9 +9,12 @@ Prints (or with --write stores in bench/replay/cases/<id>.json, keeping any hand
   * every `vllm_version_is(...)` guard in the plugin package at the parent whose version is not NEW,
     with the maintainers' verdict read from the commit's diff: `collapse` (the guard line is deleted
     and no replacement names NEW), `retarget` (replaced by a guard on NEW), `keep` (untouched);
-  * the commit's diff of the plugin package, for the hand-written code items.
-Code items (imports moved, signatures, new methods, attributes) are written by hand after checking
-both vllm trees; this tool never guesses them.
+  * the commit's diff of the plugin package, for the hand-written code items;
+  * with --live, the live items `live.py` confirms mechanically in both trees (ids a1, a2, ...: an
+    import the NEW tree no longer provides, a name the NEW tree no longer has, a call that binds only
+    at OLD), each with its evidence.
+Other code items (new abstract methods, changed attributes, runtime breaks) are written by hand after
+checking both vllm trees (ids c1, c2, ...); this tool never guesses them.
 """
 
 from __future__ import annotations
@@ -190,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--trees", type=Path, default=Path("/work/cache"), help="folder with vllm-X/ trees (moved imports)")
     ap.add_argument("--diff", action="store_true", help="print the commit's diff of the plugin package")
+    ap.add_argument("--live", action="store_true", help="add the live items live.py confirms in the OLD and NEW trees")
+    ap.add_argument("--index-cache", type=Path, default=Path("/tmp/porter-replay-index"),
+                    help="where the per-tree name indexes of --live are cached")
     args = ap.parse_args(argv)
     new_tree = args.trees / f"vllm-{args.new}"
     case = mine(args.repo, args.commit, args.old, args.new, new_tree if (new_tree / "vllm").is_dir() else None)
@@ -202,8 +208,18 @@ def main(argv: list[str] | None = None) -> int:
             if key in kept:
                 case[key] = kept[key]
     case.setdefault("items", []), case.setdefault("known_real", []), case.setdefault("known_false", [])
-    hand = [i for i in case["items"] if not i["id"].startswith("m")]  # m*: mined moved imports, rebuilt each run
+    hand = [i for i in case["items"] if i["id"][0] not in "ma"]  # m*, a*: mined items, rebuilt each run
     case["items"] = hand + [{"id": f"m{n}", **m} for n, m in enumerate(case.pop("moved"), 1)]
+    if args.live:
+        from live import index_tree, mine_live  # a sibling module: bench/replay is on sys.path as the script's folder
+
+        old_index = index_tree(args.trees / f"vllm-{args.old}", args.index_cache)
+        new_index = index_tree(new_tree, args.index_cache)
+        covered = {(i["path"], n) for i in hand for n in i.get("names", [])}
+        live = [i for i in mine_live(args.repo, case["parent"], case["commit"], old_index, new_index)
+                if (i["path"], i["names"][0]) not in covered]
+        case["items"] += [{"id": f"a{n}", **i} for n, i in enumerate(live, 1)]
+        print(f"{len(live)} live items", file=sys.stderr)
     for g in case["guards"]:
         print(f"{g['verdict']:12} {g['path']}:{g['line']}-{g['end_line']} {g['form']:5} {g['guard'][:90]}")
     print(f"{case_id}: split {case['split']}, {len(case['guards'])} guards, "

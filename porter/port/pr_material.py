@@ -72,6 +72,44 @@ def version_gates(root: Path, guard_function: str | None, package: str) -> list[
     return [{"version": v, "count": len(sites), "sites": sites[:5]} for v, sites in sorted(found.items())]
 
 
+def group_hand_offs(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Members of one class (or names of one module) handed off for the same reason share a line:
+    `F1:pkg.mod.Cls.{a,b,c}`, their sites and links joined, in the items' (ranked) order."""
+    groups: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for item in items:
+        family, _, dotted = item["key"].partition(":")
+        parent, _, leaf = dotted.rpartition(".")
+        if not (family and parent and leaf):
+            groups[(item["key"], "", "")] = {**item, "members": []}
+            continue
+        group = groups.setdefault((f"{family}:{parent}", item["weight"], item["reason"]),
+                                  {**item, "parent": f"{family}:{parent}", "members": [], "all_sites": [], "links": []})
+        group["members"].append(leaf)
+        group["all_sites"].extend(s for s in [item["sites"]] if s)
+        group["links"].extend(link for link in [item["link"]] if link and link not in group["links"])
+    out = []
+    for group in groups.values():
+        if len(group.get("members", [])) > 1:
+            group = {**group, "key": f"{group['parent']}.{{{','.join(group['members'])}}}",
+                     "sites": "; ".join(group["all_sites"][:3]) + (" …" if len(group["all_sites"]) > 3 else ""),
+                     "link": "`, `".join(group["links"][:3])}  # the template wraps it in one pair of backticks
+        out.append({k: group[k] for k in ("key", "weight", "sites", "reason", "link")})
+    return out
+
+
+def compact_diff_stat(stat: str) -> tuple[list[str], str]:
+    """`git diff --stat` lines as `path (+-N)` entries plus the totals line: the file view of the PR
+    already draws the bars, the material only needs to say what was touched."""
+    edited, total = [], ""
+    for line in (stat or "").splitlines():
+        if line.startswith("all files:"):
+            total = line.partition(":")[2].strip()
+        elif "|" in line:
+            path, _, change = line.partition("|")
+            edited.append(f"`{path.strip()}` ({change.split()[0] if change.split() else '?'})")
+    return edited, total
+
+
 def _rank(item: dict[str, Any]) -> tuple[int, str]:
     """Real breaks first: an import failing at the target, then breaking findings, then risky ones."""
     return ({"import fails": 0, "breaking": 1, "risky": 2}.get(item["weight"], 3), item["key"])
@@ -110,6 +148,8 @@ def render_pr(request: PortRequest, plan, analysis: PortAnalysis, commits, valid
         items.append({"key": key, "reason": reason, "sites": _site_text(record) if record else "", "weight": weight,
                       "link": upstream_link(record, request.upstream, request.baseline, request.target, trees) if record else ""})
     items.sort(key=_rank)
+    groups = group_hand_offs(items)
+    edited, total = compact_diff_stat(stat)
     limitations = [
         "No NPU ran this: the import smoke stands in for device and compiled modules (listed under Validation), "
         "and the generated tests run on stub layouts; run `porter smoke` on an NPU host before merging.",
@@ -124,7 +164,7 @@ def render_pr(request: PortRequest, plan, analysis: PortAnalysis, commits, valid
         branch=branch, run_id=run_id, created=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         fork_ref=fork_ref, base_sha=base_sha, outcome=outcome.outcome.value, reasons=outcome.reasons,
         bridged=plan.bridged, needs_human=plan.needs_human, review=sorted(review), total=total,
-        commits=commit_views, human_items=items, diff_stat=stat,
+        commits=commit_views, human_items=items, human_groups=groups, diff_stat=stat, edited_files=edited, diff_total=total,
         reproducer=request.reproducer or f"porter upgrade {request.fork} --to {request.target} --from {request.baseline}",
         generated_tests=[p for g in plan.groups for p in g.test_paths], validation=validation.to_dict(), smoke=smoke,
         changes=changes, limitations=limitations, convention=plan.convention, gates=list(gates),

@@ -8,6 +8,7 @@ Uses under a dead guard (or whose failure an `except ImportError` fallback absor
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
@@ -16,7 +17,7 @@ from rapidfuzz import fuzz
 
 from porter.upgrade.guards import GuardConventions, TargetVersions, combine
 from porter.upgrade.lanes import GuardVerdict, Lanes, guard_verdicts, innermost_version_block, lane_of
-from porter.upgrade.index import Definition, Resolution, Signature, TreeIndex
+from porter.upgrade.index import Definition, Resolution, Signature, TreeIndex, walk
 from porter.upgrade.models import (
     Candidate,
     DriftFamily,
@@ -293,17 +294,72 @@ class DriftAnalyzer:
             verdicts.setdefault(use.symbol, Verdict(use.symbol, status, use.symbol, ""))
             return self._existence(use, res, unresolved, strict=True)
         if use.kind in ("attribute", "monkeypatch"):
+            if use.detail.get("via") == "instance":
+                use = replace(use, symbol=self._through_fields(use.symbol))
             res = self.target.resolve_dotted(use.symbol)
             return self._existence(use, res, unresolved, strict=False)
         if use.kind == "call":
             if use.symbol in self._patched:
                 return [], False  # the plugin replaced it: the call runs the plugin's function
+            if not use.detail.get("bound") and not use.detail.get("via_super"):
+                res = self.target.resolve_dotted(use.symbol)
+                if res.status == "missing":  # the callee is gone: the call site is one more place to change
+                    if use.symbol in self._imported:  # joins the import's finding (same symbol, same family)
+                        module, _, name = use.symbol.rpartition(".")
+                        as_import = replace(use, kind="import", detail={"module": module, "name": name})
+                        return self._existence(as_import, self.target.resolve(module, name), unresolved, strict=True)
+                    return self._existence(replace(use, kind="attribute"), res, unresolved, strict=False)
             return self._call(use), False
         if use.kind == "subclass":
             return self._subclass(use), False
         if use.kind == "patch":
             return self._patch(use), False
         return [], False
+
+    def _through_fields(self, dotted: str) -> str:
+        """`T.a.b` where `a` is a field or property of T annotated with class A: `A.b` (followed as far as
+        the annotations go, in the baseline where the plugin's code was written, else in the target)."""
+        index = self.baseline or self.target
+        module, rest = index.split_dotted(dotted)
+        if not module or len(rest) < 3:
+            return dotted
+        res = index.resolve(module, rest[0])
+        if res.status != "found" or res.definition is None or res.definition.kind != "class":
+            return dotted
+        cls, where, i = res.definition, res.defined_in or res.module, 1
+        while i < len(rest) - 1:
+            hit = next(((k.member(rest[i]), km) for k, km in index.mro(cls, where) if k.member(rest[i]) is not None), None)
+            field_cls = self._annotated_class(index, *hit) if hit else None
+            if field_cls is None:
+                break
+            cls, where = field_cls
+            i += 1
+        if i == 1:
+            return dotted
+        return ".".join([where, cls.name, rest[i]])  # later parts hang off a value whose class is unknown
+
+    def _annotated_class(self, index: TreeIndex, member: Definition, module: str) -> tuple[Definition, str] | None:
+        """The class a class-body field (`x: Cls = ...`) or a property (`-> Cls`) is annotated with."""
+        text = None
+        if member.kind in ("property", "function") and member.signature is not None:
+            text = member.signature.returns if member.kind == "property" else None
+        elif member.kind == "variable":
+            lines = self._module_lines(index, module)
+            line = lines[member.line - 1] if 0 < member.line <= len(lines) else ""
+            m = re.match(rf"\s*{re.escape(member.name)}\s*:\s*([^=]+?)\s*(?:=.*)?$", line)
+            text = m.group(1) if m else None
+        if not text:
+            return None
+        text = text.strip().strip("\"'")
+        text = re.sub(r"^(?:Optional|typing\.Optional)\[(.*)\]$", r"\1", text)
+        head = next((part.strip().strip("\"'") for part in text.split("|") if part.strip() not in ("None", "")), "")
+        if not re.fullmatch(r"[A-Za-z_][\w.]*", head):
+            return None
+        name_module, _, name = head.rpartition(".")
+        res = index.resolve(module, head) if not name_module else index.resolve_dotted(f"{module}.{head}")
+        if res.status != "found" or res.definition is None or res.definition.kind != "class":
+            return None
+        return res.definition, res.defined_in or res.module
 
     def _existence(self, use: Use, res: Resolution, unresolved: set[str], strict: bool) -> tuple[list[Finding], bool]:
         if res.status != "missing":
@@ -576,6 +632,16 @@ class DriftAnalyzer:
                                             detail={"change": "new_required_parameter", "parameter": name,
                                                     "old_signature": old_sig.render() if old_sig else None,
                                                     "new_signature": new_sig.render()}, subject=f"req:{name}"))
+            shifted = _positional_shift(old_sig, new_sig, positional, keywords) if old_sig else None
+            if shifted:
+                param, duplicate = shifted
+                findings.append(Finding(DriftFamily.SIGNATURE, use.symbol, loc, severity if duplicate else Severity.RISKY,
+                                        f"{label}{new_sig.render()}: the call's positional arguments now bind to other parameters "
+                                        f"({param} lands on a parameter {'the call also passes by keyword' if duplicate else 'of another meaning'})",
+                                        evidence=(f"baseline: {old_sig.render()}", f"target: {new_sig.render()}"),
+                                        detail={"change": "positional_shift", "parameter": param,
+                                                "old_signature": old_sig.render(), "new_signature": new_sig.render()},
+                                        subject="positional_shift"))
             capacity, old_capacity = new_sig.positional_capacity(), old_sig.positional_capacity() if old_sig else None
             if capacity is not None and positional > capacity and (old_sig is None or old_capacity is None or positional <= old_capacity):
                 findings.append(Finding(DriftFamily.SIGNATURE, use.symbol, loc, severity,
@@ -831,7 +897,7 @@ class DriftAnalyzer:
         if not pending:
             return per_use
         methods = sorted({m for m, _, _ in pending})
-        call = _re.compile(rb"\.(" + b"|".join(_re.escape(m.encode()) for m in methods) + rb")\(")
+        call = re.compile(rb"\.(" + b"|".join(re.escape(m.encode()) for m in methods) + rb")\(")
         passed: set[tuple[str, str]] = set()
         for path in self.target.files.values():
             if path.is_dir():
@@ -849,7 +915,7 @@ class DriftAnalyzer:
                 tree = _ast.parse(text)
             except (SyntaxError, ValueError):
                 continue
-            for node in _ast.walk(tree):
+            for node in walk(tree):  # ast.walk's order, faster
                 if isinstance(node, _ast.Call) and isinstance(node.func, _ast.Attribute) and node.func.attr in found:
                     keywords = {k.arg for k in node.keywords}
                     positional = 0 if any(isinstance(a, _ast.Starred) for a in node.args) else len(node.args)
@@ -875,7 +941,7 @@ class DriftAnalyzer:
 
         key = (id(index), "rpc")
         if key not in self._bodies:
-            pattern = _re.compile(rb"collective_rpc\(\s*[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']")
+            pattern = re.compile(rb"collective_rpc\(\s*[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']")
             names: set[str] = set()
             for path in index.files.values():
                 if path.is_file():
@@ -918,8 +984,8 @@ class DriftAnalyzer:
     @staticmethod
     def _class_reads(index: TreeIndex, cls: Definition, module: str) -> set[str]:
         out: set[str] = set()
-        for klass, _ in index.mro(cls, module):
-            out.update(klass.reads)
+        for klass, defined_in in index.mro(cls, module):
+            out.update(index.class_reads(klass, defined_in))
         return out
 
     @staticmethod
@@ -1122,3 +1188,21 @@ def compute_drift(
 
 
 __all__ = ["DriftAnalyzer", "DriftResult", "Finding", "Verdict", "compute_drift", "Site"]
+
+
+def _positional_shift(old: Signature, new: Signature, positional: int, keywords: list[str]) -> tuple[str, bool] | None:
+    """A parameter removed or inserted before the call's last positional argument: the arguments bind
+    to other parameters at the target. Returns (the first parameter that changed, whether the call also
+    passes that parameter's new occupant by keyword, a certain TypeError)."""
+    take = lambda sig: [p.name for p in sig.params if p.kind in ("posonly", "pos")][:positional]
+    old_names, new_names = take(old), take(new)
+    if len(old_names) < positional or len(new_names) < positional or old_names == new_names:
+        return None  # too many arguments is the capacity check's finding; equal binding is no change
+    everything_new = {p.name for p in new.params}
+    for was, now in zip(old_names, new_names):
+        if was != now:
+            duplicate = any(n in keywords for n in new_names)
+            if not duplicate and was not in everything_new:
+                return None  # a renamed parameter in the same slot: nothing is misbound for sure
+            return f"argument for '{was}' now binds '{now}'", duplicate
+    return None

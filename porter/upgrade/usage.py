@@ -23,10 +23,10 @@ from typing import Any, Callable, Iterable
 
 from porter.fsutil import atomic_write_bytes
 from porter.upgrade.guards import Condition
-from porter.upgrade.index import Signature, body_span, body_text, dotted_name, signature_of
+from porter.upgrade.index import FastVisitor, Signature, body_span, body_text, dotted_name, gc_paused, signature_of, walk
 from porter.upgrade.models import Site
 
-USAGE_VERSION = 4
+USAGE_VERSION = 5
 DEFAULT_EXCLUDES = ("tests/*", "*/tests/*", "test/*", "benchmarks/*", "examples/*", "docs/*", "build/*", ".*")
 
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "AttributeError", "Exception", "BaseException"}
@@ -128,7 +128,7 @@ def _is_suppress_import(item: ast.withitem) -> bool:
     return False
 
 
-class _AliasCollector(ast.NodeVisitor):
+class _AliasCollector(FastVisitor):
     def __init__(self, packages: frozenset[str]):
         self.packages = packages
         self.aliases: dict[str, str] = {}
@@ -182,7 +182,7 @@ def _class_assigned_names(body: list[ast.stmt]) -> list[str]:
     return out
 
 
-class _UseVisitor(ast.NodeVisitor):
+class _UseVisitor(FastVisitor):
     def __init__(self, path: str, lines: list[str], packages: frozenset[str], aliases: dict[str, str],
                  module: str = "", is_package: bool = False, plugin_packages: frozenset[str] = frozenset(),
                  singletons: dict[str, str] | None = None, tree: ast.Module | None = None):
@@ -328,7 +328,7 @@ class _UseVisitor(ast.NodeVisitor):
         calls_super_init = False
         for stmt in defs:  # one walk per method: self.<x> stores (with their types), super().__init__ calls
             params = None
-            for sub in ast.walk(stmt):
+            for sub in walk(stmt):
                 if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store) and isinstance(sub.value, ast.Name) \
                         and sub.value.id == "self":
                     assigned.add(sub.attr)
@@ -417,9 +417,16 @@ class _UseVisitor(ast.NodeVisitor):
             return self.singletons.get(dotted) if dotted else None
         if isinstance(node, ast.Attribute):
             if isinstance(node.value, ast.Name) and node.value.id == "self" and self.self_types:
-                return self.self_types[-1].get(node.attr)
+                found = self.self_types[-1].get(node.attr)
+                if found:
+                    return found
             dotted = self.upstream_dotted(node)
-            return self.singletons.get(dotted) if dotted else None
+            if dotted:
+                return self.singletons.get(dotted)
+            if isinstance(node.value, (ast.Name, ast.Attribute)) and not node.attr.startswith("__"):
+                inner = self.receiver_type(node.value)  # cfg.scheduler_config: "T.scheduler_config", typed by drift
+                if inner and not inner.startswith(FACTORY):
+                    return f"{inner}.{node.attr}"
         return None
 
     def visit_Assign(self, node: ast.Assign) -> None:
@@ -566,12 +573,33 @@ class _UseVisitor(ast.NodeVisitor):
                     return scope[f"**{node.id}"].split(",") if scope[f"**{node.id}"] else []
         return None
 
+    def typed_chain(self, node: ast.Attribute) -> str | None:
+        """`x.a.b` where x (a local, a parameter, self.x) has a known upstream class T: "T.a.b"."""
+        attrs: list[str] = []
+        inner: ast.AST = node
+        while isinstance(inner, ast.Attribute):
+            attrs.append(inner.attr)
+            inner = inner.value
+            receiver = self.receiver_type(inner) if isinstance(inner, (ast.Name, ast.Attribute)) else None
+            if receiver is not None and not receiver.startswith(FACTORY):
+                return ".".join([receiver, *reversed(attrs)])
+        return None
+
     def visit_Attribute(self, node: ast.Attribute) -> None:
         dotted = self.upstream_dotted(node)
         if dotted is not None and "." in dotted_name(node):  # type: ignore[operator]
             kind = "monkeypatch" if isinstance(node.ctx, ast.Store) else "attribute"
             self.add(kind, dotted, node)
             return  # the inner prefix of the chain is not a separate use
+        chain = self.typed_chain(node) if dotted is None else None
+        if chain is not None and not node.attr.startswith("__"):
+            # A read (or write) through a typed receiver: the member must exist on its class at the target.
+            self.add("attribute", chain, node, via="instance", store=isinstance(node.ctx, ast.Store))
+            inner = node.value
+            while isinstance(inner, ast.Attribute):  # the chain's prefixes are not separate uses
+                inner = inner.value
+            self.visit(inner)
+            return
         if (isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name) and node.value.id == "self"
                 and self.self_class and self.self_class[-1] and not node.attr.startswith("__")):
             facts = self.self_class[-1]
@@ -636,7 +664,7 @@ class _LightScan:
                                                      if a.name != "*")
 
     def ternaries(self, tree: ast.AST) -> None:
-        for node in ast.walk(tree):
+        for node in walk(tree):
             if isinstance(node, ast.IfExp):
                 source = ast.unparse(node.test)
                 if _VERSIONISH_TEST.search(source):
@@ -657,6 +685,12 @@ def scan_source(path: str, source: bytes, packages: Iterable[str], plugin_packag
                 singletons: dict[str, str] | None = None, module_prefix: str = "") -> FileUsage:
     """One plugin file's uses. `module_prefix` names the package of the scanned root when the
     plugin tree is the package directory itself (`vllm_ascend/` scanned as `ops/x.py`)."""
+    with gc_paused():
+        return _scan_source(path, source, packages, plugin_packages, singletons, module_prefix)
+
+
+def _scan_source(path: str, source: bytes, packages: Iterable[str], plugin_packages: Iterable[str] = (),
+                singletons: dict[str, str] | None = None, module_prefix: str = "") -> FileUsage:
     packages = frozenset(packages)
     module, is_package = module_of(path)
     if module_prefix:
@@ -719,9 +753,10 @@ def scan_plugin(
     plugin_packages: Iterable[str] = (),
     singletons: dict[str, str] | None = None,
     module_prefix: str = "",
+    pool: Any = None,
 ) -> list[FileUsage]:
     """Scan every Python file of the plugin tree (read only), caching each file's scan by content
-    hash; many uncached files are scanned in parallel processes."""
+    hash; many uncached files are scanned in parallel processes (`pool`: the run's shared ones)."""
     packages = tuple(sorted(set(packages)))
     plugin_packages = tuple(sorted(set(plugin_packages)))
     singleton_items = tuple(sorted((singletons or {}).items()))
@@ -751,12 +786,15 @@ def scan_plugin(
                 pass
         pending.append((rel, path, cache_path))
     workers = workers or min(4, os.cpu_count() or 1)
-    if len(pending) >= _PARALLEL_THRESHOLD and workers > 1:
+    if len(pending) >= _PARALLEL_THRESHOLD and (workers > 1 or pool is not None):
         from concurrent.futures import ProcessPoolExecutor
 
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            jobs = [(rel, str(path), packages, plugin_packages, singleton_items, module_prefix) for rel, path, _ in pending]
+        jobs = [(rel, str(path), packages, plugin_packages, singleton_items, module_prefix) for rel, path, _ in pending]
+        if pool is not None:
             blobs = list(pool.map(_scan_job, jobs, chunksize=8))
+        else:
+            with ProcessPoolExecutor(max_workers=workers) as own:
+                blobs = list(own.map(_scan_job, jobs, chunksize=8))
     else:
         blobs = [None] * len(pending)
     for (rel, path, cache_path), blob in zip(pending, blobs):

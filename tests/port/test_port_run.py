@@ -136,11 +136,25 @@ def test_needs_a_human_is_one_line_per_item():
     from porter.shims.render import BUILTIN_DIRS, _environment
 
     source = next(d / "pr_material.md.j2" for d in BUILTIN_DIRS if (d / "pr_material.md.j2").is_file()).read_text()
-    block = source[source.index("{% for item in human_items %}\n- "):]
+    block = source[source.index("{% for item in human_groups %}\n- "):]
     block = block[:block.index("{% endfor %}") + len("{% endfor %}")]
     items = [{"key": f"F{i}:a.b", "weight": "breaking", "sites": f"x.py:{i}", "reason": "moved", "link": f"a/b.py:{i}"}
              for i in range(3)] + [{"key": "F9:a.c", "weight": "risky", "sites": "", "reason": "gone", "link": ""}]
-    text = _environment(None).from_string(block).render(human_items=items)
+    text = _environment(None).from_string(block).render(human_groups=items)
     assert text.splitlines() == [
         "- `F0:a.b` (breaking) at x.py:0: moved (`a/b.py:0`)", "- `F1:a.b` (breaking) at x.py:1: moved (`a/b.py:1`)",
         "- `F2:a.b` (breaking) at x.py:2: moved (`a/b.py:2`)", "- `F9:a.c` (risky): gone"]
+
+
+def test_hand_offs_of_one_class_for_one_reason_share_a_line():
+    from porter.port.pr_material import group_hand_offs
+
+    def item(key, reason="a class member moved or went away", weight="breaking", sites="", link=""):
+        return {"key": key, "reason": reason, "weight": weight, "sites": sites, "link": link}
+
+    groups = group_hand_offs([
+        item("F1:a.m.Cls.gate", sites="x.py:1", link="a/m.py@1:3"), item("F1:a.m.Cls.reduce", sites="x.py:2", link="a/m.py@1:9"),
+        item("F1:a.m.Cls.other", reason="its signature changed"), item("F1:a.m.Other.gate"), item("F3:a.m.f")])
+    assert [g["key"] for g in groups] == ["F1:a.m.Cls.{gate,reduce}", "F1:a.m.Cls.other", "F1:a.m.Other.gate", "F3:a.m.f"]
+    assert groups[0]["sites"] == "x.py:1; x.py:2" and groups[0]["link"] == "a/m.py@1:3`, `a/m.py@1:9"
+    assert groups[1]["reason"] == "its signature changed"

@@ -1,0 +1,67 @@
+"""The fast AST walk and visitor of porter.upgrade.index visit what the stdlib's do, in the same order."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from porter.upgrade.index import FastVisitor, walk
+
+SOURCES = [p for p in sorted((Path(__file__).resolve().parents[2] / "porter" / "upgrade").glob("*.py"))
+           if p.stat().st_size > 4000][:6]
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
+def test_walk_matches_ast_walk(path):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    assert [id(n) for n in walk(tree)] == [id(n) for n in ast.walk(tree)]
+
+
+def _recorder(base: type) -> type:
+    class Recorder(base):  # type: ignore[misc, valid-type]
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        def visit_Name(self, node: ast.Name) -> None:
+            self.seen.append(f"name:{node.id}")
+
+        def visit_Call(self, node: ast.Call) -> None:
+            self.seen.append(f"call:{node.lineno}")
+            self.generic_visit(node)
+
+        def visit_Load(self, node: ast.Load) -> None:  # a leaf type visited explicitly is not skipped
+            self.seen.append("load")
+
+        def visit_Constant(self, node: ast.Constant) -> None:
+            self.seen.append(f"const:{node.value!r}"[:40])
+
+    return Recorder
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
+def test_visitor_matches_node_visitor(path):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    fast, slow = _recorder(FastVisitor)(), _recorder(ast.NodeVisitor)()
+    fast.visit(tree)
+    slow.visit(tree)
+    assert fast.seen == slow.seen and len(fast.seen) > 100
+
+
+def test_visitor_dispatch_is_per_class():
+    class OnlyNames(FastVisitor):
+        def __init__(self) -> None:
+            self.names: list[str] = []
+
+        def visit_Name(self, node: ast.Name) -> None:
+            self.names.append(node.id)
+
+    class Nothing(FastVisitor):
+        pass
+
+    tree = ast.parse("x = f(y, 'z')\n")
+    Nothing().visit(tree)  # fills its own dispatch table only
+    names = OnlyNames()
+    names.visit(tree)
+    assert names.names == ["x", "f", "y"]
