@@ -16,9 +16,10 @@ Targets (issue 2): p50 <= 20 ms per trace, CLI cold <= 300 ms, 50 MB <= 10 s.
 With `--history REPO` (a clone with full history, e.g. of vllm-ascend), also:
 - the `porter kb mine-history` index build for REPO into a fresh cache (time, size);
 - the extra time `--history REPO` adds per trace with the index warm: in-process, and end-to-end
-  (`porter diagnose FILE --history REPO` against `porter diagnose FILE`).
+  (`porter diagnose FILE --history REPO` against `porter diagnose FILE`);
+- the peak RSS of `porter diagnose` on a 30 MB log with and without --history (it keeps the ends only).
 Targets (issue 14): <= 1 s extra per trace with a warm index, index build <= 2 min on 2 cores.
-Usage: .venv/bin/python bench/diagnose.py [--mb 50] [--runs 7] [--history REPO] [--json]
+Usage: .venv/bin/python bench/diagnose.py [--mb 50] [--runs 7] [--history REPO [--history-only]] [--json]
 Targets (issue 13): CLI p95 <= 150 ms warm with 4 concurrent processes; 50 MB of any content
 <= 5 s and <= 100 MB RSS.
 """
@@ -144,6 +145,37 @@ def throughput(kb, megabytes: int, traces: list[Path]) -> dict:
                 "blocks_dropped": diag.signals.blocks_dropped}
 
 
+def _p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+
+
+def history_big_input_rss(repo: Path, env: dict, trace: Path, mb: int = 30) -> dict:
+    """Peak RSS of `porter diagnose BIG --history REPO` against the same without --history, BIG being
+    `mb` MB of log around a real trace: --history keeps the input's ends only, so the two stay close."""
+    big = Path(tempfile.mkdtemp(prefix="porter-bench-big-")) / "big.log"
+    line = "INFO 01-01 00:00:00 [worker.py:1] step done, nothing to see here, tokens=128 latency_ms=12.5\n"
+    with big.open("w") as fh:
+        fh.write(line * (mb * 1024 * 1024 // 2 // len(line)))
+        fh.write(trace.read_text(errors="replace"))
+        fh.write(line * (mb * 1024 * 1024 // 2 // len(line)))
+
+    def peak(argv: list[str]) -> float | None:
+        # GNU time's own child: a child forked from this (large) process would inherit its RSS figure
+        if not Path("/usr/bin/time").exists():
+            return None
+        out = subprocess.run(["/usr/bin/time", "-f", "%M", *argv], env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, cwd=ROOT, check=False)
+        return round(int(out.stderr.strip().splitlines()[-1]) / 1024, 1)  # KiB
+
+    try:
+        plain = peak([str(PORTER), "diagnose", str(big)])
+        with_history = peak([str(PORTER), "diagnose", str(big), "--history", str(repo)])
+        return {"input_mb": round(big.stat().st_size / 1024 / 1024, 1), "plain": plain, "with_history": with_history}
+    finally:
+        shutil.rmtree(big.parent, ignore_errors=True)
+
+
 def history_figures(repo: Path, runs: int) -> dict:
     """Index build (fresh cache) and the extra time of --history per trace with that index warm."""
     from porter.kb.history import mine
@@ -175,9 +207,10 @@ def history_figures(repo: Path, runs: int) -> dict:
             "repo": str(repo), "commits": len(index.commits), "tags": len(index.tags),
             "index_build_s": round(build_s, 1), "index_bytes": path.stat().st_size,
             "extra_per_trace_s": {"traces": len(in_process), "p50": round(statistics.median(in_process), 3),
-                                  "max": round(max(in_process), 3)},
+                                  "p95": round(_p95(in_process), 3), "max": round(max(in_process), 3)},
             "cli": {"trace": trace.name, "plain_ms": plain, "with_history_ms": with_history,
                     "extra_ms": round(with_history["median_ms"] - plain["median_ms"], 1)},
+            "big_input_peak_rss_mb": history_big_input_rss(repo, env, traces[0]),
         }
     finally:
         shutil.rmtree(cache, ignore_errors=True)
@@ -270,8 +303,16 @@ def main() -> int:
     ap.add_argument("--mb", type=int, default=50, help="size of the generated log (default 50)")
     ap.add_argument("--runs", type=int, default=7, help="repetitions per measurement (median)")
     ap.add_argument("--history", type=Path, help="also measure `diagnose --history` against this git clone")
+    ap.add_argument("--history-only", action="store_true", help="with --history: measure only the history figures")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.history_only:
+        if not args.history:
+            ap.error("--history-only needs --history REPO")
+        figures = {"history": history_figures(args.history.resolve(), args.runs),
+                   "load_average": os.getloadavg()[0], "cpus": os.cpu_count()}
+        print(json.dumps(figures, indent=2))
+        return 0
 
     start = time.perf_counter()
     loaded = load_entries(ROOT / "knowledge" / "patterns")
@@ -309,7 +350,7 @@ def main() -> int:
         ex, hc = h["extra_per_trace_s"], h["cli"]
         print(f"history index for {h['repo']}: {h['commits']} commits, {h['tags']} tags, built in {h['index_build_s']} s, "
               f"{h['index_bytes'] / 1e6:.1f} MB   [target <= 120 s on 2 cores]")
-        print(f"--history extra per trace, warm index (load + search, {ex['traces']} traces): p50 {ex['p50']} s, max {ex['max']} s; "
+        print(f"--history extra per trace, warm index (load + search, {ex['traces']} traces): p50 {ex['p50']} s, p95 {ex.get('p95')} s, max {ex['max']} s; "
               f"CLI {hc['trace']}: {fmt(hc['plain_ms'])} without, {fmt(hc['with_history_ms'])} with "
               f"(+{hc['extra_ms']} ms)   [target <= 1 s]")
     cc = result["cli_concurrent"]

@@ -75,21 +75,12 @@ def resolve_patterns_dir(state, kb: Optional[Path]) -> tuple[Path, Path | None]:
     return cfg.patterns_dir, cfg.cache_dir
 
 
-def _buffered(stream: BinaryIO) -> tuple[bytes, BinaryIO]:
-    import io
-
-    data = stream.read()
-    if stream is not sys.stdin.buffer:
-        stream.close()
-    return data, io.BytesIO(data)
-
-
-def _history_reports(state, values: List[str], diag, raw: bytes, facts: dict, top: int) -> list[dict]:
-    """`--history`: candidate fix commits per repository, next to the knowledge-base matches."""
+def _history_reports(state, values: List[str], diag, text: str, facts: dict, top: int) -> list[dict]:
+    """`--history`: candidate fix commits per repository, next to the knowledge-base matches.
+    `text`: the input's head and tail (porter.kb.history.sample), not the whole input."""
     from porter.kb.history.lookup import analyse_diagnosis, resolve_sources
 
     cfg = state.config()
-    text = raw.decode("utf-8", "replace")
     return [analyse_diagnosis(src, diag, text, facts, cfg.cache_dir, top=top).to_dict()
             for src in resolve_sources(values, cfg.forks_file)]
 
@@ -147,10 +138,12 @@ def register(app: typer.Typer) -> None:
                 reporter.status(f"warning: no knowledge-base entries under {patterns_dir}; every trace will be unknown")
             elif loaded.problems:
                 reporter.status(f"note: {len(loaded.problems)} knowledge-base problem(s); run `porter kb lint`")
-            raw = b""
-            if history:
-                raw, stream = _buffered(stream)  # the history search reads the text again (versions, banners)
-            reader = _CountingReader(stream)
+            sample = None
+            if history:  # the history search reads versions and banners again: keep the head and tail only
+                from porter.kb.history.sample import HeadTailReader
+
+                sample = HeadTailReader(stream)
+            reader = _CountingReader(sample or stream)
             try:
                 diag = diagnose_stream(loaded.compiled(), reader, facts, top)
             finally:
@@ -163,6 +156,6 @@ def register(app: typer.Typer) -> None:
             if facts:
                 payload["env"] = facts
             if history:
-                payload["history"] = _history_reports(state, history, diag, raw, facts, top)
+                payload["history"] = _history_reports(state, history, diag, sample.text(), facts, top)
             reporter.emit("diagnose", payload, lambda console: _render(console, payload, explain))
             raise typer.Exit(0 if diag.status == "match" else 1)

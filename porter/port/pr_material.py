@@ -19,15 +19,6 @@ from porter.upgrade.models import DriftRecord, Severity
 if TYPE_CHECKING:
     from porter.port.plan import PortAnalysis, PortRequest
 
-_FIX_LABEL = {
-    "lazy_import_fallback": "lazy import fallback",
-    "signature_adapter": "call adapter",
-    "removed_fallback": "local fallback",
-    "member_default": "member with default",
-    "override_params": "override accepts new parameters",
-}
-
-
 def _site_text(record: DriftRecord) -> str:
     shown = ", ".join(f"{s.path}:{s.line}" for s in record.sites[:2])
     return shown + (f" +{len(record.sites) - 2}" if len(record.sites) > 2 else "")
@@ -87,7 +78,9 @@ def _rank(item: dict[str, Any]) -> tuple[int, str]:
 
 
 def render_pr(request: PortRequest, plan, analysis: PortAnalysis, commits, validation, outcome, changes, fork_ref,
-              base_sha, branch, run_id, stat, gates=(), *, formatters: Sequence[str] = ()) -> str:
+              base_sha, branch, run_id, stat, gates=(), *, formatters: Sequence[str] = (),
+              sizes: dict[str, dict[str, int]] | None = None) -> str:
+    """`sizes`: per commit sha, {added, deleted, files} (git numstat), shown in its section heading."""
     from porter.shims.render import render
 
     trees = {request.baseline: request.baseline_tree, request.target: request.target_tree}
@@ -97,19 +90,17 @@ def render_pr(request: PortRequest, plan, analysis: PortAnalysis, commits, valid
             human_reasons.setdefault(key, f"{group.strategy}: porter left a stub that raises in "
                                           f"{group.files[0].path if group.files else group.name}")
     review = {k for g in plan.groups for k in g.review}
-    fix_of = {r.key: (_FIX_LABEL.get(g.strategy, g.strategy), g.name) for g in plan.groups for r in g.records}
     by_key = {r.key: r for r in analysis.records}
     smoke = validation.imports_verdict()
     failing_names = " ".join(r.get("error", "") for r in smoke.get("failed", []) + smoke.get("expected", []))
-    rows = []
-    for record in analysis.records:
-        if record.severity is Severity.NOTE:
-            continue
-        fix, group = fix_of.get(record.key, ("—", ""))
-        state = "needs a human" if record.key in human_reasons else ("bridged, review" if record.key in review else "bridged")
-        rows.append({"family": record.family.value, "symbol": record.symbol, "severity": record.severity.value,
-                     "link": upstream_link(record, request.upstream, request.baseline, request.target, trees),
-                     "sites": _site_text(record), "fix": fix, "status": state})
+    total = sum(1 for r in analysis.records if r.severity is not Severity.NOTE)
+    by_symbol = {r.symbol: r for r in analysis.records}
+    commit_views = []
+    for commit in commits:
+        links = [upstream_link(by_symbol[s], request.upstream, request.baseline, request.target, trees)
+                 for s in commit.symbols if s in by_symbol]
+        commit_views.append(_commit_view(commit) | {"size": (sizes or {}).get(commit.sha),
+                                                    "links": [link for link in dict.fromkeys(links) if link]})
     items = []
     for key, reason in human_reasons.items():
         record = by_key.get(key)
@@ -132,8 +123,8 @@ def render_pr(request: PortRequest, plan, analysis: PortAnalysis, commits, valid
         plugin=request.fork, upstream=request.upstream, baseline=request.baseline, target=request.target,
         branch=branch, run_id=run_id, created=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         fork_ref=fork_ref, base_sha=base_sha, outcome=outcome.outcome.value, reasons=outcome.reasons,
-        bridged=plan.bridged, needs_human=plan.needs_human, review=sorted(review), total=len(rows),
-        drift_rows=rows, commits=[_commit_view(c) for c in commits], human_items=items, diff_stat=stat,
+        bridged=plan.bridged, needs_human=plan.needs_human, review=sorted(review), total=total,
+        commits=commit_views, human_items=items, diff_stat=stat,
         reproducer=request.reproducer or f"porter upgrade {request.fork} --to {request.target} --from {request.baseline}",
         generated_tests=[p for g in plan.groups for p in g.test_paths], validation=validation.to_dict(), smoke=smoke,
         changes=changes, limitations=limitations, convention=plan.convention, gates=list(gates),

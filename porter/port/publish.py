@@ -84,13 +84,18 @@ def publish(repo: Path, branch: str, tip: str, old_sha: str | None, run_id: str,
         checkpoint("moved")  # test hook: the window between the move and its record
         done = after_move()
     if pending:
-        where = getattr(done, "record_dir", "") or "the run record"
-        raise Interrupted(
-            f"interrupted after {branch} moved to {tip[:12]}: the run completed its move; {where} and the ledger say so",
-            hint=f"inspect it with git log {branch}; re-run porter to rebuild it if needed",
-            details={"branch": branch, "tip": tip, "run_id": run_id, "record_dir": getattr(done, "record_dir", None)},
-        )
+        raise interrupted_after_move(branch, tip, run_id, getattr(done, "record_dir", None))
     return done
+
+
+def interrupted_after_move(branch: str, tip: str, run_id: str, record_dir: str | None) -> Interrupted:
+    """The truthful Ctrl-C error once the branch moved and its record and ledger entry were written."""
+    where = record_dir or "the run record"
+    return Interrupted(
+        f"interrupted after {branch} moved to {tip[:12]}: the run completed its move; {where} and the ledger say so",
+        hint=f"inspect it with git log {branch}; re-run porter to rebuild it if needed",
+        details={"branch": branch, "tip": tip, "run_id": run_id, "record_dir": record_dir},
+    )
 
 
 def push_branch(repo: Path, remote: str, branch: str, force: bool) -> str:

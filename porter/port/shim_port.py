@@ -27,6 +27,25 @@ def run_port(request: PortRequest, analyze: AnalyzeFn, status: Callable[[str], N
     """Port the fork. `analysis` is the drift analysis of the committed baseline when the caller
     already has it (the checkout was clean at that commit); else `analyze` runs on the worktree.
     `analyze` also re-checks the result tree for residual drift."""
+    check_versions(request.baseline, request.target)
+    root, base_sha, fork_ref = check_fork(request.fork_path, allow_dirty=request.allow_dirty, fork_ref=request.fork_ref)
+    start = git_work.start_run(root, base_sha, request)
+    run_id = new_run_id()
+    status(f"porter run {run_id}: {request.fork} {fork_ref} ({base_sha[:12]}) for {request.upstream} {request.target}")
+
+    moved: list[PortResult] = []  # set once the branch moved: a later Ctrl-C must say so
+    try:
+        return _run_in_worktree(request, analyze, status, analysis, root, base_sha, fork_ref, start, run_id, moved)
+    except KeyboardInterrupt:
+        if not moved:
+            raise
+        done = moved[0]
+        raise pub.interrupted_after_move(done.branch, done.tip or "", done.run_id, done.record_dir or None) from None
+
+
+def _run_in_worktree(request: PortRequest, analyze: AnalyzeFn, status: Callable[[str], None],
+                     analysis: PortAnalysis | None, root: Path, base_sha: str, fork_ref: str, start, run_id: str,
+                     moved: list[PortResult]) -> PortResult:
     from porter.port.pr_material import render_pr, version_gates
     from porter.port.shims import commit_groups
     from porter.port.validate import validate
@@ -34,14 +53,8 @@ def run_port(request: PortRequest, analyze: AnalyzeFn, status: Callable[[str], N
     from porter.shims.lookup import UpstreamTree
     from porter.shims.strategies import ShimContext, plan_shims
 
-    check_versions(request.baseline, request.target)
-    root, base_sha, fork_ref = check_fork(request.fork_path, allow_dirty=request.allow_dirty, fork_ref=request.fork_ref)
-    start = git_work.start_run(root, base_sha, request)
     slug, branch, existing, identity = start.slug, start.branch, start.existing, start.identity
-    run_id = new_run_id()
     upstream_ref = f"{request.upstream} {request.target}"
-    status(f"porter run {run_id}: {request.fork} {fork_ref} ({base_sha[:12]}) for {upstream_ref}")
-
     with git_work.worktree(root, base_sha, request.work_dir, run_id) as wt:
         checkpoint("worktree")
         if analysis is None:
@@ -85,7 +98,7 @@ def run_port(request: PortRequest, analyze: AnalyzeFn, status: Callable[[str], N
         changes = _changes_since(root, existing, commits, shim_tip)
         pr_text = render_pr(request, plan, analysis, commits, validation, outcome, changes, fork_ref, base_sha,
                             branch, run_id, git_work.diff_stat(root, base_sha, shim_tip), gates,
-                            formatters=done.formatters)
+                            formatters=done.formatters, sizes=git_work.commit_sizes(root, [c.sha for c in commits]))
         atomic_write_text(wt.path / "PR_MATERIAL.md", pr_text)
         families = tuple(dict.fromkeys(c for commit in commits for c in commit.families))
         symbols = tuple(dict.fromkeys(s for commit in commits for s in commit.symbols))
@@ -110,6 +123,7 @@ def run_port(request: PortRequest, analyze: AnalyzeFn, status: Callable[[str], N
             return _record(request, moved, analysis)
 
         result = pub.publish(root, branch, tip, existing.sha if existing else None, run_id, identity, after_move)
+        moved.append(result)
         checkpoint("branch-moved")
 
     if request.push:

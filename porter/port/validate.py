@@ -345,8 +345,11 @@ def import_smoke(root: Path, *, modules: Sequence[str], entry_points: Sequence[s
 
 
 def _third_party_missing(error: str, upstream: str, plugin: str) -> bool:
-    match = re.match(r"ModuleNotFoundError: No module named '([\w.]+)'", error)
-    return bool(match) and match.group(1).split(".")[0] not in (upstream, plugin)
+    """A library outside the upstream and the plugin is missing here, also when a compat shim's
+    ImportError carries it for the candidate it tried (`tried a.b (ModuleNotFoundError: No module
+    named 'uvloop')`): the target path exists, this machine cannot import it."""
+    return any(name.split(".")[0] not in (upstream, plugin)
+               for name in re.findall(r"ModuleNotFoundError: No module named '([\w.]+)'", error))
 
 
 def _mentions(error: str, symbol: str) -> bool:

@@ -417,6 +417,21 @@ def diff_stat(repo: Path, base: str, tip: str) -> str:
     return "\n".join([*edited, f"all files: {total}" if total else ""]).strip()
 
 
+def commit_sizes(repo: Path, shas: Sequence[str]) -> dict[str, dict[str, int]]:
+    """Lines added and deleted and files touched per commit (for the PR material's section headings)."""
+    sizes = {}
+    for sha in shas:
+        added = deleted = files = 0
+        for line in git(repo, "show", "--numstat", "--format=", sha).stdout.splitlines():
+            parts = line.split("\t")
+            if len(parts) == 3:
+                files += 1
+                added += int(parts[0]) if parts[0].isdigit() else 0
+                deleted += int(parts[1]) if parts[1].isdigit() else 0
+        sizes[sha] = {"added": added, "deleted": deleted, "files": files}
+    return sizes
+
+
 def trailer_block(families: Sequence[str], symbols: Sequence[str], upstream_ref: str, run_id: str) -> str:
     lines = [f"Porter-Drift-Family: {f}" for f in dict.fromkeys(families)]
     lines += [f"Porter-Symbol: {s}" for s in dict.fromkeys(symbols)]

@@ -31,6 +31,7 @@ class Definition:
     source: str = ""
     trivial_body: bool = False  # class body is only a docstring / pass / ... / plain assignments
     value: str | None = None  # source of an assignment's value
+    decorated: bool = False  # a function under decorators (its `source` starts at `def`, without them)
 
 
 class UpstreamTree:
@@ -156,6 +157,10 @@ def _is_trivial(body: list[ast.stmt]) -> bool:
     return True
 
 
+def _is_overload(decorator: ast.expr) -> bool:
+    return (_dotted(decorator) or "").rpartition(".")[2] == "overload"
+
+
 def _definition(node: ast.stmt, module: str, name: str, imports: dict[str, str], text: str) -> Definition | None:
     if isinstance(node, ast.ClassDef) and node.name == name:
         bases = tuple(_resolve_base(b, imports) for b in node.bases)
@@ -164,7 +169,10 @@ def _definition(node: ast.stmt, module: str, name: str, imports: dict[str, str],
             trivial_body=_is_trivial(node.body),
         )
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
-        return Definition(module, name, "function", params=_params(node.args), source=ast.get_source_segment(text, node) or "")
+        if any(_is_overload(d) for d in node.decorator_list):
+            return None  # a typing.overload stub (`def f(x: T) -> T: ...`): the implementation follows it
+        return Definition(module, name, "function", params=_params(node.args), source=ast.get_source_segment(text, node) or "",
+                          decorated=bool(node.decorator_list))
     if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
         return Definition(module, name, "assignment", value=ast.unparse(node.value), source=ast.get_source_segment(text, node) or "")
     if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:

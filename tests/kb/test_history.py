@@ -13,7 +13,7 @@ from porter import proc
 from porter.port.worktree import PORTER_IDENTITY
 from porter.kb.history import mine
 from porter.kb.history.frames import PathMapper, segments, strip_log_prefix, trace_facts, versions_in_text
-from porter.kb.history.lookup import HistorySource, analyse, availability_problem, resolve_sources
+from porter.kb.history.lookup import HistorySource, analyse, availability_problem, embedded_exception, resolve_sources
 
 BUGGY = textwrap.dedent(
     """\
@@ -288,3 +288,115 @@ def test_index_of_all_branches_finds_a_fix_only_on_a_release_branch(history, tmp
     assert rep.index_used and {history["shas"]["fix"], backport} <= {c.sha for c in rep.candidates}
     code, out = cli(["kb", "mine-history", str(history["repo"]), "--all-branches", "--json"])
     assert code == 0 and json.loads(out)["commits"] == len(every.commits)
+
+
+def test_head_tail_reader_passes_the_stream_through_and_keeps_only_its_ends():
+    import io
+
+    from porter.kb.history.sample import HeadTailReader
+
+    body = b"vllm-ascend==0.9.1 banner\n" + b"x" * 50_000 + b"\nKeyError: 'block_size'\n"
+    reader = HeadTailReader(io.BytesIO(body), head=100, tail=200)
+    passed = b"".join(iter(lambda: reader.read(777), b""))
+    assert passed == body  # the scan sees every byte
+    assert len(reader.head) == 100 and len(reader.tail) <= 400  # memory bounded, not the input's size
+    text = reader.text()
+    assert text.startswith("vllm-ascend==0.9.1") and text.endswith("KeyError: 'block_size'\n")
+    assert "middle of the input not kept" in text and len(text) < 400
+    small = HeadTailReader(io.BytesIO(b"short trace\n"), head=100, tail=200)
+    while small.read(5):
+        pass
+    assert small.text() == "short trace\n" and not small.truncated
+
+
+RAISER = textwrap.dedent(
+    """\
+    def check(layers, caches):
+        if set(layers) != set(caches):
+            raise AssertionError(f"Some layers are not correctly initialized: {sorted(layers)}")
+
+
+    def patch_runner(runner):
+        return runner
+    """
+)
+RAISER_FIXED = RAISER.replace("set(layers) != set(caches)", "not set(caches) >= set(layers)").replace(
+    "Some layers are not correctly initialized", "Some layers are not correctly initialized (attn.attn)")
+
+
+@pytest.fixture
+def code_history(tmp_path) -> dict:
+    """A history whose fix messages quote nothing: only its code says what it fixed."""
+    h = History(tmp_path / "plug-code")
+    shas = {"init": h.commit("[Core] initial", {"plug/__init__.py": "", "plug/kv.py": RAISER,
+                                                   "plug/runner.py": "def _dummy_run(n):\n    return n\n"})}
+    h.tag("v0.1.0")
+    shas["noise"] = h.commit("[Misc] rename a local (#3)", {"plug/other.py": "def helper(rope_dim):\n    return rope_dim\n"})
+    shas["literal"] = h.commit("[BugFix] accept layers named attn.attn (#4)", {"plug/kv.py": RAISER_FIXED})
+    shas["override"] = h.commit("[BugFix] pad inputs in the warm-up run (#5)",
+                                {"plug/runner.py": "def _dummy_run(n):\n    input_ids = list(range(max(n, 1)))\n    return input_ids\n"})
+    shas["name"] = h.commit("[BugFix] read num_hidden_layers from the text config (#6)",
+                            {"plug/cfg.py": "def layers(cfg):\n    return cfg.text_config.num_hidden_layers\n"})
+    return {"repo": h.root, "shas": shas}
+
+
+def _rank_without_message(code_history, tmp_path, trace: str):
+    rep = analyse(HistorySource("plug", code_history["repo"]), _blocks(trace), trace, {}, tmp_path / "c",
+                  index=mine.build_index(code_history["repo"], tmp_path / "c")[0], use_message=False,
+                  fallback_exception=embedded_exception(trace))
+    return rep.candidates
+
+
+def test_diff_evidence_finds_fixes_whose_message_quotes_nothing(code_history, tmp_path):
+    shas = code_history["shas"]
+    # the error's fixed text is a string literal the fix changed (the trace has no frame in the plugin)
+    top = _rank_without_message(code_history, tmp_path, "AssertionError: Some layers are not correctly initialized: ['model.attn.attn']\n")
+    assert top and top[0].sha == shas["literal"]
+    assert any(e.startswith("its diff changes the string that makes this error") for e in top[0].evidence)
+    # a code name of the error message is on a line the fix added
+    top = _rank_without_message(code_history, tmp_path, "AttributeError: 'OmniConfig' object has no attribute 'num_hidden_layers'\n")
+    assert top and top[0].sha == shas["name"] and any("`num_hidden_layers`" in e for e in top[0].evidence)
+    # the framework function that failed is one the plugin overrides, and the fix changed the override
+    # (with a name of the failing line: one weak signal alone proposes nothing)
+    framework = textwrap.dedent(
+        """\
+        Traceback (most recent call last):
+          File "/site-packages/vllm/v1/worker/gpu_model_runner.py", line 10, in _dummy_run
+            hidden = self.model(input_ids)
+        IndexError: index 0 is out of bounds for dimension 0 with size 0
+        """
+    )
+    top = _rank_without_message(code_history, tmp_path, framework)
+    assert top and top[0].sha == shas["override"] and "_dummy_run" in top[0].evidence[0]
+    assert shas["noise"] not in {c.sha for c in top}
+
+
+def test_quote_mask_leaves_out_only_the_lines_that_quote_the_trace(history, tmp_path):
+    from porter.kb.history.candidates import QuoteMask, message_text
+    from porter.kb.history.models import CommitRecord
+
+    mask = QuoteMask.of(TRACE)
+    quoting = CommitRecord("a" * 40, 0, "[BugFix] Fix load (#7)", 7, True, (), (),
+                           body='The trace was:\n    return config["block_size"] * 2\nnow it reads a default.')
+    text = message_text(quoting, mask)
+    assert 'return config["block_size"] * 2' not in text and "now it reads a default." in text
+    assert "[BugFix] Fix load (#7)" in text  # a title that quotes nothing stays
+    cache = tmp_path / "cache"
+    index = mine.build_index(history["repo"], cache)[0]
+    plain = analyse(HistorySource("plug", history["repo"]), _blocks(TRACE), TRACE, {}, cache, index=index)
+    masked = analyse(HistorySource("plug", history["repo"]), _blocks(TRACE), TRACE, {}, cache, index=index, mask_quotes=True)
+    assert plain.candidates[0].sha == masked.candidates[0].sha == history["shas"]["fix"]  # the code evidence still finds it
+    assert masked.candidates[0].score <= plain.candidates[0].score
+
+
+def test_wrapped_prose_is_joined_before_errors_are_read():
+    from porter.kb.history.lookup import fallback_exception
+
+    assert mine.error_strings("leading to the error `AssertionError: Some layers are\nnot correctly initialized`\n") == (
+        "AssertionError: Some layers are not correctly initialized",)
+    prose = "it will trigger a RuntimeError: The\nexpanded size of the tensor (128) must match the existing size (64)\n"
+    assert fallback_exception(("RuntimeError", "The"), "", prose) == (
+        "RuntimeError", "The expanded size of the tensor (128) must match the existing size (64)")
+    assert mine.message_fragments("Shape: 2304 out of considered ranges: [(1, 2048)]") == ["out of considered ranges"]
+    assert mine.literal_keys('raise AssertionError(f"Shape: {n} out of considered ranges: {r}")') == [
+        mine.fragment_key("out of considered ranges")]

@@ -85,3 +85,29 @@ def test_touched_modules_and_entry_points(tmp_path):
     assert touched_modules(root, ["plug/a/b.py", "plug/a/__init__.py", "tests/porter_compat/test_x.py", "README.md"]) == \
         ["plug.a", "plug.a.b"]
     assert entry_points_of(root) == ["plug:register", "plug.a.b:main"]
+
+
+def test_a_shim_candidate_that_needs_a_missing_library_is_not_provable(tmp_path):
+    """vllm 0.22.1: the compat shim's target candidate imports uvloop, which this machine lacks; the
+    shim's ImportError carries it. That is not the port's failure (it imports at the baseline)."""
+    v1, v2, plugin = trees(tmp_path, (
+        "try:\n    from hostlib.layers import Foo\n"
+        "except ImportError as error:\n"
+        "    raise ImportError(f\"cannot import 'Foo' from plug.compat: tried hostlib.layers.Foo "
+        "({type(error).__name__}: {error})\") from None\n"))
+    (v2 / "hostlib" / "layers.py").write_text("import not_installed_anywhere\nclass Foo: pass\n")
+    check, verdict = smoke(plugin, v1, v2)
+    assert check.verdict == "pass" and verdict["verdict"] == "partly", verdict
+    (machine,) = verdict["not_provable"]
+    assert "No module named 'not_installed_anywhere'" in machine["error"]
+
+
+def test_a_shim_candidate_missing_inside_the_upstream_still_fails(tmp_path):
+    v1, v2, plugin = trees(tmp_path, (
+        "try:\n    from hostlib.layers import Foo\n"
+        "except ImportError as error:\n"
+        "    raise ImportError(f\"cannot import 'Foo' from plug.compat: tried hostlib.layers.Foo "
+        "({type(error).__name__}: {error})\") from None\n"))
+    (v2 / "hostlib" / "layers.py").write_text("import hostlib.gone\nclass Foo: pass\n")
+    check, verdict = smoke(plugin, v1, v2)
+    assert check.verdict == "fail" and verdict["verdict"] == "no", verdict

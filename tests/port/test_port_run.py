@@ -46,10 +46,17 @@ def test_full_run_branch_commits_pr_material(example, request_for, tmp_path):
         for key in ("Porter-Drift-Family:", "Porter-Symbol:", "Upstream-Ref: hostlib v2", f"Porter-Run: {result.run_id}"):
             assert key in trailers, (subject, key)
     pr = git(example["plugin"], "show", "ascend-port/hostlib-v2:PR_MATERIAL.md")
-    for heading in ("## Outcome", "## Drift summary", "## Per-fix rationale", "## Needs a human", "## Diff stat",
-                    "## Commit sequence", "## Reproducer", "## Validation", "## Known limitations", "## Notes for the maintainer"):
+    for heading in ("## Summary", "## Outcome", "## Per-fix rationale", "## Needs a human", "## Diff stat", "## Reproducer",
+                    "## Validation", "## Known limitations", "## Notes for the maintainer"):
         assert f"\n{heading}\n" in pr, heading
-    assert "**C_PATCH**" in pr and "legacy_router" in pr and "| needs a human |" in pr
+    assert "**C_PATCH**" in pr and "legacy_router" in pr
+    # Each finding once: a bridged one in its commit's section (with its size and upstream link), a
+    # handed-off one under "Needs a human"; no table repeating all of them.
+    needs_human = pr.split("\n## Needs a human\n")[1].split("\n## ")[0]
+    assert "`F1:hostlib.layers.moe.legacy_router` (" in needs_human and needs_human.count("\n- ") == 1
+    assert "## Drift summary" not in pr and "## Commit sequence" not in pr
+    first = result.commits[0]
+    assert f"(`{first.sha[:12]}`, +" in pr and " file(s))" in pr and "- Upstream: `hostlib/" in pr
     # The analysis re-ran on the new branch and found nothing left at the target (the one hand-off
     # is a removal porter stubbed, which no longer breaks the import).
     residual = next(c for c in result.validation["checks"] if c["name"] == "residual drift")
@@ -121,3 +128,19 @@ def test_version_guard_pr_material_claims_only_what_was_validated(example, reque
     pr = git(example["plugin"], "show", "ascend-port/hostlib-v2:PR_MATERIAL.md")
     assert "anything between" not in pr
     assert "Validated at v1 and v2 only; any other version takes the v2 path" in pr
+
+
+def test_needs_a_human_is_one_line_per_item():
+    """The hand-off list is a tight Markdown list: one line per finding, so PR_MATERIAL.md stays in
+    proportion to the change (a blank line per item doubled it on real ports)."""
+    from porter.shims.render import BUILTIN_DIRS, _environment
+
+    source = next(d / "pr_material.md.j2" for d in BUILTIN_DIRS if (d / "pr_material.md.j2").is_file()).read_text()
+    block = source[source.index("{% for item in human_items %}\n- "):]
+    block = block[:block.index("{% endfor %}") + len("{% endfor %}")]
+    items = [{"key": f"F{i}:a.b", "weight": "breaking", "sites": f"x.py:{i}", "reason": "moved", "link": f"a/b.py:{i}"}
+             for i in range(3)] + [{"key": "F9:a.c", "weight": "risky", "sites": "", "reason": "gone", "link": ""}]
+    text = _environment(None).from_string(block).render(human_items=items)
+    assert text.splitlines() == [
+        "- `F0:a.b` (breaking) at x.py:0: moved (`a/b.py:0`)", "- `F1:a.b` (breaking) at x.py:1: moved (`a/b.py:1`)",
+        "- `F2:a.b` (breaking) at x.py:2: moved (`a/b.py:2`)", "- `F9:a.c` (risky): gone"]

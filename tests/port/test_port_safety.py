@@ -206,7 +206,7 @@ def _start_paused(example, tmp_path, stage: str, pause_s: float = 60) -> tuple[s
     return proc, marker
 
 
-@pytest.mark.parametrize("stage", ["worktree", "validated", "pr-material"])
+@pytest.mark.parametrize("stage", ["worktree", "commit-1", "validated", "pr-material"])
 def test_interrupt_at_each_step_before_the_move_changes_nothing(example, tmp_path, stage):
     from porter.registry import load_forks
 
@@ -239,6 +239,23 @@ def test_interrupt_right_after_the_move_is_reported_truthfully(example, tmp_path
     doc = json.loads((record / "run.json").read_text())
     assert doc["branch_moved"] is True and doc["tip"] == tip
     assert git(example["plugin"], "worktree", "list").count("\n") == 1  # and the worktree is gone
+
+
+def test_interrupt_after_the_record_is_written_is_reported_truthfully(example, tmp_path):
+    """Ctrl-C after the move, the record and the ledger (while the worktree is being removed): the message
+    must not say that nothing was written, and the ledger keeps exactly one entry for the run."""
+    from porter.registry import load_forks
+
+    proc, _ = _start_paused(example, tmp_path, "branch-moved", pause_s=30)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    message = err.decode()
+    tip = git(example["plugin"], "rev-parse", "ascend-port/hostlib-v2").strip()
+    assert proc.returncode == 130, message
+    assert "nothing was left half-written" not in message and "moved to" in message, message
+    (entry,) = load_forks(example["forks_file"])["example-plugin"].ledger
+    assert entry.commits[-1] == tip
+    assert git(example["plugin"], "worktree", "list").count("\n") == 1  # the worktree is gone
 
 
 def test_sigkill_leaves_a_worktree_that_the_next_run_prunes(example, request_for, tmp_path):

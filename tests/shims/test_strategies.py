@@ -392,6 +392,28 @@ def test_an_override_whose_new_argument_upstream_really_passes_goes_to_a_human(e
     assert "passes short=True" in reason and "hostlib/platform.py@v2:13" in reason  # the call's first line
 
 
+@pytest.mark.parametrize("call, shown", [
+    ("self.name(self.compact)", "short=self.compact"),  # vllm 0.33: `self._get_logits(h, lm_head, bias, skip_gather)`
+    ("self.name(True)", "short=True"),
+])
+def test_an_override_whose_new_argument_upstream_passes_by_position_goes_to_a_human(example, tree, tmp_path, call, shown):
+    example = own_upstreams(example, tmp_path)
+    describe = example["upstream_v2"] / "hostlib" / "platform.py"
+    describe.write_text(describe.read_text().replace("self.name(short=False)", call))
+    plan = plan_shims(RECORDS, context(example, tree))
+    assert not [g for g in plan.groups if g.strategy == "override_params"]
+    (reason,) = [u.reason for u in plan.unhandled if u.record.symbol.endswith("Platform.name")]
+    assert f"passes {shown}" in reason and "hostlib/platform.py@v2:" in reason
+
+
+def test_an_override_whose_new_argument_upstream_passes_at_its_default_is_bridged(example, tree, tmp_path):
+    example = own_upstreams(example, tmp_path)
+    describe = example["upstream_v2"] / "hostlib" / "platform.py"
+    describe.write_text(describe.read_text().replace("self.name(short=False)", "self.name(False)"))
+    plan = plan_shims(RECORDS, context(example, tree))
+    assert [g for g in plan.groups if g.strategy == "override_params"]
+
+
 def test_member_defaults_follow_how_upstream_uses_them(example, tree, tmp_path):
     """A mutable upstream default becomes one object per instance; a required method the target really
     calls is not bridged with a stub that raises there."""
@@ -485,3 +507,136 @@ def test_a_same_named_class_with_other_fields_is_not_taken_for_the_moved_one(tmp
     group = plan_moved("up.gpu", [record], ctx, set())
     assert group.needs_human == ("F2:up.gpu.Meta",)
     assert any("1 of 4 fields in common" in line for line in group.rationale)
+
+
+def test_a_removed_helper_behind_typing_overload_stubs_is_rebuilt_from_its_implementation(tmp_path):
+    """vllm 0.13's `bc_linter_include` is two `@overload` stubs (`def f(obj: T) -> T: ...`) and then the
+    implementation. The shim once carried the first stub, which returns None: `@bc_linter_include`
+    turned the plugin's scheduler class into None at the target."""
+    from porter.shims.strategies.removed import plan_removed
+
+    old = tmp_path / "v1"
+    (old / "up").mkdir(parents=True)
+    (old / "up" / "__init__.py").write_text("")
+    (old / "up" / "lint.py").write_text(
+        "from typing import Any, Callable, TypeVar, overload\n\nT = TypeVar('T')\n\n\n"
+        "@overload\ndef include(obj: T) -> T: ...\n\n\n"
+        "@overload\ndef include(*, reason: str | None = ...) -> Callable[[T], T]: ...\n\n\n"
+        "def include(obj: Any = None, *, reason: str | None = None):\n"
+        "    def _wrap(x: T) -> T:\n        return x\n\n    return _wrap if obj is None else obj\n")
+    new = tmp_path / "v2"
+    (new / "up").mkdir(parents=True)
+    (new / "up" / "__init__.py").write_text("")
+    plugin = tmp_path / "plug"
+    (plugin / "pk").mkdir(parents=True)
+    (plugin / "pk" / "__init__.py").write_text("")
+    (plugin / "pk" / "use.py").write_text("from up.lint import include\n\n\n@include\nclass Scheduler:\n    pass\n\n\n"
+                                          "@include(reason='x')\nclass Other:\n    pass\n")
+    ctx = ShimContext(plugin, detect(plugin, "pk"), "up", "1.0", "2.0", UpstreamTree(old), UpstreamTree(new))
+    record = DriftRecord(DriftFamily.REMOVED, "up.lint.include", Location("up.lint", "include"), (Site("pk/use.py", 1),))
+    group = plan_removed("up.lint", [record], ctx, set())
+    assert group.needs_human == ()
+    shim = next(f for f in group.files if f.kind == "shim").content
+    assert "up/lint.py@1.0:14" in shim and "return _wrap if obj is None else obj" in shim
+    apply_group(plugin, group)
+    probe = "from pk.use import Scheduler, Other; print(Scheduler.__name__, Other.__name__)"
+    run = subprocess.run([sys.executable, "-c", probe], cwd=plugin, capture_output=True, text=True, timeout=60,
+                         env={"PYTHONPATH": f"{new}:{plugin}", "PYTHONDONTWRITEBYTECODE": "1"})
+    assert run.stdout.strip() == "Scheduler Other", run.stderr
+
+
+def test_a_decorated_removed_function_is_not_copied_without_its_decorator():
+    from porter.shims.lookup import _definition
+    import ast
+
+    text = "import functools\n\n\n@functools.cache\ndef f(x):\n    return x\n"
+    definition = _definition(ast.parse(text).body[1], "m", "f", {}, text)
+    assert definition is not None and definition.decorated
+
+
+def _files(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def _moved(tmp_path, old_files, new_files, plugin_files, symbol, new_module, new_name):
+    from porter.shims.strategies.moved import plan_moved
+
+    old, new = _files(tmp_path / "v1", old_files), _files(tmp_path / "v2", new_files)
+    plugin = _files(tmp_path / "plug", {"pk/__init__.py": "", **plugin_files})
+    ctx = ShimContext(plugin, detect(plugin, "pk"), "up", "1", "2", UpstreamTree(old), UpstreamTree(new))
+    module, _, name = symbol.rpartition(".")
+    record = DriftRecord(DriftFamily.MOVED, symbol, Location(module, name), (Site("pk/a.py", 1),),
+                         new_location=Location(new_module, new_name))
+    return plan_moved(module, [record], ctx, set())
+
+
+def test_a_moved_dataclass_that_lost_a_field_the_plugin_passes_needs_a_human(tmp_path):
+    """vllm 0.33 moved TransferResult and dropped `transfer_type`, which vllm-ascend passes."""
+    dataclass = "from dataclasses import dataclass\n\n\n@dataclass\nclass Result:\n    job_id: int\n    ok: bool\n"
+    group = _moved(tmp_path, {"up/__init__.py": "", "up/old.py": dataclass + "    kind: str | None = None\n"},
+                   {"up/__init__.py": "", "up/new.py": dataclass},
+                   {"pk/a.py": "from up.old import Result\n\nr = Result(job_id=1, ok=True, kind='d2h')\n"},
+                   "up.old.Result", "up.new", "Result")
+    assert group.needs_human == ("F2:up.old.Result",)
+    assert any("pk/a.py:3 (`kind=`)" in line for line in group.rationale)
+
+
+def test_a_small_renamed_class_with_none_of_the_old_fields_is_not_taken_for_it(tmp_path):
+    """vllm 0.33 removed RoutedExpertsLists(routing_data, slot_mapping); the rename guess was
+    SamplingMaskLists(token_ids, offsets, cu_num_generated_tokens)."""
+    group = _moved(tmp_path, {"up/__init__.py": "", "up/out.py": "class Routed:\n    routing_data: int\n    slot_mapping: int\n"},
+                   {"up/__init__.py": "", "up/out.py": "class Mask:\n    token_ids: int\n    offsets: int\n    cu: int\n"},
+                   {"pk/a.py": "from up.out import Routed\n"}, "up.out.Routed", "up.out", "Mask")
+    assert group.needs_human == ("F2:up.out.Routed",)
+    assert any("0 of 2 fields in common" in line for line in group.rationale)
+
+
+def test_a_moved_submodule_goes_to_the_module_that_defines_what_it_defined(tmp_path):
+    """vllm 0.33: `from ...spec_decode.autoregressive import speculator` has a dozen same-named successors;
+    the one defining its functions is the successor, not the first by name."""
+    body = "class ARSpeculator:\n    pass\n\n\ndef prepare_inputs():\n    pass\n\n\ndef update_inputs():\n    pass\n"
+    new_files = {"up/__init__.py": "", "up/xpress/__init__.py": "", "up/xpress/speculator.py": "class XPress:\n    pass\n",
+                 "up/target_ar/__init__.py": "", "up/target_ar/speculator.py": body.replace("ARSpeculator", "TargetAR")}
+    group = _moved(tmp_path, {"up/__init__.py": "", "up/ar/__init__.py": "", "up/ar/speculator.py": body},
+                   new_files, {"pk/a.py": "from up.ar import speculator\n"}, "up.ar.speculator", "up.xpress.speculator", "")
+    assert group.needs_human == ()
+    assert any("`up.target_ar.speculator` chosen over `up.xpress.speculator`" in line for line in group.rationale)
+    shim = next(f for f in group.files if f.kind == "shim").content
+    assert "up.target_ar" in shim and "up.xpress" not in shim
+    del new_files["up/target_ar/speculator.py"]
+    lone = _moved(tmp_path / "again", {"up/__init__.py": "", "up/ar/__init__.py": "", "up/ar/speculator.py": body},
+                  new_files, {"pk/a.py": "from up.ar import speculator\n"}, "up.ar.speculator", "up.xpress.speculator", "")
+    assert lone.needs_human == ("F2:up.ar.speculator",)
+
+
+def test_a_rename_that_only_body_likeness_supports_needs_the_same_code(tmp_path):
+    """vllm 0.13 replaced compute_probs (softmax of the constrained logits) by apply_sampling_constraints
+    (the constrained logits): same signature, similar body, another result."""
+    from porter.shims.strategies.moved import plan_moved
+
+    old_fn = "def compute_probs(logits, meta):\n    \"\"\"Probabilities.\"\"\"\n    logits = logits / meta\n    return logits.softmax(-1)\n"
+    new_fn = "def apply_sampling_constraints(logits, meta):\n    \"\"\"Logits.\"\"\"\n    logits = logits / meta\n    return logits\n"
+    old = _files(tmp_path / "v1", {"up/__init__.py": "", "up/rs.py": old_fn})
+    new = _files(tmp_path / "v2", {"up/__init__.py": "", "up/rs.py": new_fn + "\n\ndef _compute_global_logsumexp(x):\n    return x\n"})
+    _files(tmp_path / "v1", {"up/rs.py": old_fn + "\n\ndef _compute_global_lse(x):\n    return x\n"})
+    plugin = _files(tmp_path / "plug", {"pk/__init__.py": "", "pk/a.py": "from up.rs import compute_probs, _compute_global_lse\n"})
+    ctx = ShimContext(plugin, detect(plugin, "pk"), "up", "1", "2", UpstreamTree(old), UpstreamTree(new))
+    records = [DriftRecord(DriftFamily.RENAMED, f"up.rs.{a}", Location("up.rs", a), (Site("pk/a.py", 1),),
+                           new_location=Location("up.rs", b))
+               for a, b in (("compute_probs", "apply_sampling_constraints"), ("_compute_global_lse", "_compute_global_logsumexp"))]
+    group = plan_moved("up.rs", records, ctx, set())
+    assert group.needs_human == ("F2r:up.rs.compute_probs",)  # the logsumexp rename keeps its code: bridged
+    assert any("its code differs (compare up/rs.py@1:1 with up/rs.py@2:1)" in line for line in group.rationale)
+
+
+def test_a_class_only_re_exported_before_is_the_same_class_whatever_its_fields(tmp_path):
+    """vllm 0.11 re-exported AttentionBackend from `vllm.attention`; 0.13 stopped. The class defined in
+    vllm.attention.backends.abstract in both is the same one, even with a field added."""
+    abstract = "class Backend:\n    accept_output: bool = False\n    supports_quant: bool = False\n"
+    group = _moved(tmp_path, {"up/__init__.py": "from up.abstract import Backend\n", "up/abstract.py": abstract},
+                   {"up/__init__.py": "", "up/abstract.py": "class Backend:\n    accept_output: bool = False\n    sinks: bool = False\n"},
+                   {"pk/a.py": "from up import Backend\n"}, "up.Backend", "up.abstract", "Backend")
+    assert group.needs_human == ()

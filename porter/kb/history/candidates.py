@@ -2,7 +2,9 @@
 
 Evidence, strongest first: the commit's message quotes the trace's exception (type and message
 template, or the distinctive names in the message); it rewrote the exact failing line; it changed
-the failing function; it is a bug fix. Pure: commits and frames in, candidates out.
+the failing function; its diff changes the string that makes the error, or uses the error's code
+names, or changes the plugin's override of a framework function that failed; it is a bug fix.
+Pure: commits and frames in, candidates out.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from typing import Iterable, Mapping, Sequence
 
 from rapidfuzz import fuzz
 
-from porter.kb.history.mine import line_key
-from porter.kb.history.models import Candidate, CommitRecord, Frame, TraceFacts
+from porter.kb.history.mine import code_names, fragment_key, is_code_name, line_key, message_fragments
+from porter.kb.history.models import Candidate, CommitRecord, Frame, OtherFrame, TraceFacts
 
 FRAME_WEIGHTS = (1.0, 0.7, 0.5, 0.35)  # by depth from the innermost plugin frame; deeper: the last
 LINE_POINTS = 3.0  # rewrote the failing line
@@ -27,11 +29,18 @@ QUOTE_POINTS = 4.0  # the message quotes the exception's message (values include
 TEMPLATE_POINTS = 1.0  # the message quotes the same kind of message (values blanked)
 NAME_POINTS = 1.5  # per distinctive name of the exception message found in the commit's message
 NAME_CAP = 3.0
+EXTRA_HIT_POINTS = 0.25  # each further name found past the first: more of the error matches, past the cap too
 RARE_NAME_COMMITS = 3  # a name at most this many commit messages mention is rare
 COMMON_NAME_COMMITS = 20
 SUBJECT_POINTS = 0.5  # the title itself names the error's type or code names (more decisive than the body)
 WHERE_POINTS = 1.0  # the message names the failing module or function (`fix X in qwen2_5_vl`)
 FIX_POINTS = 1.0
+DIFF_NAME_POINTS = (2.5, 1.0, 0.3)  # the diff's added/removed lines use a name of the error: rare, common, very common
+DIFF_NAME_CAP = 2.5  # with a bug-fix title (3.5) just enough for a candidate on code evidence alone
+FOREIGN_FUNC_POINTS = 1.0  # changed a function of the framework frames' name (the plugin's override or patch of it)
+LITERAL_POINTS = (3.0, 1.5, 0.3)  # the diff changes a string holding the error's text: rare, common, very common
+LITERAL_CAP = 3.0
+MASK_MIN = 20  # a message line this long that the trace contains (or one holding a trace line) is a quote
 THRESHOLD = 3.5  # a candidate is proposed at this score
 STRICT_THRESHOLD = 5.0
 GUESSED_VERSION_PENALTY = 1.5  # a commit the version guessed from the frames already has: likely, not surely, in  # when the knowledge base already explains the trace as an environment fault
@@ -46,7 +55,7 @@ _COMMON_WORDS = frozenset(
     "self none nonetype object attribute argument arguments expected unexpected keyword positional given "
     "takes missing required module named import cannot from found support supported tensor tensors shape "
     "error failed value type must with should into than this that have when which size dtype device index "
-    "list dict tuple call called function method class".split()
+    "list dict tuple call called function method class vllm pytorch".split()
 )
 
 
@@ -77,17 +86,43 @@ class _Query:
     names: tuple[str, ...]
     places: tuple[str, ...]  # the innermost frame's module stem and function (when distinctive)
     words: tuple[str, ...]  # the message's longest words (lowercase): a cheap test before fuzzy matching
+    diff_names: tuple[str, ...] = ()  # code names of the error and the plugin's failing lines, looked for in the diffs
+    other_funcs: tuple[str, ...] = ()  # framework functions of the causal traceback, innermost first
+    literals: tuple[tuple[str, str], ...] = ()  # (fragment, fragment_key) of the error text's fixed parts
+    other_names: tuple[str, ...] = ()  # code names of the innermost framework line: count with a change to its function
 
 
 def _query(facts: TraceFacts, extra_text: str = "") -> _Query:
     frames = facts.frames
     tpl = template(facts.exception_message)
     words = [w for w in tpl.split() if w not in ("q", "n") and len(w) > 2]
+    names = tuple(distinctive_names(facts.exception_message or extra_text))
     return _Query(frames, tuple(line_key(f.source) if f.source else None for f in frames),
                   facts.exception_type.rsplit(".", 1)[-1], " ".join(facts.exception_message.lower().split()),
                   tpl if len(words) >= MIN_TEMPLATE_WORDS else "",
-                  tuple(distinctive_names(facts.exception_message or extra_text)), _places(frames),
-                  _keys(facts.exception_message))
+                  names, _places(frames), _keys(facts.exception_message),
+                  _diff_names(names, [f.source for f in frames[:2]]), _other_funcs(facts.other_frames),
+                  _literals(facts.exception_message or extra_text),
+                  _diff_names((), [o.source for o in facts.other_frames[:1]]))
+
+
+def _literals(text: str) -> tuple[tuple[str, str], ...]:
+    frags = dict.fromkeys(message_fragments(text[:2000]))
+    return tuple((f, fragment_key(f)) for f in list(frags)[:8])
+
+
+def _diff_names(names: Sequence[str], sources: Sequence[str]) -> tuple[str, ...]:
+    """The error's code names, then those of the given failing source lines."""
+    out: dict[str, None] = dict.fromkeys(n for n in names if is_code_name(n))
+    for src in sources:
+        for n in code_names(src):
+            out.setdefault(n, None)
+    return tuple(list(out)[:10])
+
+
+def _other_funcs(others: Sequence[OtherFrame]) -> tuple[str, ...]:
+    # short or dunder names (`_run`, `__init__`) match too many unrelated overrides
+    return tuple(dict.fromkeys(o.function for o in others if len(o.function) >= 8 and not o.function.startswith("__")))[:4]
 
 
 def _keys(message: str) -> tuple[str, ...]:
@@ -131,6 +166,82 @@ def function_popularity(commits: Iterable[CommitRecord], frames: Sequence[Frame]
     return counts
 
 
+def diff_name_frequency(commits: Iterable[CommitRecord], names: Sequence[str]) -> dict[str, int]:
+    """How many of the commits' diffs use each name on an added or removed line."""
+    counts = {n: 0 for n in names}
+    if not names:
+        return counts
+    for c in commits:
+        for n in names:
+            if any(ch.touches(n) for ch in c.changes):
+                counts[n] += 1
+    return counts
+
+
+def function_name_popularity(commits: Iterable[CommitRecord], funcs: Sequence[str]) -> dict[str, int]:
+    """How many commits changed a function of each name, in any file."""
+    counts = {f: 0 for f in funcs}
+    if not funcs:
+        return counts
+    wanted = set(funcs)
+    for c in commits:
+        hit = {fn for ch in c.changes for fn in ch.functions if fn in wanted}
+        for fn in hit:
+            counts[fn] += 1
+    return counts
+
+
+def literal_frequency(commits: Iterable[CommitRecord], literals: Sequence[tuple[str, str]]) -> dict[str, int]:
+    """How many of the commits' diffs change a string literal holding each error-text fragment."""
+    counts = {k: 0 for _, k in literals}
+    if not literals:
+        return counts
+    for c in commits:
+        for k in counts:
+            if any(ch.quotes(k) for ch in c.changes):
+                counts[k] += 1
+    return counts
+
+
+def _literal_points(df: int) -> float:
+    return LITERAL_POINTS[0] if df <= RARE_NAME_COMMITS else LITERAL_POINTS[1] if df <= COMMON_NAME_COMMITS else LITERAL_POINTS[2]
+
+
+def _diff_name_points(df: int) -> float:
+    return DIFF_NAME_POINTS[0] if df <= RARE_NAME_COMMITS else DIFF_NAME_POINTS[1] if df <= COMMON_NAME_COMMITS else DIFF_NAME_POINTS[2]
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+@dataclass(frozen=True)
+class QuoteMask:
+    """The trace's own text: message lines that quote it are left out of a commit's message
+    (the benchmark's ablation for fixes whose pull request pasted the very trace)."""
+
+    text: str  # the whole trace, whitespace-normalised
+    lines: tuple[str, ...]  # its lines of MASK_MIN characters or more, normalised
+
+    @classmethod
+    def of(cls, trace: str) -> "QuoteMask":
+        lines = [_norm(x) for x in trace.splitlines()]
+        return cls(_norm(trace), tuple(dict.fromkeys(x for x in lines if len(x) >= MASK_MIN)))
+
+    def keeps(self, line: str) -> bool:
+        n = _norm(line)
+        if len(n) >= MASK_MIN and n in self.text:
+            return False
+        return not any(t in n for t in self.lines)
+
+
+def message_text(commit: CommitRecord, mask: QuoteMask | None = None) -> str:
+    text = f"{commit.subject}\n{commit.body}\n" + "\n".join(commit.error_strings)
+    if mask is None:
+        return text
+    return "\n".join(line for line in text.split("\n") if mask.keeps(line))
+
+
 def _name_points(df: int) -> float:
     return NAME_CAP if df <= RARE_NAME_COMMITS else NAME_POINTS if df <= COMMON_NAME_COMMITS else NAME_POINTS / 3
 
@@ -141,16 +252,36 @@ def name_frequency(commits: Iterable[CommitRecord], names: Sequence[str]) -> dic
     if not names:
         return counts
     for c in commits:
-        text = f"{c.subject}\n{c.body}\n" + "\n".join(c.error_strings)
+        text = message_text(c)
         for n in names:
             if n in text:
                 counts[n] += 1
     return counts
 
 
+@dataclass(frozen=True)
+class Frequencies:
+    """How common each piece of the query's evidence is among the commits: rare evidence weighs more."""
+
+    names: Mapping[str, int]  # commit messages naming each of the error's names
+    diff_names: Mapping[str, int]  # diffs using each code name on an added or removed line
+    functions: Mapping[str, int]  # commits changing a function of each framework frame's name
+    literals: Mapping[str, int]  # diffs changing a string literal with each error-text fragment
+
+
+NO_FREQUENCIES = Frequencies({}, {}, {}, {})
+
+
+def frequencies(commits: Sequence[CommitRecord], after: Sequence[CommitRecord], q: _Query, use_message: bool) -> Frequencies:
+    """Message names over every commit; the code evidence over the commits after the version."""
+    return Frequencies(name_frequency(commits, q.names) if use_message else {},
+                       diff_name_frequency(after, (*q.diff_names, *q.other_names)),
+                       function_name_popularity(after, q.other_funcs), literal_frequency(after, q.literals))
+
+
 def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], int], paths: Mapping[str, set[str]],
-          use_message: bool = True, name_df: Mapping[str, int] | None = None) -> tuple[float, list[str]]:
-    name_df = name_df or {}
+          use_message: bool = True, freq: Frequencies = NO_FREQUENCIES,
+          mask: QuoteMask | None = None) -> tuple[float, list[str]]:
     evidence: list[str] = []
     code = 0.0
     for frame, key in zip(q.frames, q.keys):
@@ -174,8 +305,26 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
             code += best
             if why not in evidence:
                 evidence.append(why)
+    overrides = False
+    for depth, fn in enumerate(q.other_funcs):
+        if any(fn in ch.functions for ch in commit.changes):
+            n = freq.functions.get(fn, 1)
+            code += FOREIGN_FUNC_POINTS * _weight(depth) / (1.0 + math.log(max(n, 1)))
+            evidence.append(f"its diff changes a {fn}() (the trace failed in the framework's {fn}; {n} commit(s) change one)")
+            overrides = True
+            break  # the innermost one it changed: further frames add little
+    quoted = [(f, k) for f, k in q.literals if any(ch.quotes(k) for ch in commit.changes)]
+    if quoted:
+        code += min(sum(_literal_points(freq.literals.get(k, 1)) for _, k in quoted), LITERAL_CAP)
+        evidence.append(f"its diff changes the string that makes this error (`{quoted[0][0][:80]}`)")
+    # a framework line's names say which code only where the commit changed the plugin's version of that function
+    names = (*q.diff_names, *(n for n in q.other_names if n not in q.diff_names)) if overrides else q.diff_names
+    hits = [n for n in names if any(ch.touches(n) for ch in commit.changes)]
+    if hits:
+        code += min(sum(_diff_name_points(freq.diff_names.get(n, 1)) for n in hits), DIFF_NAME_CAP) + EXTRA_HIT_POINTS * (len(hits) - 1)
+        evidence.append("its diff uses " + ", ".join(f"`{n}`" for n in hits[:4]) + " of the error or failing line")
     code = min(code, CODE_CAP)
-    text = f"{commit.subject}\n{commit.body}\n" + "\n".join(commit.error_strings) if use_message else ""
+    text = message_text(commit, mask) if use_message else ""
     msg = 0.0
     if q.exc_type and q.exc_type not in GENERIC_TYPES and q.exc_type in text:
         msg += TYPE_POINTS
@@ -197,7 +346,7 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
     hits = [n for n in q.names if n in text]
     if hits:
         # a name few commits mention (`decode_hs_or_q_c`) says more than one many do (`torch_npu`)
-        msg += min(sum(_name_points(name_df.get(n, 1)) for n in hits), NAME_CAP)
+        msg += min(sum(_name_points(freq.names.get(n, 1)) for n in hits), NAME_CAP) + EXTRA_HIT_POINTS * (len(hits) - 1)
         evidence.append("message names " + ", ".join(f"`{n}`" for n in hits[:4]))
     if code and use_message:
         where = next((w for w in q.places if w in text), None)
@@ -218,26 +367,28 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
 
 def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[str, str], contained: set[str] | None,
          paths: Mapping[str, set[str]], top: int = 3, strict: bool = False,
-         use_message: bool = True, error_text: str = "", guessed: bool = False) -> tuple[list[Candidate], list[Candidate]]:
+         use_message: bool = True, error_text: str = "", guessed: bool = False,
+         mask: QuoteMask | None = None) -> tuple[list[Candidate], list[Candidate]]:
     """(candidates after the installed version, best fixes already contained in it), each best first.
     `use_message=False` ranks on code evidence alone (an ablation for the benchmark). `error_text`:
     the trace's error lines, whose code names count when the exception carries no message.
     `guessed`: the installed version was guessed from the frames' code (the same lines live in many
     releases): commits it contains stay candidates, ranked lower, instead of being ruled out.
+    `mask`: leave out the lines of each commit message that quote the trace (a benchmark ablation).
 
     `commits` newest first; `contained` the shas the installed version has (None: unknown, so every
     commit counts as after it); `paths` maps a repository path to all names it had."""
     q = _query(facts, error_text)
-    if not q.frames and not q.message:
+    if not (q.frames or q.message or q.other_funcs or q.names or q.literals):
         return [], []
     after = [c for c in commits if contained is None or c.sha not in contained]
     popularity = function_popularity(after, q.frames)
-    name_df = name_frequency(commits, q.names) if use_message else {}
+    freq = frequencies(commits, after, q, use_message)
     threshold = STRICT_THRESHOLD if strict else THRESHOLD
     scored: list[tuple[float, int, Candidate]] = []
     inside: list[tuple[float, int, Candidate]] = []
     for age, c in enumerate(commits):
-        s, ev = score(c, q, popularity, paths, use_message, name_df)
+        s, ev = score(c, q, popularity, paths, use_message, freq, mask)
         if s < threshold:
             continue
         if strict and not any(e.startswith(("rewrites", "changes")) for e in ev):

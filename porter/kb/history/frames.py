@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
-from porter.kb.history.models import Frame, TraceFacts
+from porter.kb.history.models import Frame, OtherFrame, TraceFacts
 
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]{1,1000})", line (?P<line>\d{1,7})(?:, in (?P<func>[^\s(]{1,200}))?')
 _EXCEPTION = re.compile(r"^(?P<type>(?:[A-Za-z_]\w{0,80}\.){0,8}[A-Za-z_]\w{0,80}(?:Error|Exception|Exit|Interrupt|Failed|Fault))(?::\s?(?P<msg>.*))?$")
@@ -33,6 +33,11 @@ def strip_log_prefix(line: str) -> str:
     m = _RANK_PREFIX.match(line)
     return line[m.end():] if m else line
 MAX_FRAMES = 8
+# Frames of the interpreter, torch's module machinery and decorators: they say nothing about which code failed
+_PLUMBING = frozenset({"<module>", "main", "run", "_run_code", "_run_module_as_main", "__call__", "_call_impl",
+                       "_wrapped_call_impl", "forward", "wrapper", "inner", "decorate_context", "_bootstrap",
+                       "run_method", "execute_method", "worker_busy_loop", "worker_main", "_target", "wrapped_app",
+                       "app", "handle", "__init__", "new_func", "dispatch", "sync_wrapper", "_fn", "fn", "func"})
 
 
 @dataclass
@@ -166,10 +171,26 @@ def trace_facts(traceback_blocks: Iterable[Sequence[str]], mapper: PathMapper,
     frames, seg = plugin_frames(segs, mapper)
     # the exception that ended the causal segment; else the first one a traceback printed
     source = seg if seg is not None and seg.exception_type else next((s for s in segs if s.exception_type), None)
+    others = other_frames(seg or source or next((s for s in segs if s.frames), None), mapper)
     if source is not None:
-        return TraceFacts(tuple(frames), source.exception_type, source.exception_message)
+        return TraceFacts(tuple(frames), source.exception_type, source.exception_message, others)
     exc_type, message = fallback or ("", "")
-    return TraceFacts(tuple(frames), exc_type, message)
+    return TraceFacts(tuple(frames), exc_type, message, others)
+
+
+def other_frames(seg: Segment | None, mapper: PathMapper) -> tuple[OtherFrame, ...]:
+    """The segment's frames outside the repository, innermost first, without interpreter and
+    decorator plumbing: the framework code the plugin overrides or patches (`_dummy_run`, ...)."""
+    if seg is None:
+        return ()
+    out: list[OtherFrame] = []
+    for path, _, func, source in reversed(seg.frames):
+        if func in _PLUMBING or func.startswith("<") or mapper(path):
+            continue
+        out.append(OtherFrame(path, func, source))
+        if len(out) >= MAX_FRAMES:
+            break
+    return tuple(out)
 
 
 def first_exception(exceptions: Sequence[object]) -> tuple[str, str] | None:

@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 
 from porter.errors import InputError
 from porter.kb.history import mine
-from porter.kb.history.candidates import rank
+from porter.kb.history.candidates import QuoteMask, distinctive_names, rank
 from porter.kb.history.frames import PathMapper, first_exception, trace_facts, versions_in_text
 from porter.kb.history.models import CommitRecord, HistoryIndex, HistoryReport, Installed, TraceFacts
 from porter.kb.history.version import installed_version
@@ -21,8 +21,9 @@ from porter.kb.history.version import installed_version
 # for calling the same trace a plugin bug.
 ENVIRONMENT_KINDS = frozenset({"env", "config", "packaging", "build", "hardware", "network", "process"})
 STRICT_CONFIDENCE = 0.7
-TEXT_SCAN_CHARS = 2_000_000
-EMBEDDED_SCAN_CHARS = 200_000  # a pasted snippet's `Type: message` inside prose is looked for this far  # versions are looked for in the first and last MB of the text
+TEXT_SCAN_CHARS = 2_000_000  # versions are looked for in the first and last MB of the text
+SHORT_TEXT_CHARS = 4_000
+EMBEDDED_SCAN_CHARS = 200_000  # a pasted snippet's `Type: message` inside prose is looked for this far
 
 
 @dataclass(frozen=True)
@@ -95,9 +96,11 @@ def analyse(
     fallback_exception: tuple[str, str] | None = None,
     use_message: bool = True,
     error_text: str = "",
+    mask_quotes: bool = False,
 ) -> HistoryReport:
     """Candidate fix commits in `source` for the trace. `index`: a loaded index (else the cached
-    one for the repository's tip is used when present, and git log on the frames' files if not)."""
+    one for the repository's tip is used when present, and git log on the frames' files if not).
+    `mask_quotes`: leave out commit-message lines that quote this trace (benchmark ablation)."""
     started = time.perf_counter()
     problem = availability_problem(source)
     if problem and "shallow" not in problem:
@@ -117,7 +120,7 @@ def analyse(
     scan = text if len(text) <= TEXT_SCAN_CHARS else text[: TEXT_SCAN_CHARS // 2] + "\n" + text[-TEXT_SCAN_CHARS // 2:]
     installed = installed_version(env, packages, versions_in_text(scan, packages), tags, source.repo, facts.frames)
     report = HistoryReport(source.label, "none", installed, frames=list(facts.frames), note=problem or "", index_used=index is not None)
-    if not facts.frames and not facts.exception_message:
+    if not facts.frames and not facts.exception_message and not facts.other_frames and not distinctive_names(error_text):
         report.status = "no-frames"  # nothing of the trace points into this repository
         report.elapsed_s = time.perf_counter() - started
         return report
@@ -129,7 +132,8 @@ def analyse(
     report.commits_considered = sum(1 for c in commits if contained is None or c.sha not in contained)
     first_tag = index.first_tag if index else {}
     candidates, inside = rank(commits, facts, first_tag, contained, _rename_closure(commits), top=top, strict=strict,
-                                 use_message=use_message, error_text=error_text, guessed=installed.source == "frames")
+                                 use_message=use_message, error_text=error_text, guessed=installed.source == "frames",
+                                 mask=QuoteMask.of(text) if mask_quotes else None)
     if not index:
         from dataclasses import replace
 
@@ -167,15 +171,26 @@ def resolve_sources(values: Sequence[str], forks_file: Path, registry_file: Path
 
 
 def analyse_diagnosis(source: HistorySource, diag, text: str, env: Mapping[str, str], cache_dir: Path, *,
-                      top: int = 3, index: HistoryIndex | None = None, use_message: bool = True) -> HistoryReport:
+                      top: int = 3, index: HistoryIndex | None = None, use_message: bool = True,
+                      mask_quotes: bool = False) -> HistoryReport:
     """`analyse` for a knowledge-base Diagnosis: its traceback blocks, first exception and matches."""
     # error blocks too: a traceback behind a log prefix the extractor did not strip lands there
     blocks = [b.lines for b in diag.signals.blocks if b.kind in ("traceback", "error")]
     errors = error_lines(diag.signals.error_texts(12))
+    if not errors.strip() and len(text) <= SHORT_TEXT_CHARS:  # a pasted description or issue title: its words are the error
+        errors = error_lines(text.splitlines()[:40])
     return analyse(source, blocks, text, env, cache_dir, top=top, strict=is_strict(diag.matches), index=index,
-                   fallback_exception=(first_exception(diag.signals.exceptions) or embedded_exception(errors)
-                                       or embedded_exception(text[:EMBEDDED_SCAN_CHARS])),
-                   use_message=use_message, error_text=errors)
+                   fallback_exception=fallback_exception(first_exception(diag.signals.exceptions), errors, text),
+                   use_message=use_message, error_text=errors, mask_quotes=mask_quotes)
+
+
+def fallback_exception(first: tuple[str, str] | None, errors: str, text: str) -> tuple[str, str] | None:
+    """The extractor's first exception, else one inside an error line or the prose; the prose's when
+    it goes on where the extractor's line stopped (`RuntimeError: The` + `expanded size of ...`)."""
+    embedded = embedded_exception(text[:EMBEDDED_SCAN_CHARS])
+    if first and embedded and first[0] == embedded[0] and embedded[1].startswith(first[1]) and len(embedded[1]) > len(first[1]):
+        return embedded
+    return first or embedded_exception(errors) or embedded
 
 
 def error_lines(texts: Sequence[str]) -> str:
@@ -200,6 +215,9 @@ def embedded_exception(text: str) -> tuple[str, str] | None:
     that line goes on with a quoted value."""
     import re
 
+    from porter.kb.history.mine import unwrap_prose
+
+    text = unwrap_prose(text)
     m = re.search(r"\b([A-Z]\w{0,60}(?:Error|Exception))\b:\s*([^\n`]{4,300})(?:\n([^\n`]{1,200}))?", text)
     if not m:
         return None

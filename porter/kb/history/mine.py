@@ -31,7 +31,14 @@ _ERR_LINE = re.compile(r"\b[A-Z]\w{0,60}(?:Error|Exception)\b(?::[^\n`]{3,240})?
 _BACKTICK = re.compile(r"`([^`\n]{6,240})`")
 _WRAPPED = re.compile(r"\n\s*(['\"][^\n`]{1,120})")
 _BODY_END = re.compile(r"^(?:### Does this PR introduce|- vLLM version:|Signed-off-by:|Co-authored-by:)", re.M)
+_CODE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{4,80}")
 MAX_BODY = 1200
+MAX_NAMES = 400  # code names kept per changed file (a vendored or generated file would add thousands)
+MAX_LITERALS = 120  # error-text fragments kept per changed file
+_STRING = re.compile(r"[rfbu]{0,2}(?:\"([^\"\\\n]{12,300})\"|'([^'\\\n]{12,300})')")
+# what splits an error text into its fixed parts: quoted values, numbers, format fields, brackets
+_VARIABLE = re.compile(r"\{[^{}]{0,80}\}|%[-#0-9.]*[sdrfix]|'[^']{0,200}'|\"[^\"]{0,200}\"|\b0x[0-9a-fA-F]+\b|\b\d+(?:\.\d+)?\b|[()\[\]<>]")
+MIN_FRAGMENT = 12
 MIN_LINE_KEY = 8  # shorter removed lines (`)`, `else:`, `return x`) say little about which code it was
 GIT_TIMEOUT = 600
 
@@ -44,13 +51,59 @@ def line_key(text: str) -> str | None:
     return hashlib.blake2b(norm.encode("utf-8", "surrogatepass"), digest_size=4).hexdigest()
 
 
+def is_code_name(name: str) -> bool:
+    """snake_case or CamelCase: a name that points at code, not an English word."""
+    core = name.strip("_")
+    if not core:
+        return False
+    return "_" in core or (any(c.isupper() for c in core[1:]) and any(c.islower() for c in core))
+
+
+def code_names(text: str) -> list[str]:
+    return [n for n in _CODE_NAME.findall(text) if is_code_name(n)]
+
+
+def message_fragments(text: str) -> list[str]:
+    """The fixed parts of an error text (values, numbers and format fields cut out), normalised:
+    `f"Shape: {n} out of considered ranges: {r}"` and `Shape: 2304 out of considered ranges: [(1, 2048)]`
+    share `out of considered ranges`."""
+    out: list[str] = []
+    for piece in _VARIABLE.split(text):
+        norm = " ".join(re.sub(r"^[^0-9a-z]+|[^0-9a-z]+$", "", piece.lower()).split())
+        if len(norm) >= MIN_FRAGMENT and " " in norm:
+            out.append(norm)
+    return out
+
+
+def fragment_key(fragment: str) -> str:
+    return hashlib.blake2b(fragment.encode("utf-8", "surrogatepass"), digest_size=4).hexdigest()
+
+
+def literal_keys(line: str) -> list[str]:
+    """fragment_key() of the error-text fragments in a source line's string literals."""
+    keys: list[str] = []
+    for m in _STRING.finditer(line):
+        keys.extend(fragment_key(f) for f in message_fragments(m.group(1) or m.group(2)))
+    return keys
+
+
 def is_fix(subject: str) -> bool:
     return bool(_FIX.search(subject))
 
 
+_WRAP = re.compile(r"(?<=[^\n`:])\n(?=[a-z'\"])")  # a prose line wrapped at 72 columns goes on in lowercase
+
+
+def unwrap_prose(text: str) -> str:
+    """Lines of prose wrapped at a fixed width joined again (the next line goes on in lowercase)."""
+    return _WRAP.sub(" ", text)
+
+
 def error_strings(message: str) -> tuple[str, ...]:
-    """Error texts the message quotes: `Type: message` lines and backticked spans."""
+    """Error texts the message quotes: `Type: message` lines and backticked spans (prose wrapped
+    onto the next line is joined first: `AssertionError: Some layers are` + `not correctly ...`)."""
     found: dict[str, None] = {}
+    message = unwrap_prose(message)
     for m in _ERR_LINE.finditer(message):
         text = m.group().strip()
         wrapped = _WRAPPED.match(message, m.end())  # `...has no attribute` + newline + `'name'`
@@ -110,11 +163,18 @@ def _parse_diff(diff: str) -> Iterator[FileChange]:
     path = old = ""
     funcs: dict[str, None] = {}
     removed: dict[str, None] = {}
+    names: dict[str, None] = {}
+    literals: dict[str, None] = {}
     started = False
+
+    def joined(keys: dict[str, None], cap: int) -> str:
+        kept = list(keys)[:cap]
+        return (" " + " ".join(kept) + " ") if kept else ""
 
     def flush() -> FileChange | None:
         if started and path:
-            return FileChange(path, old, tuple(funcs), (" " + " ".join(removed) + " ") if removed else "")
+            return FileChange(path, old, tuple(funcs), joined(removed, len(removed)), joined(names, MAX_NAMES),
+                              joined(literals, MAX_LITERALS))
         return None
 
     for line in diff.split("\n"):
@@ -122,7 +182,7 @@ def _parse_diff(diff: str) -> Iterator[FileChange]:
             done = flush()
             if done:
                 yield done
-            started, path, old, funcs, removed = True, "", "", {}, {}
+            started, path, old, funcs, removed, names, literals = True, "", "", {}, {}, {}, {}
             m = re.match(r"diff --git a/(.*) b/(.*)$", line)
             if m:
                 old, path = m.group(1), m.group(2)
@@ -147,6 +207,12 @@ def _parse_diff(diff: str) -> Iterator[FileChange]:
             name = _funcname(body)
             if name:
                 funcs.setdefault(name, None)
+            if len(names) < MAX_NAMES:
+                for n in code_names(body):
+                    names.setdefault(n, None)
+            if len(literals) < MAX_LITERALS and ("'" in body or '"' in body):
+                for k in literal_keys(body):
+                    literals.setdefault(k, None)
             if line[0] == "-":
                 key = line_key(body)
                 if key:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-INDEX_SCHEMA = 4
+INDEX_SCHEMA = 5
 REPORT_SCHEMA = 1
 
 
@@ -25,10 +25,20 @@ class Frame:
 
 
 @dataclass(frozen=True)
+class OtherFrame:
+    """A frame of the causal traceback outside the repository (the framework the plugin patches)."""
+
+    path: str
+    function: str
+    source: str
+
+
+@dataclass(frozen=True)
 class TraceFacts:
     frames: tuple[Frame, ...]  # innermost first
     exception_type: str
     exception_message: str
+    other_frames: tuple[OtherFrame, ...] = ()  # the causal segment's frames outside the repository, innermost first
 
 
 @dataclass(slots=True)  # not frozen: an index holds ~20k of them and frozen __init__ is slow to load
@@ -37,16 +47,24 @@ class FileChange:
     old_path: str  # before it (differs on renames; "" for new files)
     functions: tuple[str, ...]  # functions/classes whose body the diff touched
     removed: str  # " k1 k2 ... ": line_key() of every removed (or rewritten) line; one string loads fast
+    names: str = ""  # " n1 n2 ... ": code names (snake_case, CamelCase) on the added and removed lines
+    literals: str = ""  # " k1 k2 ... ": fragment_key() of the error-text fragments in their string literals
 
     def removes(self, key: str) -> bool:
         return f" {key} " in self.removed
 
+    def touches(self, name: str) -> bool:
+        return f" {name} " in self.names
+
+    def quotes(self, key: str) -> bool:
+        return f" {key} " in self.literals
+
     def to_list(self) -> list[Any]:
-        return [self.path, self.old_path, list(self.functions), self.removed]
+        return [self.path, self.old_path, list(self.functions), self.removed, self.names, self.literals]
 
     @classmethod
     def from_list(cls, raw: list[Any]) -> "FileChange":
-        return cls(raw[0], raw[1], tuple(raw[2]), raw[3])
+        return cls(raw[0], raw[1], tuple(raw[2]), raw[3], raw[4] if len(raw) > 4 else "", raw[5] if len(raw) > 5 else "")
 
 
 @dataclass(slots=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from pathlib import Path
 
 from porter.shims.lookup import class_member
@@ -50,11 +51,14 @@ def _different_class(old_module: str, name: str, new_module: str, new_name: str,
     old_def, new_def = ctx.old_tree.find(old_module, name), ctx.new_tree.find(new_module, new_name)
     if old_def is None or new_def is None or old_def.kind != "class" or new_def.kind != "class":
         return ""
+    if (old_def.module, old_def.name) == (new_def.module, new_def.name):
+        return ""  # one definition, only re-exported elsewhere before (vllm 0.11's `vllm.attention.AttentionBackend`)
     old_fields, new_fields = _fields(old_def.source), _fields(new_def.source)
-    if len(old_fields) < 3 or not new_fields:
+    if len(old_fields) < 2 or not new_fields:
         return ""
     shared = old_fields & new_fields
-    if len(shared) * 2 >= len(old_fields | new_fields):
+    # A small class (vllm 0.33's RoutedExpertsLists, two fields) must share one; a larger one half.
+    if (shared if len(old_fields) < 3 else len(shared) * 2 >= len(old_fields | new_fields)):
         return ""
     return f"{len(shared)} of {len(old_fields)} fields in common: missing {', '.join(sorted(old_fields - new_fields)[:4])}"
 
@@ -87,6 +91,127 @@ def _positional_calls_shifted(record: DriftRecord, old_module: str, name: str, n
     return found
 
 
+def _accepted_keywords(tree, definition) -> set[str] | None:
+    """Keywords a call of `definition` accepts (function parameters; a class's declared fields and
+    `__init__` parameters), or None when it takes any (`**kwargs`) or porter cannot tell."""
+    if definition.kind == "function":
+        params = definition.params
+    elif definition.kind == "class":
+        init = class_member(tree, definition.module, definition.name, "__init__")
+        params = init[2] if init and init[0] == "method" else ()
+        fields = _fields(definition.source)
+        if not params and not fields:
+            return None  # inherited constructor: not visible here
+        if not params:
+            return fields
+    else:
+        return None
+    if any(p.kind == "var_keyword" for p in params):
+        return None
+    return {p.name for p in params if p.kind != "var_positional"} | (_fields(definition.source) if definition.kind == "class" else set())
+
+
+def _lost_keywords(record: DriftRecord, old_module: str, name: str, new_module: str, new_name: str,
+                   ctx: ShimContext) -> list[str]:
+    """`path:line (keyword)` of plugin calls `name(..., kw=...)` that the baseline object accepted and the
+    moved one does not (vllm 0.33's TransferResult lost its `transfer_type` field): resolving the name
+    does not fix those calls."""
+    old_def, new_def = ctx.old_tree.find(old_module, name), ctx.new_tree.find(new_module, new_name)
+    if old_def is None or new_def is None:
+        return []
+    before, after = _accepted_keywords(ctx.old_tree, old_def), _accepted_keywords(ctx.new_tree, new_def)
+    if before is None or after is None:
+        return []
+    found = []
+    for path in sorted({s.path for s in record.sites}):
+        try:
+            tree = ast.parse((ctx.plugin_root / path).read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name:
+                for keyword in node.keywords:
+                    if keyword.arg and keyword.arg in before and keyword.arg not in after:
+                        found.append(f"{path}:{node.lineno} (`{keyword.arg}=`)")
+    return found
+
+
+def _code_without_docstrings(source: str) -> str:
+    try:
+        node = ast.parse(source).body[0]
+    except (SyntaxError, IndexError):
+        return source
+    for sub in ast.walk(node):
+        body = getattr(sub, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and \
+                isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
+            sub.body = body[1:] or [ast.Pass()]
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        node.name = "_"
+    return ast.dump(node)
+
+
+def _unlike_rename(record: DriftRecord, old_module: str, name: str, new_module: str, new_name: str,
+                   ctx: ShimContext) -> str:
+    """Why a rename rests on body likeness alone and the bodies differ ("" when the rename is plausible).
+    vllm 0.13's apply_sampling_constraints is not compute_probs renamed: it returns the constrained
+    logits, compute_probs returned their softmax."""
+    from rapidfuzz import fuzz
+
+    if record.family is not DriftFamily.RENAMED or name == new_name:
+        return ""
+    if name in new_name or new_name in name or fuzz.ratio(name, new_name) >= 50:
+        return ""
+    old_def, new_def = ctx.old_tree.find(old_module, name), ctx.new_tree.find(new_module, new_name)
+    if old_def is None or new_def is None or old_def.kind != new_def.kind:
+        return ""
+    if _code_without_docstrings(old_def.source) == _code_without_docstrings(new_def.source):
+        return ""
+    return (f"`{new_name}` shares little of the name `{name}` and its code differs (compare "
+            f"{source_link_of(ctx.old_tree, old_def, ctx.baseline)} with {source_link_of(ctx.new_tree, new_def, ctx.target)})")
+
+
+def source_link_of(tree, definition, version: str) -> str:
+    from porter.shims.strategies.removed import source_link
+
+    return source_link(tree, definition.module, definition.name, version)
+
+
+def _top_names(tree, module: str) -> set[str]:
+    path = tree.module_file(module)
+    if path is None:
+        return set()
+    try:
+        parsed = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+    except (SyntaxError, ValueError):
+        return set()
+    return {n.name for n in parsed.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+
+
+def _successor_module(old_module: str, proposed: str, ctx: ShimContext) -> tuple[str, str]:
+    """(module, why not) for a moved submodule: among the target's modules with the same last name, the
+    one that defines most of what the old module defined. vllm 0.33 has twelve `spec_decode.*.speculator`
+    modules; the successor of `autoregressive.speculator` is `target_dependent_ar.speculator` (6 of 7
+    definitions), not the `xpress.speculator` that ranked first by name."""
+    old_names = _top_names(ctx.old_tree, old_module)
+    root = ctx.new_tree.root
+    if len(old_names) < 2 or root is None:
+        return proposed, ""
+    leaf = old_module.rpartition(".")[2]
+    package = proposed.split(".")[0]
+    candidates = {proposed}
+    for path in (root / package).rglob(f"{leaf}.py") if (root / package).is_dir() else ():
+        candidates.add(".".join(path.relative_to(root).with_suffix("").parts))
+    for path in (root / package).rglob(f"{leaf}/__init__.py") if (root / package).is_dir() else ():
+        candidates.add(".".join(path.parent.relative_to(root).parts))
+    scored = sorted(((len(old_names & _top_names(ctx.new_tree, c)), c != proposed, c) for c in candidates), reverse=True)
+    shared, _, best = scored[0]
+    if shared * 2 < len(old_names):
+        return proposed, (f"no `{leaf}` module at the target defines most of what `{old_module}` did "
+                          f"(best: `{best}`, {shared} of {len(old_names)})")
+    return best, ""
+
+
 def plan_moved(module: str, records: list[DriftRecord], ctx: ShimContext, taken: set[str]) -> ShimGroup:
     shim_path = module_file_name(module, "", ctx, taken)
     shim_module = ctx.convention.module_of(shim_path)
@@ -97,6 +222,16 @@ def plan_moved(module: str, records: list[DriftRecord], ctx: ShimContext, taken:
         imp_module, imp_name = import_path(record)
         new = record.new_location
         assert new is not None
+        successor_note = ""
+        if not new.qualname and ctx.old_tree.has_module(f"{imp_module}.{imp_name}"):
+            module, unsure = _successor_module(f"{imp_module}.{imp_name}", new.module, ctx)
+            if unsure:
+                needs_human.append(record.key)
+                successor_note = f"TODO for a human: {unsure}; find the real successor."
+            elif module != new.module:
+                successor_note = (f"`{module}` chosen over `{new.module}`: it defines what "
+                                  f"`{imp_module}.{imp_name}` defined.")
+                new = replace(new, module=module, file=None, line=None)
         # `from a.b import protocol` where the submodule a.b.protocol moved: the target is a module
         # (no qualname), taken whole instead of as an attribute (it used to render `class :`).
         new_attr = new.qualname.split(".")[-1] if new.qualname else ""
@@ -129,6 +264,13 @@ def plan_moved(module: str, records: list[DriftRecord], ctx: ShimContext, taken:
             f"lazy fallback in `{shim_path}` tries the baseline path, then the target path; "
             f"{len(record.sites)} site(s) now import it from the shim."
         )
+        if successor_note:
+            rationale.append(successor_note)
+        lost_keywords = _lost_keywords(record, imp_module, imp_name, new.module, new_attr, ctx) if new_attr else []
+        if lost_keywords:
+            needs_human.append(record.key)
+            rationale.append(f"TODO for a human: `{new_dotted}` no longer accepts keywords the plugin passes at "
+                             f"{', '.join(lost_keywords[:3])}: the shim resolves the name, but those calls raise TypeError.")
         shifted = _positional_calls_shifted(record, imp_module, imp_name, new.module, new_attr, ctx) if new_attr else []
         if shifted:
             needs_human.append(record.key)
@@ -137,6 +279,11 @@ def plan_moved(module: str, records: list[DriftRecord], ctx: ShimContext, taken:
                 f"did, and the plugin passes them by position at {', '.join(shifted[:3])}: the shim resolves the "
                 "name, but those calls would bind the wrong parameters; pass them by keyword."
             )
+        renamed_unlike = _unlike_rename(record, imp_module, imp_name, new.module, new_attr, ctx) if new_attr else ""
+        if renamed_unlike:
+            needs_human.append(record.key)
+            rationale.append(f"TODO for a human: {renamed_unlike}: probably not the same object; "
+                             "find the real successor or port the old behaviour.")
         unlike = _different_class(imp_module, imp_name, new.module, new_attr, ctx) if new_attr else ""
         if unlike:
             needs_human.append(record.key)
@@ -168,5 +315,5 @@ def plan_moved(module: str, records: list[DriftRecord], ctx: ShimContext, taken:
         rationale=tuple(rationale),
         files=(shim, test),
         import_moves=import_moves(records, shim_module, ctx),
-        needs_human=tuple(needs_human),
+        needs_human=tuple(dict.fromkeys(needs_human)),
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Sequence
 
 from porter.shims.lookup import class_member
 from porter.shims.model import NewFile, ParamAdd, ShimGroup
@@ -40,7 +41,8 @@ def override_fixes(record: DriftRecord, ctx: ShimContext) -> tuple[list[tuple[st
     if [p.name for p in new_params[: len(old_names)]] != old_names:
         return [], human  # parameters inserted or reordered: positions would shift
     tail = new_params[len(old_names):]
-    passed = _passed_non_default(ctx, method, [(p.name, p.default) for p in tail])
+    base_positional = [p.name for p in new_params if p.kind in ("positional_only", "positional_or_keyword")]
+    passed = _passed_non_default(ctx, method, [(p.name, p.default) for p in tail], base_positional)
     if passed:
         return [], (f"{ctx.upstream} {ctx.target} passes {passed[0][0]} to `{cls}.{method}` at {passed[0][1]}: the override "
                     "must handle it (accepting and ignoring it would drop it silently; raising would break that call)")
@@ -66,15 +68,15 @@ def override_fixes(record: DriftRecord, ctx: ShimContext) -> tuple[list[tuple[st
     return fixes, ""
 
 
-def _passed_non_default(ctx: ShimContext, method: str, params) -> list[tuple[str, str]]:
+def _passed_non_default(ctx: ShimContext, method: str, params, positional: Sequence[str] = ()) -> list[tuple[str, str]]:
     """(`name=value`, file@version:line) where the target's own code calls `.method(...)` with one of the
-    new parameters set to something other than its default: the override then sees it on a real path."""
-    import re
-
+    new parameters set to something other than its default, by keyword or by position (vllm 0.33's
+    `self._get_logits(hidden_states, lm_head, embedding_bias, skip_gather)`): the override then sees it
+    on a real path. `positional` names the base method's positional parameters, `self` first."""
     root = ctx.new_tree.root
     if root is None or not params:
         return []
-    call = re.compile(rf"\.{re.escape(method)}\(")
+    index = {name: i - 1 for i, name in enumerate(positional)}  # position after `self`
     found = []
     for path in sorted(root.rglob("*.py")):
         try:
@@ -83,24 +85,24 @@ def _passed_non_default(ctx: ShimContext, method: str, params) -> list[tuple[str
             continue
         if f".{method}(" not in text:
             continue
-        for match in call.finditer(text):
-            arguments = _balanced(text, match.end())  # calls span lines: read up to the closing parenthesis
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            continue
+        for call in ast.walk(tree):
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == method):
+                continue
+            keywords = {k.arg: k.value for k in call.keywords if k.arg}
             for name, default in params:
-                value = re.search(rf"\b{re.escape(name)}\s*=\s*([^,)\n]+)", arguments)
-                if value and value.group(1).strip() != (default or "None"):
-                    number = text.count("\n", 0, match.start()) + 1
-                    found.append((f"{name}={value.group(1).strip()}",
-                                  f"{path.relative_to(root).as_posix()}@{ctx.target}:{number}"))
+                value = keywords.get(name)
+                at = index.get(name, -1)
+                if value is None and 0 <= at < len(call.args) and \
+                        not any(isinstance(a, ast.Starred) for a in call.args[: at + 1]):
+                    value = call.args[at]
+                shown = ast.unparse(value) if value is not None else ""
+                if value is not None and shown != (default or "None"):
+                    found.append((f"{name}={shown}", f"{path.relative_to(root).as_posix()}@{ctx.target}:{call.lineno}"))
     return found
-
-
-def _balanced(text: str, start: int, limit: int = 4000) -> str:
-    depth = 1
-    for index in range(start, min(len(text), start + limit)):
-        depth += {"(": 1, ")": -1}.get(text[index], 0)
-        if depth == 0:
-            return text[start:index]
-    return text[start:start + limit]
 
 
 def _guards(cls_name: str, method: str, added, ctx: ShimContext) -> str:

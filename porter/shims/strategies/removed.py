@@ -67,7 +67,7 @@ def plan_removed(module: str, records: list[DriftRecord], ctx: ShimContext, take
                 f"`{original}` (a constant) was removed in {ctx.upstream} {ctx.target}; `{shim_path}` "
                 f"keeps the {ctx.baseline} value."
             )
-        elif old_def and old_def.kind == "function" and (needed := free_imports(
+        elif old_def and old_def.kind == "function" and not old_def.decorated and (needed := free_imports(
                 old_def.source, attr, module_imports_of(ctx.old_tree, imp_module, imp_module.split(".")[0]))) is not None:
             entry["mode"] = "function"
             entry["old_source"] = _with_imports(_renamed(old_def.source, attr, f"_rebuilt_{attr}"), needed)
@@ -149,12 +149,12 @@ def free_imports(source: str, name: str, module_imports: dict[str, str]) -> list
     loads: set[str] = set()
     # The body and the defaults run; annotations stay strings (`from __future__ import annotations`).
     for part in [*node.body, *node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]:
-        for sub in ast.walk(part):
-            if isinstance(sub, (ast.Global, ast.Nonlocal, ast.Import, ast.ImportFrom)):
+        for sub in _walk_code(part):
+            if isinstance(sub, (ast.Global, ast.Nonlocal, ast.Import, ast.ImportFrom, ast.ClassDef)):
                 return None
-            if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                return None
-            if isinstance(sub, ast.Name):
+            if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                bound.add(sub.name)  # a local helper (`def _wrap(x): return x`); its annotations never run
+            elif isinstance(sub, ast.Name):
                 (bound.add if isinstance(sub.ctx, (ast.Store, ast.Del)) else loads.add)(sub.id)
             elif isinstance(sub, ast.arg):
                 bound.add(sub.arg)
@@ -162,6 +162,17 @@ def free_imports(source: str, name: str, module_imports: dict[str, str]) -> list
     if not free <= set(module_imports):
         return None
     return [module_imports[n] for n in sorted(free)]
+
+
+def _walk_code(node: ast.AST):
+    """ast.walk without annotations (`x: T`, `-> T`): they stay strings under `from __future__ import annotations`."""
+    yield node
+    for field, value in ast.iter_fields(node):
+        if field in ("annotation", "returns"):
+            continue
+        for child in value if isinstance(value, list) else [value]:
+            if isinstance(child, ast.AST):
+                yield from _walk_code(child)
 
 
 def module_imports_of(tree, module: str, upstream_top: str) -> dict[str, str]:
@@ -214,7 +225,7 @@ def source_link(tree, module: str, name: str, version: str) -> str:
         return f"{module}@{version}"
     rel = path.relative_to(tree.root).as_posix()
     pattern = re.compile(rf"^(?:async\s+def|def|class)\s+{re.escape(name)}\b|^{re.escape(name)}\s*[:=]")
-    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-        if pattern.match(line):
-            return f"{rel}@{version}:{number}"
-    return f"{rel}@{version}"
+    # The last definition is the one the module binds (`@overload` stubs come before the implementation).
+    lines = [n for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+             if pattern.match(line)]
+    return f"{rel}@{version}:{lines[-1]}" if lines else f"{rel}@{version}"
