@@ -149,7 +149,7 @@ def render_pr(request: PortRequest, plan, analysis: PortAnalysis, commits, valid
                       "link": upstream_link(record, request.upstream, request.baseline, request.target, trees) if record else ""})
     items.sort(key=_rank)
     groups = group_hand_offs(items)
-    edited, total = compact_diff_stat(stat)
+    edited_files, diff_total = compact_diff_stat(stat)
     limitations = [
         "No NPU ran this: the import smoke stands in for device and compiled modules (listed under Validation), "
         "and the generated tests run on stub layouts; run `porter smoke` on an NPU host before merging.",
@@ -164,7 +164,7 @@ def render_pr(request: PortRequest, plan, analysis: PortAnalysis, commits, valid
         branch=branch, run_id=run_id, created=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         fork_ref=fork_ref, base_sha=base_sha, outcome=outcome.outcome.value, reasons=outcome.reasons,
         bridged=plan.bridged, needs_human=plan.needs_human, review=sorted(review), total=total,
-        commits=commit_views, human_items=items, human_groups=groups, diff_stat=stat, edited_files=edited, diff_total=total,
+        commits=commit_views, human_items=items, human_groups=groups, diff_stat=stat, edited_files=edited_files, diff_total=diff_total,
         reproducer=request.reproducer or f"porter upgrade {request.fork} --to {request.target} --from {request.baseline}",
         generated_tests=[p for g in plan.groups for p in g.test_paths], validation=validation.to_dict(), smoke=smoke,
         changes=changes, limitations=limitations, convention=plan.convention, gates=list(gates),

@@ -50,6 +50,11 @@ def test_full_run_branch_commits_pr_material(example, request_for, tmp_path):
                     "## Validation", "## Known limitations", "## Notes for the maintainer"):
         assert f"\n{heading}\n" in pr, heading
     assert "**C_PATCH**" in pr and "legacy_router" in pr
+    import re
+
+    assert re.search(r"- Outcome \*\*C_PATCH\*\*: \d+ of \d+ finding\(s\) bridged, \d+ need a human", pr)
+    diff_stat = pr.split("\n## Diff stat\n")[1].split("\n## ")[0]
+    assert re.search(r"\d+ files? changed, \d+ insertions?\(\+\).*Plugin files that existed before .*`tiny_npu/", diff_stat)
     # Each finding once: a bridged one in its commit's section (with its size and upstream link), a
     # handed-off one under "Needs a human"; no table repeating all of them.
     needs_human = pr.split("\n## Needs a human\n")[1].split("\n## ")[0]
