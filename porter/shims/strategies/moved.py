@@ -77,18 +77,25 @@ def _positional_calls_shifted(record: DriftRecord, old_module: str, name: str, n
     first = next((i for i, (a, b) in enumerate(zip(old_names, new_names)) if a != b), None)
     if first is None:
         return []
-    found = []
+    # `kernel[grid](...)`: a triton launch calls it too
+    return [f"{path}:{call.lineno}" for path, call in _plugin_calls(record, name, ctx, launches=True)
+            if len(call.args) > first]
+
+
+def _plugin_calls(record: DriftRecord, name: str, ctx: ShimContext, launches: bool = False):
+    """(path, call) for each call of the bare name `name` in the files of the record's sites;
+    `launches`: also `name[grid](...)`."""
     for path in sorted({s.path for s in record.sites}):
         try:
             tree = ast.parse((ctx.plugin_root / path).read_text(encoding="utf-8"))
         except (OSError, SyntaxError, ValueError):
             continue
         for node in ast.walk(tree):
-            func = node.func.value if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript) else \
-                getattr(node, "func", None)  # `kernel[grid](...)`: a triton launch calls it too
-            if isinstance(node, ast.Call) and isinstance(func, ast.Name) and func.id == name and len(node.args) > first:
-                found.append(f"{path}:{node.lineno}")
-    return found
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func.value if launches and isinstance(node.func, ast.Subscript) else node.func
+            if isinstance(func, ast.Name) and func.id == name:
+                yield path, node
 
 
 def _accepted_keywords(tree, definition) -> set[str] | None:
@@ -122,18 +129,8 @@ def _lost_keywords(record: DriftRecord, old_module: str, name: str, new_module: 
     before, after = _accepted_keywords(ctx.old_tree, old_def), _accepted_keywords(ctx.new_tree, new_def)
     if before is None or after is None:
         return []
-    found = []
-    for path in sorted({s.path for s in record.sites}):
-        try:
-            tree = ast.parse((ctx.plugin_root / path).read_text(encoding="utf-8"))
-        except (OSError, SyntaxError, ValueError):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name:
-                for keyword in node.keywords:
-                    if keyword.arg and keyword.arg in before and keyword.arg not in after:
-                        found.append(f"{path}:{node.lineno} (`{keyword.arg}=`)")
-    return found
+    return [f"{path}:{call.lineno} (`{keyword.arg}=`)" for path, call in _plugin_calls(record, name, ctx)
+            for keyword in call.keywords if keyword.arg and keyword.arg in before and keyword.arg not in after]
 
 
 def _code_without_docstrings(source: str) -> str:
