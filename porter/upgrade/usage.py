@@ -155,6 +155,19 @@ FACTORY = "@returns:"  # receiver typed by the return annotation of an upstream 
 _SELF_SITES = 3  # sites kept per (class, self attribute): enough to find it, not one per read
 
 
+def _enter_if(scan, node: ast.If) -> tuple[str, str]:
+    """The condition kind and source of an `if`, for both plugin walkers (`scan`: its path, lines,
+    open conditions and guard blocks); a version test is recorded as a GuardBlock."""
+    source = ast.unparse(node.test)
+    kind = "type_checking" if source.rsplit(".", 1)[-1] == "TYPE_CHECKING" else "if"
+    if kind == "if" and _VERSIONISH_TEST.search(source):
+        first = scan.lines[node.lineno - 1].lstrip() if 0 < node.lineno <= len(scan.lines) else ""
+        scan.guard_blocks.append(GuardBlock(scan.path, node.lineno, node.end_lineno or node.lineno, source,
+                                            "elif" if first.startswith("elif") else "if", bool(node.orelse),
+                                            tuple(scan.conditions)))
+    return kind, source
+
+
 def _function_defs(body: list[ast.stmt]) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
     """Functions defined in a body, including under if/try blocks (methods per lane)."""
     out: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
@@ -244,13 +257,7 @@ class _UseVisitor(FastVisitor):
 
     def visit_If(self, node: ast.If) -> None:
         self.visit(node.test)
-        source = ast.unparse(node.test)
-        kind = "type_checking" if source.rsplit(".", 1)[-1] == "TYPE_CHECKING" else "if"
-        if kind == "if" and _VERSIONISH_TEST.search(source):
-            first = self.lines[node.lineno - 1].lstrip() if 0 < node.lineno <= len(self.lines) else ""
-            self.guard_blocks.append(GuardBlock(self.path, node.lineno, node.end_lineno or node.lineno, source,
-                                                "elif" if first.startswith("elif") else "if", bool(node.orelse),
-                                                tuple(self.conditions)))
+        kind, source = _enter_if(self, node)
         self.visit_block(node.body, Condition(kind, source, False, line=node.lineno))
         if node.orelse:
             self.visit_block(node.orelse, Condition(kind, source, True, line=node.lineno))
@@ -630,13 +637,7 @@ class _LightScan:
     def body(self, body: list[ast.stmt]) -> None:
         for stmt in body:
             if isinstance(stmt, ast.If):
-                source = ast.unparse(stmt.test)
-                kind = "type_checking" if source.rsplit(".", 1)[-1] == "TYPE_CHECKING" else "if"
-                if kind == "if" and _VERSIONISH_TEST.search(source):
-                    first = self.lines[stmt.lineno - 1].lstrip() if 0 < stmt.lineno <= len(self.lines) else ""
-                    self.guard_blocks.append(GuardBlock(self.path, stmt.lineno, stmt.end_lineno or stmt.lineno, source,
-                                                        "elif" if first.startswith("elif") else "if", bool(stmt.orelse),
-                                                        tuple(self.conditions)))
+                kind, source = _enter_if(self, stmt)
                 self.block(stmt.body, Condition(kind, source, False, line=stmt.lineno))
                 self.block(stmt.orelse, Condition(kind, source, True, line=stmt.lineno))
             elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
