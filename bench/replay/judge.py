@@ -133,6 +133,15 @@ def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[list[str], set[
     return pos + [k.arg for k in a.kwonlyargs], required, a.kwarg is not None
 
 
+
+def _first_called(tree, names: str) -> str:
+    """`name() (file:line)` for the first of the comma-separated `names` the NEW tree calls, else ''."""
+    for name in (n.strip() for n in names.split(",")):
+        hit = tree.calls().get(name)
+        if hit:
+            return f"{name}() ({_where(hit[0][0], hit[0][1])})"
+    return ""
+
 def _where(rel: str, line: int | None) -> str:
     return f"{rel}:{line}" if line else rel
 
@@ -216,10 +225,9 @@ def judge(record: dict, tree: Tree) -> tuple[str, str] | None:
         return "known_false", f"{PREFIX}no collective_rpc({', '.join(names)}) in the NEW tree"
     requires = re.search(r"now requires method\(s\) ([\w, ]+?) that", msg)
     if requires:
-        for name in (n.strip() for n in requires.group(1).split(",")):
-            hit = tree.calls().get(name)
-            if hit:
-                return "known_real", f"{PREFIX}the NEW tree calls {name}() ({_where(hit[0][0], hit[0][1])}); the plugin class does not define it"
+        called = _first_called(tree, requires.group(1))
+        if called:
+            return "known_real", f"{PREFIX}the NEW tree calls {called}; the plugin class does not define it"
         return "known_false", f"{PREFIX}nothing in the NEW tree calls {requires.group(1)}"
     sets = re.search(r"__init__ now sets ([\w, ]+?);", msg)
     if sets:
@@ -231,10 +239,9 @@ def judge(record: dict, tree: Tree) -> tuple[str, str] | None:
         return "known_false", f"{PREFIX}a refactor of the base's bases; no member the plugin class relies on is reported missing"
     stand_in = re.search(r"lacks its new member\(s\) ([\w, ]+)", msg)
     if stand_in:
-        for name in (n.strip() for n in stand_in.group(1).split(",")):
-            hit = tree.calls().get(name)
-            if hit:
-                return "known_real", f"{PREFIX}the NEW tree calls {name}() ({_where(hit[0][0], hit[0][1])}); the stand-in lacks it"
+        called = _first_called(tree, stand_in.group(1))
+        if called:
+            return "known_real", f"{PREFIX}the NEW tree calls {called}; the stand-in lacks it"
         return "known_false", f"{PREFIX}nothing in the NEW tree calls {stand_in.group(1)}"
     if change == "return_annotation":
         code = (record.get("sites") or [{}])[0].get("code", "")
