@@ -157,15 +157,20 @@ def griffe_e2e(*archives: Path) -> tuple[float, float]:
     return wall, cpu
 
 
-def griffe_modules_seconds(tree: Path, modules: list[str]) -> dict:
+def _griffe_script(script: str, path: Path, items: list[str]):
+    """Run a griffe script on `path` with `items` passed as a JSON file; its JSON answer."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
-        json.dump(modules, fh)
+        json.dump(items, fh)
     try:
-        out = subprocess.run([sys.executable, "-c", GRIFFE_MODULES, str(tree), fh.name], check=True,
+        out = subprocess.run([sys.executable, "-c", script, str(path), fh.name], check=True,
                              capture_output=True, text=True)
     finally:
         os.unlink(fh.name)
     return json.loads(out.stdout)
+
+
+def griffe_modules_seconds(tree: Path, modules: list[str]) -> dict:
+    return _griffe_script(GRIFFE_MODULES, tree, modules)
 
 
 def porter_modules_seconds(tree: Path, modules: list[str]) -> float:
@@ -242,14 +247,7 @@ class ModuleRecorder:
 
 
 def griffe_verdicts(path: Path, symbols: list[str]) -> dict[str, str]:
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
-        json.dump(symbols, fh)
-    try:
-        out = subprocess.run([sys.executable, "-c", GRIFFE_VERDICTS, str(path), fh.name], check=True,
-                             capture_output=True, text=True)
-    finally:
-        os.unlink(fh.name)
-    return json.loads(out.stdout)
+    return _griffe_script(GRIFFE_VERDICTS, path, symbols)
 
 
 def agreement(report, griffe: dict[str, str]) -> dict:
