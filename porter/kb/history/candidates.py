@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from rapidfuzz import fuzz
 
@@ -166,42 +166,33 @@ def function_popularity(commits: Iterable[CommitRecord], frames: Sequence[Frame]
     return counts
 
 
-def diff_name_frequency(commits: Iterable[CommitRecord], names: Sequence[str]) -> dict[str, int]:
-    """How many of the commits' diffs use each name on an added or removed line."""
-    counts = {n: 0 for n in names}
-    if not names:
+def commit_frequency(commits: Iterable[CommitRecord], keys: Iterable[str], view: Callable[[CommitRecord], Any],
+                     hit: Callable[[Any, str], bool]) -> dict[str, int]:
+    """How many commits hold each key: `view` reads a commit once, `hit` tests one key against it."""
+    counts = {k: 0 for k in keys}
+    if not counts:
         return counts
     for c in commits:
-        for n in names:
-            if any(ch.touches(n) for ch in c.changes):
-                counts[n] += 1
-    return counts
-
-
-def function_name_popularity(commits: Iterable[CommitRecord], funcs: Sequence[str]) -> dict[str, int]:
-    """How many commits changed a function of each name, in any file."""
-    counts = {f: 0 for f in funcs}
-    if not funcs:
-        return counts
-    wanted = set(funcs)
-    for c in commits:
-        hit = {fn for ch in c.changes for fn in ch.functions if fn in wanted}
-        for fn in hit:
-            counts[fn] += 1
-    return counts
-
-
-def literal_frequency(commits: Iterable[CommitRecord], literals: Sequence[tuple[str, str]]) -> dict[str, int]:
-    """How many of the commits' diffs change a string literal holding each error-text fragment."""
-    counts = {k: 0 for _, k in literals}
-    if not literals:
-        return counts
-    for c in commits:
+        seen = view(c)
         for k in counts:
-            if any(ch.quotes(k) for ch in c.changes):
+            if hit(seen, k):
                 counts[k] += 1
     return counts
 
+
+def diff_name_frequency(commits: Iterable[CommitRecord], names: Sequence[str]) -> dict[str, int]:
+    """How many of the commits' diffs use each name on an added or removed line."""
+    return commit_frequency(commits, names, lambda c: c.changes, lambda changes, n: any(ch.touches(n) for ch in changes))
+
+def function_name_popularity(commits: Iterable[CommitRecord], funcs: Sequence[str]) -> dict[str, int]:
+    """How many commits changed a function of each name, in any file."""
+    return commit_frequency(commits, funcs, lambda c: {fn for ch in c.changes for fn in ch.functions},
+                            lambda changed, fn: fn in changed)
+
+def literal_frequency(commits: Iterable[CommitRecord], literals: Sequence[tuple[str, str]]) -> dict[str, int]:
+    """How many of the commits' diffs change a string literal holding each error-text fragment."""
+    return commit_frequency(commits, (k for _, k in literals), lambda c: c.changes,
+                            lambda changes, k: any(ch.quotes(k) for ch in changes))
 
 def _literal_points(df: int) -> float:
     return LITERAL_POINTS[0] if df <= RARE_NAME_COMMITS else LITERAL_POINTS[1] if df <= COMMON_NAME_COMMITS else LITERAL_POINTS[2]
@@ -248,16 +239,7 @@ def _name_points(df: int) -> float:
 
 def name_frequency(commits: Iterable[CommitRecord], names: Sequence[str]) -> dict[str, int]:
     """How many commit messages mention each name."""
-    counts = {n: 0 for n in names}
-    if not names:
-        return counts
-    for c in commits:
-        text = message_text(c)
-        for n in names:
-            if n in text:
-                counts[n] += 1
-    return counts
-
+    return commit_frequency(commits, names, message_text, lambda text, n: n in text)
 
 @dataclass(frozen=True)
 class Frequencies:
