@@ -28,7 +28,7 @@ class DropEdit:
     end_line: int
     action: str  # collapse | retarget | remove_import
     guard: str = ""  # the test (guards) or the imported name (imports)
-    kept: str = ""  # body | else (collapse)
+    kept: str = ""  # body | else (collapse of a guard) | predicate (a version predicate removed)
     retarget_to: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -79,6 +79,7 @@ class _DropTransformer(cst.CSTTransformer):
         self.functions = functions
         self.edits: list[DropEdit] = []
         self.elifs: set[int] = set()  # ids of If nodes that are another If's `elif`
+        self.keep_predicates: set[int] = set()  # predicate lines whose name is still read after the drop
 
     def _decision(self, node: cst.CSTNode) -> tuple[GuardVerdict | None, int, int]:
         pos = self.get_metadata(PositionProvider, node)
@@ -91,14 +92,17 @@ class _DropTransformer(cst.CSTTransformer):
 
     def leave_If(self, original: cst.If, updated: cst.If):
         decision, line, end = self._decision(original)
-        if decision is None or decision.verdict not in ("collapse", "retarget"):
+        if decision is None or decision.kind == "assign" or decision.verdict not in ("collapse", "retarget"):
             return updated
         guard = cst.Module([]).code_for_node(original.test)
         if decision.verdict == "retarget":
             if not decision.retarget_to:
                 return updated
+            test = updated.test.visit(_Retarget(self.functions, decision.retarget_to))
+            if test.deep_equals(updated.test):
+                return updated  # the test reads a predicate: its assignment is what gets retargeted
             self.edits.append(DropEdit(self.path, line, end, "retarget", guard, retarget_to=decision.retarget_to))
-            return updated.with_changes(test=updated.test.visit(_Retarget(self.functions, decision.retarget_to)))
+            return updated.with_changes(test=test)
         self.edits.append(DropEdit(self.path, line, end, "collapse", guard, kept=decision.kept))
         is_elif = id(original) in self.elifs
         if decision.kept == "body":
@@ -124,7 +128,7 @@ class _DropTransformer(cst.CSTTransformer):
 
     def leave_IfExp(self, original: cst.IfExp, updated: cst.IfExp):
         decision, line, end = self._decision(original)
-        if decision is None:
+        if decision is None or decision.kind == "assign":
             return updated
         guard = cst.Module([]).code_for_node(original.test)
         if decision.verdict == "retarget" and decision.retarget_to:
@@ -136,10 +140,42 @@ class _DropTransformer(cst.CSTTransformer):
             return kept.with_changes(lpar=updated.lpar, rpar=updated.rpar) if updated.lpar else kept
         return updated
 
+    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
+        """A version predicate (`is_legacy = vllm_version_is("0.10.0")`): dropped or retargeted."""
+        if len(updated.body) != 1 or not isinstance(updated.body[0], cst.Assign):
+            return updated
+        decision, line, end = self._decision(original)
+        if decision is None or decision.kind != "assign" or decision.line in self.keep_predicates:
+            return updated
+        assign = updated.body[0]
+        guard = cst.Module([]).code_for_node(assign.value)
+        if decision.verdict == "retarget" and decision.retarget_to:
+            value = assign.value.visit(_Retarget(self.functions, decision.retarget_to))
+            if value.deep_equals(assign.value):
+                return updated
+            self.edits.append(DropEdit(self.path, line, end, "retarget", guard, retarget_to=decision.retarget_to))
+            return updated.with_changes(body=[assign.with_changes(value=value)])
+        if decision.verdict == "collapse":
+            self.edits.append(DropEdit(self.path, line, end, "collapse", guard, kept="predicate"))
+            return cst.RemovalSentinel.REMOVE
+        return updated
+
     def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
         if not updated.body:  # every statement was a dead branch
             return updated.with_changes(body=[cst.SimpleStatementLine(body=[cst.Pass()])])
         return updated
+
+
+def _predicate_names(decisions: Mapping[int, GuardVerdict], source: str) -> dict[int, str]:
+    """line -> name of each version predicate assignment the drop removes."""
+    wanted = {line for line, d in decisions.items() if d.kind == "assign" and d.verdict == "collapse"}
+    if not wanted:
+        return {}
+    out: dict[int, str] = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Assign) and node.lineno in wanted and isinstance(node.targets[0], ast.Name):
+            out[node.lineno] = node.targets[0].id
+    return out
 
 
 def _referenced_names(source: str) -> set[str] | None:
@@ -158,6 +194,14 @@ def _referenced_names(source: str) -> set[str] | None:
             names.update(part for part in node.value.replace("[", " ").replace("]", " ").replace(".", " ").split()
                          if part.isidentifier())
     return names
+
+
+def _loaded_names(source: str) -> set[str] | None:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
 class _RemoveImports(cst.CSTTransformer):
@@ -223,8 +267,13 @@ def drop_source(source: str, path: str, decisions: Mapping[int, GuardVerdict] | 
         return DropResult(path, source, ())
     module = cst.parse_module(source)
     transformer = _DropTransformer(path, wanted, frozenset(version_functions))
-    new_module = MetadataWrapper(module).visit(transformer)
-    new_source = new_module.code
+    new_source = MetadataWrapper(module).visit(transformer).code
+    predicates = _predicate_names(wanted, source)
+    still_read = {line for line, name in predicates.items() if name in (_loaded_names(new_source) or {name})}
+    if still_read:  # a guard that reads the predicate stays: so does the predicate
+        transformer = _DropTransformer(path, wanted, frozenset(version_functions))
+        transformer.keep_predicates = still_read
+        new_source = MetadataWrapper(module).visit(transformer).code
     edits = list(transformer.edits)
     before, after = _referenced_names(source), _referenced_names(new_source)
     if before is not None and after is not None:

@@ -94,8 +94,8 @@ def pr_summary(plan: DropPlan, upstream: str) -> tuple[str, ...]:
     retarget = [e for e in plan.edits if e.action == "retarget"]
     imports = [e for e in plan.edits if e.action == "remove_import"]
     lines = [f"Drop old gates: {len(collapse)} dead version guard(s) collapsed (the branch no lane takes deleted)."]
-    lines += [f"  - {e.path}:{e.line}-{e.end_line} `{e.guard}`: kept the {'if' if e.kept == 'body' else 'else'} branch"
-              for e in collapse[:100]]
+    kept = {"body": "kept the if branch", "else": "kept the else branch", "predicate": "removed the version predicate"}
+    lines += [f"  - {e.path}:{e.line}-{e.end_line} `{e.guard}`: {kept.get(e.kept, 'collapsed')}" for e in collapse[:100]]
     lines.append(f"Bump gates: {len(retarget)} guard(s) retargeted to {plan.target} (their main-lane branch does not "
                  "resolve at the new release while the old branch does).")
     lines += [f"  - {e.path}:{e.line} `{e.guard}` -> `{e.retarget_to}`" for e in retarget[:100]]

@@ -9,7 +9,7 @@ Pure functions over usage records and per-branch break facts; drift.py supplies 
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -69,7 +69,7 @@ class GuardVerdict:
     guard: str  # the test's source
     verdict: str  # keep | collapse | retarget
     reason: str
-    kind: str = "if"  # if | elif | ifexp
+    kind: str = "if"  # if | elif | ifexp | assign (a version predicate)
     kept: str = ""  # which branch stays after collapse/retarget: body | else ("" for keep)
     retarget_to: str | None = None  # version written into the guard on retarget
     value_at_target: bool | None = None  # the test at the target (release lane)
@@ -147,9 +147,10 @@ def guard_verdicts(
     that does not resolve at the target (negated=False: the body; True: the else branch)."""
     out: list[GuardVerdict] = []
     aliases_of = aliases_of or {}
+    blocks = list(blocks)
     for block in blocks:
         cond = Condition("if", block.source, False, line=block.line)
-        if not is_version_guard(block.source, conventions):
+        if block.kind == "assign" or not is_version_guard(block.source, conventions):
             continue
         aliases = aliases_of.get(block.path, {})
         at_release = evaluate_condition(cond, conventions, lanes.release, hasattr_fn, aliases)
@@ -174,7 +175,95 @@ def guard_verdicts(
         if kept_breaks:
             why += f"; the kept branch still breaks at {lanes.target_label} (see the records)"
         out.append(GuardVerdict(verdict="collapse", kept=kept, reason=why, **common))
-    return sorted(out, key=lambda v: (v.path, v.line))
+    out = _follow_retargets(out, blocks, broken, conventions, lanes)
+    predicates = _predicate_verdicts(blocks, out, conventions, lanes)
+    retargeted = {(v.path, v.line) for v in predicates if v.verdict == "retarget"}
+    if retargeted:  # the guards reading a retargeted predicate move with it (their test is that predicate)
+        via = {(b.path, b.line): b.via for b in blocks if b.via}
+        out = [replace(v, verdict="retarget", retarget_to=lanes.retarget_to,
+                       reason=f"reads a version predicate retargeted to {lanes.retarget_to}")
+               if v.verdict == "collapse" and any((v.path, line) in retargeted for line in via.get((v.path, v.line), ()))
+               else v for v in out]
+    return sorted(out + predicates, key=lambda v: (v.path, v.line))
+
+
+def _branches(block: GuardBlock, kept: str) -> tuple[tuple[tuple[str, ...], tuple[str, ...]], tuple[tuple[str, ...], tuple[str, ...]]]:
+    """((bound, read) of the kept branch, (bound, read) of the other one)."""
+    return (block.body_names, block.else_names) if kept == "body" else (block.else_names, block.body_names)
+
+
+def _follow_retargets(verdicts: list[GuardVerdict], blocks: list[GuardBlock], broken: set[tuple[str, int, bool]],
+                      conventions: GuardConventions, lanes: Lanes) -> list[GuardVerdict]:
+    """A retargeted guard's main-lane branch stops running at the target, and with it the names only it
+    binds (an import, a class, a method, `self.runner`). A collapse whose kept branch reads one of them
+    would break at the target: it is retargeted too, until nothing changes."""
+    if not lanes.retarget_to:
+        return verdicts
+    by_place = {(b.path, b.line): b for b in blocks}
+    out = list(verdicts)
+    while True:
+        bound_at_target: dict[str, set[str]] = {}
+        main_only: dict[str, dict[str, int]] = {}  # path -> name -> line of the retargeted guard that binds it
+        for v in out:
+            block = by_place.get((v.path, v.line))
+            if block is None or v.verdict not in ("collapse", "retarget"):
+                continue
+            kept, other = _branches(block, v.kept)
+            if v.verdict == "retarget":
+                bound_at_target.setdefault(v.path, set()).update(other[0])
+                for name in kept[0]:
+                    main_only.setdefault(v.path, {}).setdefault(name, v.line)
+            else:
+                bound_at_target.setdefault(v.path, set()).update(kept[0])
+        changed = False
+        for i, v in enumerate(out):
+            block = by_place.get((v.path, v.line))
+            if block is None or v.verdict != "collapse" or v.path not in main_only:
+                continue
+            only = {n: line for n, line in main_only[v.path].items() if n not in bound_at_target.get(v.path, ())}
+            kept, dropped = _branches(block, v.kept)
+            needed = sorted(n for n in kept[1] if n in only)
+            if not needed or any(n in only for n in dropped[1]) or (v.path, v.line, v.kept == "body") in broken:
+                continue
+            if not _retargetable(block.source, conventions):
+                continue
+            lines = sorted({only[n] for n in needed})
+            out[i] = replace(v, verdict="retarget", retarget_to=lanes.retarget_to, reason=(
+                f"the branch both lanes take reads {', '.join(needed[:3])}, which only the main-lane branch of the "
+                f"retargeted guard at line {', '.join(map(str, lines[:3]))} binds: retarget it to {lanes.retarget_to} too"))
+            changed = True
+        if not changed:
+            return out
+
+
+def _predicate_verdicts(blocks: list[GuardBlock], verdicts: list[GuardVerdict], conventions: GuardConventions,
+                        lanes: Lanes) -> list[GuardVerdict]:
+    """A version predicate (`is_legacy = vllm_version_is("0.10.0")`) follows the guards that read it:
+    retargeted when one of them is (the guard's test is the predicate), dropped when every one collapses
+    and nothing else reads the name, kept otherwise."""
+    by_place = {(v.path, v.line): v for v in verdicts}
+    readers: dict[tuple[str, int], list[GuardVerdict]] = {}
+    for block in blocks:
+        for line in block.via:
+            verdict = by_place.get((block.path, block.line))
+            readers.setdefault((block.path, line), []).append(verdict)  # type: ignore[arg-type]
+    out: list[GuardVerdict] = []
+    for block in blocks:
+        if block.kind != "assign" or not is_version_guard(block.source, conventions):
+            continue
+        users = readers.get((block.path, block.line), [])
+        common = dict(path=block.path, line=block.line, end_line=block.end_line, guard=block.source, kind="assign")
+        if not users:
+            continue  # no guard branches on it: not a predicate of ours
+        if any(u is not None and u.verdict == "retarget" for u in users) and _retargetable(block.source, conventions):
+            out.append(GuardVerdict(verdict="retarget", retarget_to=lanes.retarget_to, reason=(
+                f"a guard that reads this predicate is retargeted to {lanes.retarget_to}"), **common))
+        elif block.pure and all(u is not None and u.verdict == "collapse" for u in users):
+            out.append(GuardVerdict(verdict="collapse", reason=(
+                f"every guard that reads it collapses at {lanes.target_label}: the predicate goes with them"), **common))
+        else:
+            out.append(GuardVerdict(verdict="keep", reason="a kept guard or other code still reads the predicate", **common))
+    return out
 
 
 def read_release_tag(plugin_root: Path, tag_file: str) -> Version | None:

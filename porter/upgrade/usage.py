@@ -22,11 +22,13 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from porter.fsutil import atomic_write_bytes
+from porter.upgrade.bindings import branch_names, reads
 from porter.upgrade.guards import Condition
 from porter.upgrade.index import FastVisitor, Signature, body_span, body_text, dotted_name, gc_paused, signature_of, walk
 from porter.upgrade.models import Site
+from porter.upgrade.predicates import NO_PREDICATES, Predicates, find_predicates
 
-USAGE_VERSION = 5
+USAGE_VERSION = 6
 DEFAULT_EXCLUDES = ("tests/*", "*/tests/*", "test/*", "benchmarks/*", "examples/*", "docs/*", "build/*", ".*")
 
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "AttributeError", "Exception", "BaseException"}
@@ -61,9 +63,13 @@ class GuardBlock:
     line: int
     end_line: int
     source: str  # the test
-    kind: str = "if"  # if | elif | ifexp
+    kind: str = "if"  # if | elif | ifexp | assign (a version predicate: `is_legacy = vllm_version_is(...)`)
     has_else: bool = False
     conditions: tuple[Condition, ...] = ()  # the conditions the block itself sits under
+    via: tuple[int, ...] = ()  # lines of the version predicates the test reads (its source has them expanded)
+    pure: bool = True  # assign: every read of the name is in a guard test (the assignment can go with them)
+    body_names: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # (bound, read) in the body (bindings.py)
+    else_names: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # the same for the else branch
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "line": self.line, "end_line": self.end_line, "guard": self.source, "kind": self.kind}
@@ -158,14 +164,31 @@ _SELF_SITES = 3  # sites kept per (class, self attribute): enough to find it, no
 def _enter_if(scan, node: ast.If) -> tuple[str, str]:
     """The condition kind and source of an `if`, for both plugin walkers (`scan`: its path, lines,
     open conditions and guard blocks); a version test is recorded as a GuardBlock."""
-    source = ast.unparse(node.test)
+    source, used = scan.predicates.expand(node.test)
     kind = "type_checking" if source.rsplit(".", 1)[-1] == "TYPE_CHECKING" else "if"
     if kind == "if" and _VERSIONISH_TEST.search(source):
         first = scan.lines[node.lineno - 1].lstrip() if 0 < node.lineno <= len(scan.lines) else ""
         scan.guard_blocks.append(GuardBlock(scan.path, node.lineno, node.end_lineno or node.lineno, source,
                                             "elif" if first.startswith("elif") else "if", bool(node.orelse),
-                                            tuple(scan.conditions)))
+                                            tuple(scan.conditions), tuple(p.line for p in used),
+                                            body_names=branch_names(node.body), else_names=branch_names(node.orelse)))
     return kind, source
+
+
+def _ternary_block(scan, node: ast.IfExp, conditions: tuple[Condition, ...]) -> str:
+    """The test source of `x if c else y` (predicates expanded); a version test is recorded as a GuardBlock."""
+    source, used = scan.predicates.expand(node.test)
+    if _VERSIONISH_TEST.search(source):
+        scan.guard_blocks.append(GuardBlock(scan.path, node.lineno, node.end_lineno or node.lineno, source, "ifexp",
+                                            True, conditions, tuple(p.line for p in used),
+                                            body_names=((), tuple(sorted(reads([node.body])))),
+                                            else_names=((), tuple(sorted(reads([node.orelse]))))))
+    return source
+
+
+def _predicate_blocks(path: str, predicates: Predicates) -> list[GuardBlock]:
+    """The assignments of the version predicates some guard reads, as guard blocks of their own."""
+    return [GuardBlock(path, p.line, p.end_line, p.source, "assign", pure=p.pure) for p in predicates.found]
 
 
 def _function_defs(body: list[ast.stmt]) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -196,6 +219,7 @@ def _class_assigned_names(body: list[ast.stmt]) -> list[str]:
 
 
 class _UseVisitor(FastVisitor):
+    predicates: Predicates = NO_PREDICATES  # the module's version predicates (set per file)
     def __init__(self, path: str, lines: list[str], packages: frozenset[str], aliases: dict[str, str],
                  module: str = "", is_package: bool = False, plugin_packages: frozenset[str] = frozenset(),
                  singletons: dict[str, str] | None = None, tree: ast.Module | None = None):
@@ -263,10 +287,7 @@ class _UseVisitor(FastVisitor):
             self.visit_block(node.orelse, Condition(kind, source, True, line=node.lineno))
 
     def visit_IfExp(self, node: ast.IfExp) -> None:
-        source = ast.unparse(node.test)
-        if _VERSIONISH_TEST.search(source):
-            self.guard_blocks.append(GuardBlock(self.path, node.lineno, node.end_lineno or node.lineno, source, "ifexp",
-                                                True, tuple(self.conditions)))
+        source = _ternary_block(self, node, tuple(self.conditions))
         self.visit(node.test)
         self.conditions.append(Condition("if", source, False, line=node.lineno))
         self.visit(node.body)
@@ -619,6 +640,8 @@ class _UseVisitor(FastVisitor):
 class _LightScan:
     """Statements only: plugin-internal imports under their conditions, and version guard blocks."""
 
+    predicates: Predicates = NO_PREDICATES
+
     def __init__(self, path: str, lines: list[str], module: str, is_package: bool, plugin_packages: frozenset[str]):
         self.path, self.lines, self.module, self.is_package = path, lines, module, is_package
         self.plugin_packages = plugin_packages
@@ -667,10 +690,7 @@ class _LightScan:
     def ternaries(self, tree: ast.AST) -> None:
         for node in walk(tree):
             if isinstance(node, ast.IfExp):
-                source = ast.unparse(node.test)
-                if _VERSIONISH_TEST.search(source):
-                    self.guard_blocks.append(GuardBlock(self.path, node.lineno, node.end_lineno or node.lineno, source,
-                                                        "ifexp", True, ()))
+                _ternary_block(self, node, ())
 
 
 def module_of(path: str) -> tuple[str, bool]:
@@ -704,18 +724,21 @@ def _scan_source(path: str, source: bytes, packages: Iterable[str], plugin_packa
     collector.visit(tree)
     plugin_packages = frozenset(plugin_packages)
     lines = source.decode("utf-8", errors="replace").splitlines()
+    predicates = find_predicates(tree) if b"version" in source.lower() else NO_PREDICATES
     if not collector.aliases and not any(p.encode() in source for p in packages):
         # No upstream use: only the plugin-internal imports and the guard blocks matter (a statement walk).
         light = _LightScan(path, lines, module, is_package, plugin_packages)
+        light.predicates = predicates
         light.body(tree.body)
         if b"version" in source.lower():
             light.ternaries(tree)
-        return FileUsage(path, [], {}, guard_blocks=light.guard_blocks, internal_imports=light.internal_imports,
-                         module=module)
+        return FileUsage(path, [], {}, guard_blocks=light.guard_blocks + _predicate_blocks(path, predicates),
+                         internal_imports=light.internal_imports, module=module)
     visitor = _UseVisitor(path, lines, packages, collector.aliases, module, is_package, plugin_packages,
                           singletons, tree)
+    visitor.predicates = predicates
     visitor.visit(tree)
-    return FileUsage(path, visitor.uses, collector.aliases, guard_blocks=visitor.guard_blocks,
+    return FileUsage(path, visitor.uses, collector.aliases, guard_blocks=visitor.guard_blocks + _predicate_blocks(path, predicates),
                      internal_imports=visitor.internal_imports, module=module)
 
 

@@ -136,3 +136,119 @@ def test_drop_writes_a_branch_that_compiles(project, tmp_path):
     pr = repo.git.show(f"{port['branch']}:PR_MATERIAL.md")
     assert "Drop old gates: 4 dead version guard(s) collapsed" in pr and "Bump gates: 1 guard(s) retargeted to 2.0" in pr
     assert "byte-compile" in pr
+
+
+PREDICATE = '''from vllm_ascend.utils import vllm_version_is
+from vllm.x import Y
+
+
+def f(output):
+    if output is None:
+        return None
+
+    is_legacy = vllm_version_is("0.10.0")
+
+    if is_legacy:
+        a = output.finished_sending
+    else:
+        kv = output.kv_connector_output
+        a = kv.finished_sending
+    new = Y()
+    if not is_legacy:
+        new.kv = kv
+    return new
+
+
+def g(x):
+    old = vllm_version_is("0.10.0")
+    if old:
+        x = 1
+    return x, old
+'''
+
+
+def _predicate_verdicts(source: str, broken=frozenset()):
+    from packaging.version import Version
+
+    from porter.upgrade.guards import GuardConventions
+    from porter.upgrade.lanes import Lanes, guard_verdicts
+    from porter.upgrade.usage import scan_source
+
+    usage = scan_source("m.py", source.encode(), ["vllm"], ["vllm_ascend"])
+    lanes = Lanes.for_move("vllm", Version("0.10.1"), "0.10.1", Version("0.10.0"))
+    verdicts = guard_verdicts(usage.guard_blocks, set(broken), GuardConventions({"vllm_version_is": "vllm"}), lanes)
+    return usage, {v.line: v for v in verdicts}
+
+
+def test_a_version_predicate_is_a_guard_and_goes_with_the_branches_that_read_it():
+    usage, verdicts = _predicate_verdicts(PREDICATE)
+    # `if is_legacy:` reads as the version test it names; uses under it are dead at the target.
+    assert verdicts[11].guard == "vllm_version_is('0.10.0')" and verdicts[11].verdict == "collapse"
+    assert verdicts[17].verdict == "collapse" and verdicts[17].kept == "body"
+    assert verdicts[9].kind == "assign" and verdicts[9].verdict == "collapse"
+    assert verdicts[23].kind == "assign" and verdicts[23].verdict == "keep"  # `old` is also returned
+    new = drop_source(PREDICATE, "m.py", verdicts.values()).source
+    compile(new, "m.py", "exec")
+    assert "is_legacy" not in new and "finished_sending = " not in new.replace("kv.finished_sending", "")
+    assert "        return None\n\n    kv = output.kv_connector_output\n" in new  # one blank line, as written
+    assert '    old = vllm_version_is("0.10.0")\n    return x, old' in new  # kept predicate, its guard collapsed
+    assert "from vllm_ascend.utils import vllm_version_is" in new
+
+
+def test_a_retargeted_guard_on_a_predicate_retargets_the_predicate():
+    # The main-lane branch (line 13's else) breaks at the target; the OLD branch resolves there.
+    _, verdicts = _predicate_verdicts(PREDICATE, {("m.py", 11, True)})
+    assert verdicts[11].verdict == "retarget" and verdicts[9].verdict == "retarget"
+    assert verdicts[17].verdict == "retarget"  # it reads the same predicate: collapsing it would run `kv` unbound
+    result = drop_source(PREDICATE, "m.py", verdicts.values())
+    assert 'is_legacy = vllm_version_is("0.10.1")' in result.source and "    if is_legacy:\n" in result.source
+    assert "    if not is_legacy:\n        new.kv = kv" in result.source
+    assert [(e.line, e.action) for e in result.edits if e.action == "retarget"] == [(9, "retarget")]
+
+
+FOLLOW = '''from vllm_ascend.utils import vllm_version_is
+from vllm.moe import FusedMoE
+
+if not vllm_version_is("0.15.0"):
+    from vllm.moe.runner import DefaultMoERunner
+
+if not vllm_version_is("0.15.0"):
+    class AscendMoERunner(DefaultMoERunner):
+        pass
+
+
+class AscendFusedMoE(FusedMoE):
+    def __init__(self, x):
+        self.x = x
+        if not vllm_version_is("0.15.0"):
+            self.runner = self._init_runner()
+        if not vllm_version_is("0.15.0"):
+            self.transform = x
+
+    if not vllm_version_is("0.15.0"):
+        def _init_runner(self):
+            return AscendMoERunner()
+
+    if not vllm_version_is("0.15.0"):
+        def forward(self, h):
+            return self.runner.forward(h)
+'''
+
+
+def test_guards_that_read_what_a_retargeted_branch_binds_are_retargeted_with_it():
+    from packaging.version import Version
+
+    from porter.upgrade.guards import GuardConventions
+    from porter.upgrade.lanes import Lanes, guard_verdicts
+    from porter.upgrade.usage import scan_source
+
+    usage = scan_source("moe.py", FOLLOW.encode(), ["vllm"], ["vllm_ascend"])
+    lanes = Lanes.for_move("vllm", Version("0.16.0"), "0.16.0", Version("0.15.0"))
+    # The main-lane import (line 4's body) does not resolve at 0.16.0; nothing else is known to break.
+    verdicts = {v.line: v for v in guard_verdicts(usage.guard_blocks, {("moe.py", 4, False)},
+                                                  GuardConventions({"vllm_version_is": "vllm"}), lanes)}
+    assert verdicts[4].verdict == "retarget"
+    for line in (7, 15, 20, 24):  # class on the import, the runner's factory, its call, its reader
+        assert verdicts[line].verdict == "retarget", (line, verdicts[line].reason)
+    assert "DefaultMoERunner" in verdicts[7].reason
+    assert verdicts[17].verdict == "collapse"  # reads nothing the retargeted branches bind
