@@ -77,7 +77,9 @@ def _run_drop(request, drop: str, dry_run: bool, reporter, state, *, force: bool
     def render(console) -> None:
         render_rich(report, console)
         edits = payload["drop"]["edits"]
-        console.print(f"drop {drop}: {len(edits)} edit(s) in {len(payload['drop']['files'])} file(s)")
+        console.print(f"drop {drop}: {len(edits)} edit(s) in {len(payload['drop']['files'])} file(s)"
+                      + (f", {len(payload['drop']['removed_files'])} orphaned module(s) deleted"
+                         if payload["drop"].get("removed_files") else ""))
         for edit in edits[:60]:
             console.print(f"  {edit['path']}:{edit['line']} {edit['action']} {edit.get('guard', '')}"
                           + (f" -> {edit['retarget_to']}" if edit.get("retarget_to") else ""))
@@ -112,6 +114,13 @@ def _publish_drop(report, request, drop: str, target: str, functions, config, st
             raise InputError(f"{path} differs from the committed baseline {base_sha[:12]}: the drop edits what was analysed",
                              hint="commit or stash the change first, then run the drop again")
         edits.append(FileEdit(path, result.source))
+    for removed in plan.removed:  # modules nothing imports after the drop
+        path = f"{prefix}/{removed}" if prefix else removed
+        committed = run(["git", "-C", str(root), "show", f"{base_sha}:{path}"], timeout=60)
+        if not committed.ok or committed.stdout != (root / path).read_text(encoding="utf-8"):
+            raise InputError(f"{path} differs from the committed baseline {base_sha[:12]}: the drop edits what was analysed",
+                             hint="commit or stash the change first, then run the drop again")
+        edits.append(FileEdit(path, None))
     if not edits:
         return plan.to_dict(), {"branch": None, "branch_moved": False, "message": "no guard to drop: branch not made"}
     name = {"vllm": "vLLM"}.get(report.upstream, report.upstream)

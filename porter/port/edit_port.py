@@ -103,7 +103,8 @@ def publish_edits(request: EditRequest, status: Callable[[str], None] = lambda _
             message = f"{commit.subject}\n\n" + "".join(f"- {line}\n" for line in commit.rationale) + "\n" + \
                 git_work.trailer_block(commit.families, commit.symbols, upstream_ref, run_id) + "\n"
             staged = [e.path for e in commit.edits]
-            wt.git("add", "-A", "--", *staged)
+            if paths:  # deletions are staged by `git rm` above
+                wt.git("add", "-A", "--", *paths)
             if wt.git("diff", "--cached", "--quiet", check=False).returncode == 0:
                 continue
             sha = wt.commit_index(message, identity)

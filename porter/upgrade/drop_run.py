@@ -23,6 +23,7 @@ class DropPlan:
     guards: tuple[GuardVerdict, ...]  # the guards the drop edits
     results: tuple[DropResult, ...]  # changed files only
     skipped: tuple[str, ...] = ()  # files that could not be transformed, with why
+    removed: tuple[str, ...] = ()  # plugin modules nothing imports after the drop (orphans.py): deleted
 
     @property
     def edits(self) -> list[DropEdit]:
@@ -31,7 +32,7 @@ class DropPlan:
     def to_dict(self) -> dict[str, Any]:
         return {"drop": self.drop, "target": self.target, "guards": [g.to_dict() for g in self.guards],
                 "files": [r.path for r in self.results], "edits": [e.to_dict() for e in self.edits],
-                "skipped": list(self.skipped)}
+                "removed_files": list(self.removed), "skipped": list(self.skipped)}
 
 
 def guard_versions(source: str) -> list[str]:
@@ -84,7 +85,29 @@ def plan_drop(guards: Iterable[GuardVerdict], plugin_root: Path, drop: str | Non
             continue
         if result.changed:
             results.append(result)
-    return DropPlan(drop or "", target, chosen, tuple(results), tuple(skipped))
+    return DropPlan(drop or "", target, chosen, tuple(results), tuple(skipped), _orphans(plugin_root, results))
+
+
+_IMPORTERS_EXCLUDE = (".*", "build/*", "dist/*", "docs/*")  # the plugin's tests import modules too: they count
+
+
+def _orphans(plugin_root: Path, results: list[DropResult]) -> tuple[str, ...]:
+    """Plugin modules the drop leaves imported by nothing (only the deleted branches loaded them)."""
+    if not results:
+        return ()
+    from porter.upgrade.orphans import orphaned
+    from porter.upgrade.usage import plugin_files
+
+    before: dict[str, str] = {}
+    for rel, file in plugin_files(plugin_root, _IMPORTERS_EXCLUDE):
+        try:
+            before[rel] = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return ()  # a file we cannot read may import anything: remove nothing
+    prefix = plugin_root.name if (plugin_root / "__init__.py").is_file() else ""
+    after = {**before, **{r.path: r.source for r in results}}
+    deleted = {r.path: [(e.line, e.end_line) for e in r.edits if e.action == "collapse"] for r in results}
+    return tuple(orphaned(before, after, deleted, prefix))
 
 
 def pr_summary(plan: DropPlan, upstream: str) -> tuple[str, ...]:
@@ -102,5 +125,8 @@ def pr_summary(plan: DropPlan, upstream: str) -> tuple[str, ...]:
     if imports:
         lines.append(f"Removed imports only the deleted branches used: {len(imports)}.")
         lines += [f"  - {e.path}: `{e.guard}`" for e in imports[:100]]
+    if plan.removed:
+        lines.append(f"Deleted modules only the deleted branches imported: {len(plan.removed)}.")
+        lines += [f"  - {path}" for path in plan.removed[:100]]
     lines += [f"Left for a human: {s}" for s in plan.skipped]
     return tuple(lines)

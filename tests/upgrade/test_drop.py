@@ -133,9 +133,11 @@ def test_drop_writes_a_branch_that_compiles(project, tmp_path):
     compile(lanes, "lanes.py", "exec")
     assert 'upkg_version_is("2.0")' in lanes and "old_api" not in lanes and "STALE = 2" in lanes
     assert "from myplug import legacy_path" not in lanes
+    assert plan["removed_files"] == ["myplug/legacy_path.py"]  # only the collapsed branch imported it
+    assert "myplug/legacy_path.py" not in repo.git.ls_tree("-r", "--name-only", port["branch"]).splitlines()
     pr = repo.git.show(f"{port['branch']}:PR_MATERIAL.md")
     assert "Drop old gates: 4 dead version guard(s) collapsed" in pr and "Bump gates: 1 guard(s) retargeted to 2.0" in pr
-    assert "byte-compile" in pr
+    assert "byte-compile" in pr and "Deleted modules only the deleted branches imported: 1." in pr
 
 
 PREDICATE = '''from vllm_ascend.utils import vllm_version_is
@@ -252,3 +254,36 @@ def test_guards_that_read_what_a_retargeted_branch_binds_are_retargeted_with_it(
         assert verdicts[line].verdict == "retarget", (line, verdicts[line].reason)
     assert "DefaultMoERunner" in verdicts[7].reason
     assert verdicts[17].verdict == "collapse"  # reads nothing the retargeted branches bind
+
+
+def test_modules_only_a_deleted_branch_imported_are_orphaned():
+    from porter.upgrade.orphans import orphaned
+
+    before = {
+        "pkg/__init__.py": "",
+        "pkg/patch/__init__.py": ('from pkg.utils import vllm_version_is\nif vllm_version_is("1.0"):\n'
+                                  '    from pkg.patch import patch_1_0  # noqa\nfrom pkg.patch import common  # noqa\n'),
+        "pkg/patch/patch_1_0/__init__.py": "from . import patch_sampler  # noqa\n",
+        "pkg/patch/patch_1_0/patch_sampler.py": "X = 1\n",
+        "pkg/patch/common.py": "from pkg.patch.patch_1_0 import patch_sampler as _s  # noqa\n",
+        "pkg/patch/other.py": "import importlib\nimportlib.import_module('pkg.patch.loaded_by_name')\n",
+        "pkg/patch/loaded_by_name.py": "",
+        "pkg/utils.py": "def vllm_version_is(v):\n    return False\n",
+        "tests/test_old.py": "",
+    }
+    after = dict(before)
+    after["pkg/patch/__init__.py"] = "from pkg.patch import common  # noqa\n"  # the helper import went as unused
+    deleted = {"pkg/patch/__init__.py": [(2, 3)]}
+    # common.py still imports patch_1_0.patch_sampler (and with it the package): nothing is orphaned.
+    assert orphaned(before, after, deleted) == []
+    after["pkg/patch/common.py"] = ""
+    gone = ["pkg/patch/patch_1_0/__init__.py", "pkg/patch/patch_1_0/patch_sampler.py"]
+    assert orphaned(before, after, deleted) == gone  # pkg/utils.py stays: its import was outside the guard
+    # A test that imports the patch keeps it; so does a file that cannot be parsed.
+    assert orphaned({**before, "tests/test_old.py": "import pkg.patch.patch_1_0\n"},
+                    {**after, "tests/test_old.py": "import pkg.patch.patch_1_0\n"}, deleted) == []
+    assert orphaned(before, {**after, "pkg/utils.py": "def (:"}, deleted) == []
+    # A plugin scanned from its package directory names its modules with the package's name.
+    inner = {k[4:]: v for k, v in before.items() if k.startswith("pkg/")}
+    inner_after = {k[4:]: v for k, v in after.items() if k.startswith("pkg/")}
+    assert orphaned(inner, inner_after, {"patch/__init__.py": [(2, 3)]}, prefix="pkg") == [g[4:] for g in gone]
