@@ -80,6 +80,12 @@ class _DropTransformer(cst.CSTTransformer):
         self.edits: list[DropEdit] = []
         self.elifs: set[int] = set()  # ids of If nodes that are another If's `elif`
         self.keep_predicates: set[int] = set()  # predicate lines whose name is still read after the drop
+        self.depth = 0  # indented blocks open around the node being left (0: module level)
+        self.lifted: set[int] = set()  # ids of module-level imports a collapse left where its guard was
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
+        self.depth += 1
+        return True
 
     def _decision(self, node: cst.CSTNode) -> tuple[GuardVerdict | None, int, int]:
         pos = self.get_metadata(PositionProvider, node)
@@ -124,6 +130,8 @@ class _DropTransformer(cst.CSTTransformer):
         if hasattr(first, "leading_lines"):
             # Comments above the `if` stay above the code that replaces it.
             kept[0] = first.with_changes(leading_lines=[*updated.leading_lines, *first.leading_lines])
+        if self.depth == 0:
+            self.lifted.update(id(k) for k in kept if _import_module(k) is not None)
         return cst.FlattenSentinel(kept)
 
     def leave_IfExp(self, original: cst.IfExp, updated: cst.IfExp):
@@ -161,9 +169,108 @@ class _DropTransformer(cst.CSTTransformer):
         return updated
 
     def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
+        self.depth -= 1
         if not updated.body:  # every statement was a dead branch
             return updated.with_changes(body=[cst.SimpleStatementLine(body=[cst.Pass()])])
         return updated
+
+    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
+        return _merge_lifted_imports(updated, self.lifted) if self.lifted else updated
+
+
+def _import_module(stmt: cst.CSTNode) -> str | None:
+    """`from a.b import c` alone on its line -> "a.b" (absolute imports only)."""
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.ImportFrom):
+        node = stmt.body[0]
+        if not node.relative and node.module is not None:
+            return cst.Module([]).code_for_node(node.module)
+    return None
+
+
+def _is_header(stmt: cst.CSTNode) -> bool:
+    """Statements of a module's import header: imports, the docstring, `if TYPE_CHECKING:`, try-imports."""
+    if isinstance(stmt, cst.SimpleStatementLine):
+        return all(isinstance(s, (cst.Import, cst.ImportFrom)) or (isinstance(s, cst.Expr) and isinstance(s.value, cst.SimpleString))
+                   for s in stmt.body)
+    if isinstance(stmt, cst.If):
+        return cst.Module([]).code_for_node(stmt.test).rsplit(".", 1)[-1] == "TYPE_CHECKING"
+    if isinstance(stmt, cst.Try):
+        return all(isinstance(s, cst.SimpleStatementLine) and all(isinstance(x, (cst.Import, cst.ImportFrom)) for x in s.body)
+                   for s in stmt.body.body)
+    return False
+
+
+def _without_isort_marks(lines) -> list[cst.EmptyLine]:
+    return [line for line in lines if not _isort_mark(line)]
+
+
+def _merge_lifted_imports(module: cst.Module, lifted: set[int]) -> cst.Module:
+    """The imports a collapsed module-level guard left below the import header join the header's
+    run of imports from the same top-level package, in module order (where the plugin's isort or
+    ruff would put them); `# isort: off/on` marks that fenced the guard go with it."""
+    body = list(module.body)
+    header_end = 0
+    while header_end < len(body) and (_is_header(body[header_end]) or id(body[header_end]) in lifted):
+        header_end += 1
+    placed = [j for j in range(header_end) if id(body[j]) not in lifted and _import_module(body[j]) is not None]
+    before: dict[int, list[cst.BaseStatement]] = {}  # header import -> lifted imports that go just above it
+    after: dict[int, list[cst.BaseStatement]] = {}  # ... just below it (the last of its package)
+    moved: set[int] = set()
+    for i in range(header_end):
+        name = _import_module(body[i]) if id(body[i]) in lifted else None
+        if name is None:
+            continue
+        same = [j for j in placed if (_import_module(body[j]) or "").split(".")[0] == name.split(".")[0]]
+        if not same:
+            continue  # no import of its package in the header: leave it where the guard was
+        stmt = body[i].with_changes(leading_lines=[line for line in _without_isort_marks(body[i].leading_lines)
+                                                    if line.comment is not None])
+        successor = next((j for j in same if (_import_module(body[j]) or "").lower() > name.lower()), None)
+        (after.setdefault(same[-1], []) if successor is None else before.setdefault(successor, [])).append(stmt)
+        moved.add(i)
+    if not moved:
+        return module
+    key = lambda stmt: (_import_module(stmt) or "").lower()  # noqa: E731
+    out: list[cst.BaseStatement] = []
+    for i, stmt in enumerate(body):
+        if i in moved:
+            continue
+        if i in before:
+            inserted = sorted(before[i], key=key)
+            if all(line.comment is None for line in stmt.leading_lines):  # the blank lines above stay above
+                inserted[0] = inserted[0].with_changes(leading_lines=[*stmt.leading_lines, *inserted[0].leading_lines])
+                stmt = stmt.with_changes(leading_lines=[])
+            out += inserted
+        out.append(stmt)
+        out += sorted(after.get(i, []), key=key)
+    return _drop_empty_isort_fences(module.with_changes(body=out))
+
+
+def _isort_mark(line: cst.EmptyLine) -> str:
+    text = line.comment.value.replace(" ", "") if line.comment else ""
+    return "off" if "isort:off" in text else "on" if "isort:on" in text else ""
+
+
+def _drop_empty_isort_fences(module: cst.Module) -> cst.Module:
+    """`# isort: off` ... `# isort: on` around no import any more (the guard they fenced is gone), and an
+    `# isort: on` left without its `off`: the marks go."""
+    body = list(module.body)
+    opened: int | None = None
+    for i, stmt in enumerate(body):
+        lines = list(getattr(stmt, "leading_lines", ()))
+        marks = [_isort_mark(line) for line in lines]
+        if "on" in marks:
+            fenced = body[opened:i] if opened is not None else []
+            if opened is None or not any(isinstance(s, cst.SimpleStatementLine) and
+                                         any(isinstance(x, (cst.Import, cst.ImportFrom)) for x in s.body) for s in fenced):
+                if opened is not None:
+                    body[opened] = body[opened].with_changes(leading_lines=[
+                        line for line in body[opened].leading_lines if _isort_mark(line) != "off"])
+                body[i] = stmt = stmt.with_changes(leading_lines=[line for line in lines if _isort_mark(line) != "on"])
+            opened = None
+        if "off" in [_isort_mark(line) for line in getattr(stmt, "leading_lines", ())]:
+            opened = i
+    return module.with_changes(body=body)
 
 
 def _predicate_names(decisions: Mapping[int, GuardVerdict], source: str) -> dict[int, str]:

@@ -287,3 +287,43 @@ def test_modules_only_a_deleted_branch_imported_are_orphaned():
     inner = {k[4:]: v for k, v in before.items() if k.startswith("pkg/")}
     inner_after = {k[4:]: v for k, v in after.items() if k.startswith("pkg/")}
     assert orphaned(inner, inner_after, {"patch/__init__.py": [(2, 3)]}, prefix="pkg") == [g[4:] for g in gone]
+
+
+HEADER = '''"""doc."""
+import torch
+from vllm.forward_context import ForwardContext
+from vllm.v1.core.sched.output import SchedulerOutput
+
+from vllm_ascend.utils import vllm_version_is, weak_ref_tensors
+
+# isort: off
+if vllm_version_is("0.13.0"):
+    from vllm.attention.backends.abstract import AttentionBackend  # type: ignore
+else:
+    from vllm.v1.attention.backend import (  # type: ignore
+        AttentionBackend,
+    )
+    from vllm_ascend.ops import thing
+# isort: on
+
+
+def f():
+    if vllm_version_is("0.13.0"):
+        from vllm.old import g
+    else:
+        from vllm.new import g
+    return g, AttentionBackend, thing, torch, ForwardContext, SchedulerOutput, weak_ref_tensors
+'''
+
+
+def test_imports_a_module_level_collapse_leaves_join_the_import_header():
+    verdicts = [GuardVerdict("a.py", 9, 15, 'vllm_version_is("0.13.0")', "collapse", "", kept="else"),
+                GuardVerdict("a.py", 20, 23, 'vllm_version_is("0.13.0")', "collapse", "", kept="else")]
+    new = drop_source(HEADER, "a.py", verdicts).source
+    compile(new, "a.py", "exec")
+    assert new.startswith('"""doc."""\nimport torch\nfrom vllm.forward_context import ForwardContext\n'
+                          "from vllm.v1.attention.backend import (  # type: ignore\n    AttentionBackend,\n)\n"
+                          "from vllm.v1.core.sched.output import SchedulerOutput\n\n"
+                          "from vllm_ascend.ops import thing\nfrom vllm_ascend.utils import weak_ref_tensors\n\n\ndef f():\n")
+    assert "isort" not in new  # the fence had nothing left to fence
+    assert "    from vllm.new import g\n    return g" in new  # a function's imports stay where they were
