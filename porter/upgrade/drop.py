@@ -130,8 +130,8 @@ class _DropTransformer(cst.CSTTransformer):
         if hasattr(first, "leading_lines"):
             # Comments above the `if` stay above the code that replaces it.
             kept[0] = first.with_changes(leading_lines=[*updated.leading_lines, *first.leading_lines])
-        if self.depth == 0:
-            self.lifted.update(id(k) for k in kept if _import_module(k) is not None)
+        if self.depth == 0 and all(_import_module(k) is not None for k in kept):  # a branch of imports only
+            self.lifted.update(id(k) for k in kept)
         return cst.FlattenSentinel(kept)
 
     def leave_IfExp(self, original: cst.IfExp, updated: cst.IfExp):
@@ -232,9 +232,14 @@ def _merge_lifted_imports(module: cst.Module, lifted: set[int]) -> cst.Module:
         return module
     key = lambda stmt: (_import_module(stmt) or "").lower()  # noqa: E731
     out: list[cst.BaseStatement] = []
+    carried = 0  # blank lines above the imports that moved: they now separate what was around them
     for i, stmt in enumerate(body):
         if i in moved:
+            carried += sum(1 for line in body[i].leading_lines if line.comment is None)
             continue
+        if carried:
+            stmt = _at_most_two_blank(stmt.with_changes(leading_lines=[cst.EmptyLine()] * carried + list(stmt.leading_lines)))
+            carried = 0
         if i in before:
             inserted = sorted(before[i], key=key)
             if all(line.comment is None for line in stmt.leading_lines):  # the blank lines above stay above
@@ -264,13 +269,24 @@ def _drop_empty_isort_fences(module: cst.Module) -> cst.Module:
             if opened is None or not any(isinstance(s, cst.SimpleStatementLine) and
                                          any(isinstance(x, (cst.Import, cst.ImportFrom)) for x in s.body) for s in fenced):
                 if opened is not None:
-                    body[opened] = body[opened].with_changes(leading_lines=[
-                        line for line in body[opened].leading_lines if _isort_mark(line) != "off"])
-                body[i] = stmt = stmt.with_changes(leading_lines=[line for line in lines if _isort_mark(line) != "on"])
+                    body[opened] = _at_most_two_blank(body[opened].with_changes(leading_lines=[
+                        line for line in body[opened].leading_lines if _isort_mark(line) != "off"]))
+                body[i] = stmt = _at_most_two_blank(stmt.with_changes(
+                    leading_lines=[line for line in lines if _isort_mark(line) != "on"]))
             opened = None
         if "off" in [_isort_mark(line) for line in getattr(stmt, "leading_lines", ())]:
             opened = i
     return module.with_changes(body=body)
+
+
+def _at_most_two_blank(stmt: cst.BaseStatement) -> cst.BaseStatement:
+    """PEP 8: no more than two blank lines in a row above a module-level statement."""
+    lines, out, run = list(getattr(stmt, "leading_lines", ())), [], 0
+    for line in lines:
+        run = run + 1 if line.comment is None else 0
+        if run <= 2:
+            out.append(line)
+    return stmt.with_changes(leading_lines=out) if len(out) != len(lines) else stmt
 
 
 def _predicate_names(decisions: Mapping[int, GuardVerdict], source: str) -> dict[int, str]:
