@@ -85,7 +85,9 @@ def plan_drop(guards: Iterable[GuardVerdict], plugin_root: Path, drop: str | Non
             continue
         if result.changed:
             results.append(result)
-    return DropPlan(drop or "", target, chosen, tuple(results), tuple(skipped), _orphans(plugin_root, results))
+    removed = _orphans(plugin_root, results)
+    kept = tuple(r for r in results if r.path not in removed)  # a deleted module needs no guard edits
+    return DropPlan(drop or "", target, chosen, kept, tuple(skipped), removed)
 
 
 _IMPORTERS_EXCLUDE = (".*", "build/*", "dist/*", "docs/*")  # the plugin's tests import modules too: they count

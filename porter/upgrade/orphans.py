@@ -74,10 +74,15 @@ def orphaned(before: Mapping[str, str], after: Mapping[str, str], deleted: Mappi
         new |= outside
         refs_before[path], refs_after[path] = old - {module_name(path)}, new - {module_name(path)}
     imported_before = set().union(*refs_before.values()) if refs_before else set()
-    gone: set[str] = set()
-    while True:
-        live = set().union(*(refs_after[p] for p in before if p not in gone)) if before else set()
-        new_gone = {path_of[m] for m in imported_before if m in path_of and m not in live} - gone
-        if not new_gone:
-            return sorted(gone)
-        gone |= new_gone
+    # What stays is what the drop cannot have orphaned (files nothing imported: scripts, tests, entry
+    # points; top-level modules) and everything they reach through imports and parent packages.
+    stack = [p for p in before if module_name(p) not in imported_before or "." not in module_name(p)]
+    reached = set(stack)
+    while stack:
+        path = stack.pop()
+        for module in (*refs_after[path], *_prefixes(module_name(path))[:-1]):
+            target = path_of.get(module)
+            if target is not None and target not in reached:
+                reached.add(target)
+                stack.append(target)
+    return sorted(path_of[m] for m in imported_before if m in path_of and path_of[m] not in reached)

@@ -256,6 +256,20 @@ def test_guards_that_read_what_a_retargeted_branch_binds_are_retargeted_with_it(
     assert verdicts[17].verdict == "collapse"  # reads nothing the retargeted branches bind
 
 
+def test_a_module_the_drop_deletes_gets_no_guard_edits(tmp_path):
+    from porter.upgrade.drop_run import plan_drop
+
+    write_tree(tmp_path, {
+        "pkg/__init__.py": 'from pkg.utils import vllm_version_is\nif vllm_version_is("1.0"):\n    from pkg import old_patch  # noqa\n',
+        "pkg/utils.py": "def vllm_version_is(v):\n    return False\n",
+        "pkg/old_patch.py": 'from pkg.utils import vllm_version_is\nif vllm_version_is("1.0"):\n    X = 1\nelse:\n    X = 2\n',
+    })
+    guards = [GuardVerdict("pkg/__init__.py", 2, 3, 'vllm_version_is("1.0")', "collapse", "", kept="else"),
+              GuardVerdict("pkg/old_patch.py", 2, 5, 'vllm_version_is("1.0")', "collapse", "", kept="else")]
+    plan = plan_drop(guards, tmp_path, "1.0", "2.0", ["vllm_version_is"])
+    assert plan.removed == ("pkg/old_patch.py",) and [r.path for r in plan.results] == ["pkg/__init__.py"]
+
+
 def test_modules_only_a_deleted_branch_imported_are_orphaned():
     from porter.upgrade.orphans import orphaned
 
