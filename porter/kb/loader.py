@@ -19,7 +19,7 @@ from pathlib import Path
 
 from porter.kb.schema import SCHEMA_VERSION, KBEntry, Problem, parse_entry
 
-ENGINE_VERSION = f"{SCHEMA_VERSION}.10"  # bump when the cached representation changes
+ENGINE_VERSION = f"{SCHEMA_VERSION}.11"  # bump when the cached representation changes
 
 
 @dataclass
