@@ -43,7 +43,7 @@ FUZZY_QUERY_CHARS = 400
 FUZZY_MAX_QUERIES = 12
 LINE_MEMO_BYTES = 8 << 20  # the recent-line memo's estimated size (line, de-prefixed line, tokens)
 FEW_KEYLESS = 16  # at most this many keyless needles in a chunk: test each on the line
-TOKEN_MEMO_SIZE = 100_000  # distinct tokens remembered for the keyless needles (cleared when full)
+TOKEN_MEMO_BYTES = 4 << 20  # the token memo of the keyless needles, bounded in estimated bytes (cleared when full)
 TOKEN_MEMO_FRESH_PER_LINE = 24  # a line with more unseen tokens tests the needles directly
 SEVERITY_RANK_PENALTY = {"warning": 0.15, "info": 0.3}  # ranking only; confidence is unchanged
 
@@ -119,6 +119,7 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
     digit_worded = [item for item in worded if item[0].isdigit()]  # all a digits-only token can hold
     token_needles: dict[str, tuple[tuple[str, int], ...]] = {}  # tokens that hold some needle's word
     known_tokens: set[str] = set()
+    token_chars = 0
     literals = [(sig.pattern, sig.collapsed) if sig.kind == "literal" else None for sig in sigs]
     full: set[int] = set()  # signatures with MAX_HITS_PER_SIGNATURE hits: more would be dropped, skip them
 
@@ -129,9 +130,12 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
         fresh = toks.difference(known_tokens)
         if len(fresh) > TOKEN_MEMO_FRESH_PER_LINE:
             return False
-        if len(known_tokens) + len(fresh) > TOKEN_MEMO_SIZE:
+        nonlocal token_chars
+        token_chars += sum(map(len, fresh)) + 60 * len(fresh)  # ~ the memo's bytes: the tokens and their set slots
+        if token_chars > TOKEN_MEMO_BYTES:
             known_tokens.clear()
             token_needles.clear()
+            token_chars = sum(map(len, fresh)) + 60 * len(fresh)
         for tok in fresh:
             held = tuple((needle, pos) for word, needle, pos in (digit_worded if tok.isdigit() else worded) if word in tok)
             if held:
