@@ -121,3 +121,11 @@ def test_driver_and_hccl_codes_are_environment_verdicts(env_kb):
     assert "hccl error code" in environment_verdict(diagnose_text(env_kb, hccl))
     # a runtime code can come from the plugin's own kernel: no verdict by itself
     assert environment_verdict(diagnose_text(env_kb, "RuntimeError: vector core exception, error code is 507035\n")) == ""
+
+
+def test_on_equal_scores_a_bug_fix_ranks_before_other_work():
+    fix = _commit("h", "[BugFix] split the fused weights (#2)", body="the hang in batch_isend_irecv")
+    feature = _commit("i", "Dynamic load balance (#1)", body="uses batch_isend_irecv; a KeyError is handled")
+    ranked = _rank([fix, feature], "KeyError", "no state for batch_isend_irecv")  # newest first: the feature is older
+    assert [round(c.score, 2) for c in ranked] == [4.0, 4.0]
+    assert [c.sha for c in ranked] == [fix.sha, feature.sha]

@@ -451,8 +451,10 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
             ev = [*ev, "may already be in your version (guessed from the frames' code)"]
             is_in = False
         cand = Candidate(c.sha, c.subject, c.pr, first_tag.get(c.sha), s, tuple(ev), is_in)
-        # ties: the oldest commit after the version first (the first fix is the one that fixed it)
+        # ties: a bug fix before other work, then the oldest commit after the version (the first
+        # fix is the one that fixed it)
         (inside if is_in else scored).append((s, age, cand))
-    scored.sort(key=lambda t: (-t[0], -t[1]))
+    fixes = {c.sha for c in commits if c.is_fix}
+    scored.sort(key=lambda t: (-t[0], t[2].sha not in fixes, -t[1]))
     inside.sort(key=lambda t: (-t[0], t[1]))
     return [c for _, _, c in scored[:top]], [c for _, _, c in inside[:1]]

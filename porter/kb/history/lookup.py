@@ -16,13 +16,14 @@ from porter.kb.history.candidates import QuoteMask, distinctive_names, rank
 from porter.kb.history.frames import PathMapper, first_exception, trace_facts, versions_in_text
 from porter.kb.history.models import CommitRecord, HistoryIndex, HistoryReport, Installed, TraceFacts
 from porter.kb.history.version import installed_version
+from porter.kb.matcher import MATCH_THRESHOLD
 
 # Knowledge-base entry kinds that are environment faults: a firm signature match of one raises
 # the bar for calling the same trace a plugin bug.
 ENVIRONMENT_KINDS = frozenset({"env", "config", "packaging", "build", "hardware", "network", "process"})
-# The signatures' own score (before calibration): the calibration is refitted with the KB corpus,
+# The signatures' own score (before calibration) at which an entry is a diagnosis: the calibration is refitted with the KB corpus,
 # and the history gate must not move with it.
-STRICT_SIGNATURE_SCORE = 0.7
+STRICT_SIGNATURE_SCORE = MATCH_THRESHOLD
 # Error-code families (porter.kb.extract) that only the host raises: driver (dcmi) and HCCL codes.
 ENVIRONMENT_CODE_FAMILIES = frozenset({"driver", "hccl"})
 TEXT_SCAN_CHARS = 2_000_000  # versions are looked for in the first and last MB of the text
