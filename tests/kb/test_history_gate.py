@@ -21,6 +21,7 @@ from porter.kb.history.models import CommitRecord, FileChange, Frame, TraceFacts
 from porter.kb.matcher import diagnose_text
 
 from .conftest import entry
+from .test_history import TRACE, history  # noqa: F401  (the git history fixture)
 
 FIX_TITLE = "[BugFix] fix loading the transport library in nightly (#12)"
 TRANSPORT = "libascend_transport.so: cannot open shared object file: No such file or directory"
@@ -129,3 +130,16 @@ def test_on_equal_scores_a_bug_fix_ranks_before_other_work():
     ranked = _rank([fix, feature], "KeyError", "no state for batch_isend_irecv")  # newest first: the feature is older
     assert [round(c.score, 2) for c in ranked] == [4.0, 4.0]
     assert [c.sha for c in ranked] == [fix.sha, feature.sha]
+
+
+def test_cli_reports_the_gate_and_keeps_a_fix_of_the_failing_function(history, cli, tmp_path):
+    import json
+
+    trace = tmp_path / "trace.txt"
+    trace.write_text(TRACE + "dcmi module initialize failed. ret is -8005\n")
+    code, out = cli(["diagnose", str(trace), "--history", str(history["repo"]), "--json"])
+    (hist,) = json.loads(out)["history"]
+    assert hist["gate"]  # the bundled KB's container entry, or the driver code itself
+    assert [c["sha"] for c in hist["candidates"]][:1] == [history["shas"]["fix"]]  # it changed load(), the failing frame
+    code, out = cli(["diagnose", str(trace), "--history", str(history["repo"])])
+    assert hist["gate"] in " ".join(out.split()) and "possibly fixed upstream by" in out
