@@ -143,3 +143,18 @@ def test_cli_reports_the_gate_and_keeps_a_fix_of_the_failing_function(history, c
     assert [c["sha"] for c in hist["candidates"]][:1] == [history["shas"]["fix"]]  # it changed load(), the failing frame
     code, out = cli(["diagnose", str(trace), "--history", str(history["repo"])])
     assert hist["gate"] in " ".join(out.split()) and "possibly fixed upstream by" in out
+
+
+def test_a_fix_whose_title_restates_a_short_report_is_a_candidate():
+    from porter.kb.history.candidates import title_words
+
+    assert title_words("[BugFix][SpecDecode] Sanitize MTP placeholders before model forward (#10307)") == {
+        "sanitize", "mtp", "placeholder", "model", "forward"}
+    fix = _commit("j", "[BugFix] Guard mixed structured output backends (#11)")
+    other = _commit("k", "[BugFix] Guard the scheduler queue (#12)")
+    noise = [_commit(str(n % 10), f"[Misc] tidy module {n} (#{n})") for n in range(20)]
+    facts = TraceFacts((), "", "")
+    ranked = rank([fix, other, *noise], facts, {}, None, {}, report="V1 structured outputs can crash on mixed auto backends")[0]
+    assert [c.sha for c in ranked] == [fix.sha] and ranked[0].evidence[0].startswith("its title restates the report")
+    # an exception line is matched by its message instead; the title rule stays out
+    assert rank([fix], TraceFacts((), "KeyError", "'x'"), {}, None, {}, report="mixed structured output backends")[0] == []

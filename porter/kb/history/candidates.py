@@ -40,6 +40,9 @@ DIFF_NAME_CAP = 2.5  # with a bug-fix title (3.5) just enough for a candidate on
 FOREIGN_FUNC_POINTS = 1.0  # changed a function of the framework frames' name (the plugin's override or patch of it)
 LITERAL_POINTS = (3.0, 1.5, 0.3)  # the diff changes a string holding the error's text: rare, common, very common
 LITERAL_CAP = 3.0
+TITLE_POINTS = 4.0  # the commit's title restates a short report (an issue title) that has no error line: times its coverage
+TITLE_MIN_COVERAGE = 0.35  # the share of the report's information (idf-weighted words) the title must hold
+TITLE_MIN_WORDS = 2
 MASK_MIN = 20  # a message line this long that the trace contains (or one holding a trace line) is a quote
 THRESHOLD = 3.5  # a candidate is proposed at this score
 GUESSED_VERSION_PENALTY = 1.5  # a commit the version guessed from the frames already has: likely, not surely, in  # when the knowledge base already explains the trace as an environment fault
@@ -84,6 +87,31 @@ def distinctive_names(message: str) -> list[str]:
         if "_" in name or (any(c.isupper() for c in name[1:]) and any(c.islower() for c in name)):
             out.setdefault(name, None)
     return list(out)[:8]
+
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.]*[A-Za-z0-9]")
+_TAG = re.compile(r"^\s*(?:\[[^\]]{0,40}\]\s*:?\s*)+")
+_PR_REF = re.compile(r"\(#\d+\)\s*$")
+_REPORT_STOP = frozenset(
+    "the and for with from when that this into not are was were has have had can could cannot does doesn "
+    "after before while during use using used fix fixes fixed bug bugfix issue error errors fail fails failed "
+    "failure crash crashes support add adds added update make makes run runs running how why what which".split()
+)
+
+
+def _stem(word: str) -> str:
+    w = word.lower().rstrip(".")
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(w) > len(suffix) + 3 and w.endswith(suffix):
+            return w[: -len(suffix)]
+    return w
+
+
+def title_words(title: str) -> frozenset[str]:
+    """The content words of a title or one-line report, stemmed (`outputs` ~ `output`), without
+    its `[Tag]` prefixes, its `(#PR)` suffix and the words every bug title has (fix, error, ...)."""
+    text = _PR_REF.sub("", _TAG.sub("", title))
+    return frozenset(w for w in (_stem(t) for t in _WORD.findall(text)) if len(w) >= 3 and w not in _REPORT_STOP)
 
 
 def where_free(message: str) -> str:
@@ -133,9 +161,10 @@ class _Query:
     literals: tuple[tuple[str, str], ...] = ()  # (fragment, fragment_key) of the error text's fixed parts
     other_names: tuple[str, ...] = ()  # code names of the innermost framework line: count with a change to its function
     specific: tuple[str, ...] = ()  # specific_tokens() of the message: a quote must hold them all
+    report: frozenset[str] = frozenset()  # title_words() of a short report without an error line (an issue title)
 
 
-def _query(facts: TraceFacts, extra_text: str = "") -> _Query:
+def _query(facts: TraceFacts, extra_text: str = "", report: str = "") -> _Query:
     frames = facts.frames
     tpl = template(facts.exception_message)
     words = [w for w in tpl.split() if w not in ("q", "n") and len(w) > 2]
@@ -146,7 +175,8 @@ def _query(facts: TraceFacts, extra_text: str = "") -> _Query:
                   names, _places(frames), _keys(facts.exception_message),
                   _diff_names(names, [f.source for f in frames[:2]]), _other_funcs(facts.other_frames),
                   _literals(facts.exception_message or extra_text),
-                  _diff_names((), [o.source for o in facts.other_frames[:1]]), specific_tokens(facts.exception_message))
+                  _diff_names((), [o.source for o in facts.other_frames[:1]]), specific_tokens(facts.exception_message),
+                  title_words(report) if report and not facts.exception_message else frozenset())
 
 
 def _literals(text: str) -> tuple[tuple[str, str], ...]:
@@ -292,6 +322,11 @@ class Frequencies:
     diff_names: Mapping[str, int]  # diffs using each code name on an added or removed line
     functions: Mapping[str, int]  # commits changing a function of each framework frame's name
     literals: Mapping[str, int]  # diffs changing a string literal with each error-text fragment
+    title_df: Mapping[str, int] | None = None  # commit titles holding each word of the report
+    commits: int = 1
+
+    def idf(self, word: str) -> float:
+        return math.log((self.commits + 1) / (1 + (self.title_df or {}).get(word, 0)))
 
 
 NO_FREQUENCIES = Frequencies({}, {}, {}, {})
@@ -299,9 +334,12 @@ NO_FREQUENCIES = Frequencies({}, {}, {}, {})
 
 def frequencies(commits: Sequence[CommitRecord], after: Sequence[CommitRecord], q: _Query, use_message: bool) -> Frequencies:
     """Message names over every commit; the code evidence over the commits after the version."""
+    report = q.report if use_message else frozenset()
     return Frequencies(name_frequency(commits, q.names) if use_message else {},
                        diff_name_frequency(after, (*q.diff_names, *q.other_names)),
-                       function_name_popularity(after, q.other_funcs), literal_frequency(after, q.literals))
+                       function_name_popularity(after, q.other_funcs), literal_frequency(after, q.literals),
+                       commit_frequency(commits, report, lambda c: title_words(c.subject), lambda words, w: w in words),
+                       max(len(commits), 1))
 
 
 def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], int], paths: Mapping[str, set[str]],
@@ -374,6 +412,13 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
         # a name few commits mention (`decode_hs_or_q_c`) says more than one many do (`torch_npu`)
         msg += min(sum(_name_points(freq.names.get(n, 1)) for n in hits), NAME_CAP) + EXTRA_HIT_POINTS * (len(hits) - 1)
         evidence.append("message names " + ", ".join(f"`{n}`" for n in hits[:4]))
+    if q.report and use_message and (mask is None or mask.keeps(commit.subject)):
+        shared = q.report & title_words(commit.subject)
+        if len(shared) >= TITLE_MIN_WORDS:
+            coverage = sum(freq.idf(w) for w in shared) / sum(freq.idf(w) for w in q.report)
+            if coverage >= TITLE_MIN_COVERAGE:
+                msg += TITLE_POINTS * coverage
+                evidence.append(f"its title restates the report ({', '.join(sorted(shared)[:5])}; {coverage:.0%} of its words)")
     if code and use_message:
         where = next((w for w in q.places if w in text), None)
         if where:
@@ -414,20 +459,22 @@ def anchored(evidence: Sequence[str]) -> bool:
 def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[str, str], contained: set[str] | None,
          paths: Mapping[str, set[str]], top: int = 3, strict: bool = False,
          use_message: bool = True, error_text: str = "", guessed: bool = False,
-         mask: QuoteMask | None = None) -> tuple[list[Candidate], list[Candidate]]:
+         mask: QuoteMask | None = None, report: str = "") -> tuple[list[Candidate], list[Candidate]]:
     """(candidates after the installed version, best fixes already contained in it), each best first.
     `use_message=False` ranks on code evidence alone (an ablation for the benchmark). `error_text`:
     the trace's error lines, whose code names count when the exception carries no message.
     `guessed`: the installed version was guessed from the frames' code (the same lines live in many
     releases): commits it contains stay candidates, ranked lower, instead of being ruled out.
     `mask`: leave out the lines of each commit message that quote the trace (a benchmark ablation).
+    `report`: the first line of a short input without an error line (an issue title): a commit
+    whose title restates it (idf-weighted word overlap) gains up to TITLE_POINTS.
     `strict`: the trace looks like an environment fault (lookup.environment_verdict): only
     anchored() candidates that change more than tests are proposed.
 
     `commits` newest first; `contained` the shas the installed version has (None: unknown, so every
     commit counts as after it); `paths` maps a repository path to all names it had."""
-    q = _query(facts, error_text)
-    if not (q.frames or q.message or q.other_funcs or q.names or q.literals):
+    q = _query(facts, error_text, report)
+    if not (q.frames or q.message or q.other_funcs or q.names or q.literals or q.report):
         return [], []
     after = [c for c in commits if contained is None or c.sha not in contained]
     popularity = function_popularity(after, q.frames)

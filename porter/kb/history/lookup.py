@@ -102,10 +102,12 @@ def analyse(
     use_message: bool = True,
     error_text: str = "",
     mask_quotes: bool = False,
+    title_line: str = "",
 ) -> HistoryReport:
     """Candidate fix commits in `source` for the trace. `index`: a loaded index (else the cached
     one for the repository's tip is used when present, and git log on the frames' files if not).
     `mask_quotes`: leave out commit-message lines that quote this trace (benchmark ablation).
+    `title_line`: the first line of a short input (an issue title), which a fix's title may restate.
     `gate`: why the trace looks like an environment fault (environment_verdict), "" when it does not:
     then only candidates tied to the trace itself (a quote of its error, a change to a failing frame)
     are proposed."""
@@ -129,7 +131,8 @@ def analyse(
     installed = installed_version(env, packages, versions_in_text(scan, packages), tags, source.repo, facts.frames)
     report = HistoryReport(source.label, "none", installed, frames=list(facts.frames), note=problem or "", index_used=index is not None,
                            gate=gate)
-    if not facts.frames and not facts.exception_message and not facts.other_frames and not distinctive_names(error_text):
+    if not facts.frames and not facts.exception_message and not facts.other_frames and not distinctive_names(error_text) \
+            and not title_line:
         report.status = "no-frames"  # nothing of the trace points into this repository
         report.elapsed_s = time.perf_counter() - started
         return report
@@ -142,7 +145,7 @@ def analyse(
     first_tag = index.first_tag if index else {}
     candidates, inside = rank(commits, facts, first_tag, contained, _rename_closure(commits), top=top, strict=bool(gate),
                                  use_message=use_message, error_text=error_text, guessed=installed.source == "frames",
-                                 mask=QuoteMask.of(text) if mask_quotes else None)
+                                 mask=QuoteMask.of(text) if mask_quotes else None, report=title_line)
     if not index:
         from dataclasses import replace
 
@@ -188,9 +191,11 @@ def analyse_diagnosis(source: HistorySource, diag, text: str, env: Mapping[str, 
     errors = error_lines(diag.signals.error_texts(12))
     if not errors.strip() and len(text) <= SHORT_TEXT_CHARS:  # a pasted description or issue title: its words are the error
         errors = error_lines(text.splitlines()[:40])
+    # a short report's first line is its title: a fix's title may restate it
+    title_line = next((line.strip() for line in text.splitlines() if line.strip()), "") if len(text) <= SHORT_TEXT_CHARS else ""
     return analyse(source, blocks, text, env, cache_dir, top=top, gate=environment_verdict(diag), index=index,
                    fallback_exception=fallback_exception(first_exception(diag.signals.exceptions), errors, text),
-                   use_message=use_message, error_text=errors, mask_quotes=mask_quotes)
+                   use_message=use_message, error_text=errors, mask_quotes=mask_quotes, title_line=title_line)
 
 
 def fallback_exception(first: tuple[str, str] | None, errors: str, text: str) -> tuple[str, str] | None:
