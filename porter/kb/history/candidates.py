@@ -9,6 +9,7 @@ Pure: commits and frames in, candidates out.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -45,7 +46,7 @@ TITLE_MIN_COVERAGE = 0.35  # the share of the report's information (idf-weighted
 TITLE_MIN_WORDS = 2
 MASK_MIN = 20  # a message line this long that the trace contains (or one holding a trace line) is a quote
 THRESHOLD = 3.5  # a candidate is proposed at this score
-GUESSED_VERSION_PENALTY = 1.5  # a commit the version guessed from the frames already has: likely, not surely, in  # when the knowledge base already explains the trace as an environment fault
+GUESSED_VERSION_PENALTY = 1.5  # a commit the version guessed from the frames already has: likely, not surely, in
 QUOTE_MIN = 90.0
 TEMPLATE_MIN = 90.0
 MIN_TEMPLATE_WORDS = 4  # a template of fewer real words ("Q object has no attribute Q") is too common
@@ -107,6 +108,7 @@ def _stem(word: str) -> str:
     return w
 
 
+@functools.lru_cache(maxsize=16384)  # pure; the df count and the scoring read every title of the index
 def title_words(title: str) -> frozenset[str]:
     """The content words of a title or one-line report, stemmed (`outputs` ~ `output`), without
     its `[Tag]` prefixes, its `(#PR)` suffix and the words every bug title has (fix, error, ...)."""
