@@ -62,3 +62,38 @@ def test_generic_acl_compile_option_failure_alone_is_not_a_diagnosis(kb):
     head = "\n".join(text.splitlines()[:4])
     assert "500001" in head and "No module named" not in head
     assert _top(kb, head) is None
+
+
+def test_master_port_family_needs_the_failure_not_one_bind_warning(kb):
+    text = (TRACES / "hccl" / "HCCL-018-mochi-xdit-22.txt").read_text()
+    top = _top(kb, text)
+    assert top.entry.id == "HCCL-018" and top.captures["port"] == "29500"
+    # torch warns once per address family before it gives up: one [W] line is not yet a failure
+    warning = "[W socket.cpp:426] [c10d] The server socket has failed to bind to [::]:29511 (errno: 98 - Address already in use)."
+    assert _top(kb, warning) is None
+    failed = warning + "\n[E socket.cpp:462] [c10d] The server socket has failed to listen on any local network address."
+    top = _top(kb, failed)
+    assert top is not None and top.entry.id == "HCCL-018" and top.captures["port"] == "29511"
+
+
+def test_hccl_missing_collective_names_the_op(kb):
+    text = (TRACES / "hccl" / "HCCL-019-transformers-27120.txt").read_text()
+    top = _top(kb, text)
+    assert top.entry.id == "HCCL-019" and top.captures["op"] == "gather"
+    assert _top(kb, "RuntimeError: ProcessGroupHCCL does not support scatter").captures["op"] == "scatter"
+
+
+def test_driver_installer_family_captures_the_missing_tools(kb):
+    text = (TRACES / "driver" / "DRV-010-hiascend-instg-800-0069-1.txt").read_text()
+    top = _top(kb, text)
+    assert top.entry.id == "DRV-010" and top.captures["tools"] == "lspci,ifconfig"
+    assert _top(kb, "[ERROR]The list of missing tools: dkms").captures["tools"] == "dkms"
+
+
+def test_bitsandbytes_import_warning_alone_is_not_a_diagnosis(kb):
+    """Every CUDA-less bitsandbytes build warns on import, also on runs that never quantize."""
+    warning = ("UserWarning: The installed version of bitsandbytes was compiled without GPU support. 8-bit optimizers, "
+               "8-bit multiplication, and GPU quantization are unavailable.")
+    assert _top(kb, warning) is None
+    text = (TRACES / "packaging" / "PKG-019-llamafactory-3271.txt").read_text()
+    assert _top(kb, text).entry.id == "PKG-019"
