@@ -648,7 +648,9 @@ class DriftAnalyzer:
                                         f"{label}{new_sig.render()} takes {capacity} positional arguments; the call passes {positional}",
                                         detail={"change": "positional_removed", "new_signature": new_sig.render(),
                                                 "old_signature": old_sig.render() if old_sig else None}, subject="positional"))
-        if old_sig is not None and kind == "function" and old_sig.returns and new_sig.returns:
+        # A value the call site drops cannot be misused, whatever its type became.
+        if (old_sig is not None and kind == "function" and old_sig.returns and new_sig.returns
+                and use.detail.get("result") != "ignored"):
             old_ret, new_ret = normalize_annotation(old_sig.returns), normalize_annotation(new_sig.returns)
             if old_ret != new_ret:
                 findings.append(Finding(DriftFamily.RETURN, use.symbol, loc, Severity.RISKY,
@@ -693,6 +695,8 @@ class DriftAnalyzer:
             new_member = self.target.class_member(target_cls[0], target_cls[1], name)
             if new_member is None or new_member.signature is None:
                 continue
+            if new_member.signature.has_varargs and new_member.signature.has_varkw:
+                continue  # a dispatcher `(self, *args, **kwargs)` (CustomOp.forward): callers' arguments bind whatever the override takes
             old_member = self.baseline.class_member(base_cls[0], base_cls[1], name) if base_cls and self.baseline else None
             if base_cls is not None and (old_member is None or old_member.signature is None):
                 continue  # the plugin defined it first; upstream added a same-named method: not drift of an override
@@ -730,7 +734,8 @@ class DriftAnalyzer:
         new_bases = [b.rsplit(".", 1)[-1] for b in target_cls[0].bases]
         dropped = [b for b in old_bases if b not in new_bases]
         if dropped:  # added mixins are additive; a removed or replaced base changes behaviour
-            findings.append(Finding(DriftFamily.BASE_CHANGED, use.symbol, loc, Severity.RISKY,
+            # A new base breaks nothing by itself (what it removes is checked member by member): a note.
+            findings.append(Finding(DriftFamily.BASE_CHANGED, use.symbol, loc, Severity.NOTE,
                                     f"{use.symbol} bases changed from ({', '.join(base_cls[0].bases)}) to ({', '.join(target_cls[0].bases)}); "
                                     f"{plugin_cls} inherits from it",
                                     detail={"old_bases": list(base_cls[0].bases), "new_bases": list(target_cls[0].bases),
@@ -757,7 +762,8 @@ class DriftAnalyzer:
             if missing_attrs:
                 # Breaking when upstream methods read the attribute; otherwise only a risk.
                 read = sorted(set(missing_attrs) & self._class_reads(self.target, *target_cls))
-                findings.append(Finding(DriftFamily.NEW_ATTRIBUTE, use.symbol, loc, Severity.BREAKING if read else Severity.RISKY,
+                # Breaking when the base's own methods read them; unread, nothing fails: a note.
+                findings.append(Finding(DriftFamily.NEW_ATTRIBUTE, use.symbol, loc, Severity.BREAKING if read else Severity.NOTE,
                                         f"{use.symbol}.__init__ now sets {', '.join(missing_attrs)}; {plugin_cls}.__init__ "
                                         "does not call it and does not set them"
                                         + (f" (read by upstream methods: {', '.join(read)})" if read else ""),
@@ -1029,7 +1035,7 @@ class DriftAnalyzer:
         groups: dict[tuple, list[tuple[Use, Guard, Finding]]] = defaultdict(list)
         for use, guard, findings, _ in per_use:
             for finding in findings:
-                is_note = not guard.live or _absorbed(use)
+                is_note = not guard.live or _absorbed(use) or finding.severity is Severity.NOTE
                 groups[(is_note, finding.family, finding.symbol)].append((use, guard, finding))
         records: list[DriftRecord] = []
         notes: list[DriftRecord] = []
@@ -1045,7 +1051,9 @@ class DriftAnalyzer:
             changes = [f.detail for f in distinct.values() if f.detail]
             if is_note:
                 severity = Severity.NOTE
-                why = "an except-ImportError fallback absorbs it" if guard.live else f"only under a dead guard ({guard.expression})"
+                why = ("nothing at the target fails by itself" if guard.live and not _absorbed(use)
+                       else "an except-ImportError fallback absorbs it" if guard.live
+                       else f"only under a dead guard ({guard.expression})")
                 message = f"{message} [{why}]"
             lane, verdict = self._verdict_text(items, is_note, severity, guards)
             record = DriftRecord(

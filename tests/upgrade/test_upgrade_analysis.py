@@ -35,7 +35,6 @@ def test_one_record_per_family(report):
         "upkg.core.Base.hook": DriftFamily.SIGNATURE,
         "upkg.core.Batch": DriftFamily.NEW_ATTRIBUTE,
         "upkg.core.Worker": DriftFamily.NEW_METHOD,
-        "upkg.core.Rot": DriftFamily.BASE_CHANGED,
         "upkg.core.patched_fn": DriftFamily.MONKEYPATCH,
         "upkg.core.MAX_BATCH": DriftFamily.RENAMED,  # constants: renamed on name similarity alone
         "upkg.core.INPUT_REGISTRY": DriftFamily.REMOVED,  # ... and never to an unrelated new constant
@@ -79,7 +78,8 @@ def test_signature_details(report):
     assert worker.detail["methods"] == ["optional_hook", "sample_tokens"]
     assert worker.detail["kinds"] == {"optional_hook": "not_implemented", "sample_tokens": "abstract"}
     assert worker.severity == Severity.BREAKING
-    assert records["upkg.core.Rot"].severity == Severity.RISKY
+    rot = by_symbol(report.notes)["upkg.core.Rot"]  # a changed base list breaks nothing by itself: a note
+    assert rot.family is DriftFamily.BASE_CHANGED and rot.severity == Severity.NOTE
     assert records["upkg.core.patched_fn"].sites[0].path == "myplug/families.py"
 
 
@@ -87,7 +87,7 @@ def test_guards_turn_breaks_into_notes(report):
     notes = by_symbol(report.notes)
     assert set(notes) == {"upkg.core.gone_type", "upkg.core.gone_guarded", "upkg.core.gone_tuple",
                           "upkg.core.gone_try", "upkg.core.gone_fallback", "upkg.core.gone_attr",
-                          "upkg.core.gone_suppressed"}
+                          "upkg.core.gone_suppressed", "upkg.core.Rot"}
     assert notes["upkg.core.gone_suppressed"].guard.kind == GuardKind.IMPORT_ERROR
     assert notes["upkg.core.gone_type"].guard.kind == GuardKind.TYPE_CHECKING
     assert notes["upkg.core.gone_guarded"].guard.kind == GuardKind.VERSION
