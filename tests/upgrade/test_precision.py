@@ -24,6 +24,15 @@ CONTEXT_OLD = """
 OLD = {
     "upkg/__init__.py": '__version__ = "1.0"\n',
     "upkg/context.py": CONTEXT_OLD,
+    "upkg/threads.py": """
+        import threading
+
+
+        class Worker(threading.Thread):
+            def __init__(self):
+                super().__init__()
+                self.size = 1
+    """,
     "upkg/layers.py": """
         class Module:
             pass
@@ -69,6 +78,19 @@ OLD = {
 NEW = {
     "upkg/__init__.py": '__version__ = "2.0"\n',
     "upkg/context.py": CONTEXT_OLD.replace("            self.virtual_engine = 0\n", ""),
+    "upkg/threads.py": """
+        import threading
+
+
+        class Op(threading.Thread):
+            pass
+
+
+        class Worker(Op):
+            def __init__(self):
+                super().__init__()
+                self.size = 1
+    """,
     "upkg/layers.py": """
         class Module:
             pass
@@ -124,6 +146,13 @@ PLUGIN = {
             ctx = get_forward_context()
             meta = ctx.attn_metadata
             return kv_cache[ctx.virtual_engine], meta
+    """,
+    "myplug/workers.py": """
+        from upkg.threads import Worker
+
+
+        def describe(worker: Worker):
+            return worker.name, worker.size
     """,
     "myplug/ops.py": """
         from upkg.layers import Engine, Linear, RotaryEmbedding, Scheduler
@@ -210,3 +239,8 @@ def test_a_member_read_from_what_an_upstream_factory_returns_is_checked(report):
     assert len(gone) == 1 and gone[0].severity is Severity.BREAKING
     assert [(x.path, x.line) for x in gone[0].sites] == [("myplug/attn.py", 7)]
     assert not [r for r in report.records if "attn_metadata" in r.symbol]  # still set at the target
+
+
+def test_a_member_an_ancestor_outside_the_tree_provides_is_not_reported_gone(report):
+    # Worker(threading.Thread) became Worker(Op), Op(threading.Thread): `name` still comes from Thread
+    assert not [r for r in report.records + report.notes if r.symbol.startswith("upkg.threads.")]
