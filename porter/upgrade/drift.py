@@ -382,7 +382,9 @@ class DriftAnalyzer:
             # Report the part of the chain that is gone (`mod.Cls` for `mod.Cls.ATTR`), so it merges
             # with the import of that name instead of producing one finding per attribute.
             missing = f"{res.module}.{res.name}"
-            if missing != use.symbol and use.symbol.startswith(missing + "."):
+            # An assignment that installs a patch is a site to change of its own (the patched name is
+            # what moved): it keeps its full target even when the module on the way is gone.
+            if missing != use.symbol and use.symbol.startswith(missing + ".") and use.kind != "monkeypatch":
                 if missing in getattr(self, "_imported", ()):
                     return [], False  # `logger.info` after `from m import logger`: the import reports it once
                 use = replace(use, symbol=missing)

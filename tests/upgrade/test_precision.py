@@ -24,6 +24,8 @@ CONTEXT_OLD = """
 OLD = {
     "upkg/__init__.py": '__version__ = "1.0"\n',
     "upkg/context.py": CONTEXT_OLD,
+    "upkg/connectors/__init__.py": "",
+    "upkg/connectors/shared.py": "class SharedConnector:\n    def load(self):\n        return None\n",
     "upkg/threads.py": """
         import threading
 
@@ -78,6 +80,8 @@ OLD = {
 NEW = {
     "upkg/__init__.py": '__version__ = "2.0"\n',
     "upkg/context.py": CONTEXT_OLD.replace("            self.virtual_engine = 0\n", ""),
+    "upkg/connectors/__init__.py": "",
+    "upkg/connectors/example.py": "class ExampleConnector:\n    def load(self):\n        return None\n",
     "upkg/threads.py": """
         import threading
 
@@ -153,6 +157,17 @@ PLUGIN = {
 
         def describe(worker: Worker):
             return worker.name, worker.size
+    """,
+    "myplug/patch_connector.py": """
+        import upkg.connectors.shared
+        from upkg.connectors.shared import SharedConnector
+
+
+        class AscendConnector(SharedConnector):
+            pass
+
+
+        upkg.connectors.shared.SharedConnector = AscendConnector
     """,
     "myplug/ops.py": """
         from upkg.layers import Engine, Linear, RotaryEmbedding, Scheduler
@@ -244,3 +259,10 @@ def test_a_member_read_from_what_an_upstream_factory_returns_is_checked(report):
 def test_a_member_an_ancestor_outside_the_tree_provides_is_not_reported_gone(report):
     # Worker(threading.Thread) became Worker(Op), Op(threading.Thread): `name` still comes from Thread
     assert not [r for r in report.records + report.notes if r.symbol.startswith("upkg.threads.")]
+
+
+def test_a_patch_installed_into_a_module_that_is_gone_is_a_site_of_its_own(report):
+    patch = [r for r in report.records if r.family.value == "F11" and r.symbol == "upkg.connectors.shared.SharedConnector"]
+    assert len(patch) == 1 and patch[0].severity is Severity.BREAKING
+    assert [(x.path, x.line) for x in patch[0].sites] == [("myplug/patch_connector.py", 9)]
+    assert [r for r in report.records if r.symbol == "upkg.connectors.shared"]  # the module import still reports the module
