@@ -20,7 +20,8 @@ word in a log message of the same name is not a definition):
     by keyword (or more positionals than the override takes) -> real; none does -> false. An override
     requires a parameter the base dropped: some NEW call of the method does not bind to the
     override's parameters -> real; all bind, or none exists -> false. `forward` / `__call__` are
-    reached through `module(...)`: unjudged;
+    also reached through `module(...)`, which no call by name shows: only a call that does not fit
+    decides (real); otherwise unjudged;
   * a call no longer binds (new required parameter, keyword removed, too many positionals, positional
     shift): the NEW definition, read from its file (through re-exports), has that shape -> real;
   * a base class requires new methods (or an RPC the target sends): the NEW tree calls them -> real;
@@ -385,8 +386,11 @@ def judge(record: dict, tree: Tree, old: Tree | None = None) -> tuple[str, str] 
         return verdict
     method = symbol.rsplit(".", 1)[-1]
     if change == "override_mismatch" or "that the override" in msg:
-        if method in ("forward", "__call__") or len(tree.calls().get(method, [])) > MAX_CALLERS:
-            return None  # called through __call__ (model(x)), or too many unrelated callers to tell which one reaches this class
+        if len(tree.calls().get(method, [])) > MAX_CALLERS:
+            return None  # too many unrelated callers to tell which one reaches this class
+        # forward is reached through module(...) too, which no call by name shows: a call that does not
+        # fit still proves the break, finding none proves nothing
+        unseen = method in ("forward", "__call__")
         gained = re.search(r"gained parameter\(s\) ([\w, ]+?) that the override does not accept", msg)
         override = re.search(r"\(override [\w.]+\(([^)]*)\)", msg)
         if gained and override:
@@ -409,10 +413,12 @@ def judge(record: dict, tree: Tree, old: Tree | None = None) -> tuple[str, str] 
             hit = next(((f, l) for f, l, n_pos, kws in tree.calls().get(method, []) if not _binds(*shape, n_pos, kws)), None)
             if hit:
                 return "known_real", f"{PREFIX}the NEW tree calls {method} at {_where(*hit)} with arguments that do not bind to the override (it requires {dropped.group(1)})"
+            if unseen:
+                return None
             if tree.calls().get(method):
                 return "known_false", f"{PREFIX}every call of {method} in the NEW tree binds to the override's parameters"
             return "known_false", f"{PREFIX}nothing in the NEW tree calls {method}"
-        if gained and not dropped:
+        if gained and not dropped and not unseen:
             return "known_false", f"{PREFIX}no call of {method} in the NEW tree passes {gained.group(1)} by keyword"
         return None
     if change in ("new_required_parameter", "keyword_removed", "positional_removed", "positional_shift"):

@@ -669,8 +669,15 @@ class DriftAnalyzer:
                 and use.detail.get("result") != "ignored"):
             old_ret, new_ret = normalize_annotation(old_sig.returns), normalize_annotation(new_sig.returns)
             if old_ret != new_ret:
-                findings.append(Finding(DriftFamily.RETURN, use.symbol, loc, Severity.RISKY,
-                                        f"{use.symbol} now returns {new_sig.returns} (was {old_sig.returns})",
+                # A changed annotation breaks a site only where the value's shape no longer fits it
+                # (`a, b = f()` and f now returns one value or three); elsewhere it is a hint: a note.
+                result = str(use.detail.get("result", ""))
+                names = int(result.split(":", 1)[1]) if result.startswith("unpack:") else None
+                arity = _tuple_arity(new_sig.returns)
+                misfit = names is not None and arity is not None and arity != names
+                findings.append(Finding(DriftFamily.RETURN, use.symbol, loc, Severity.BREAKING if misfit else Severity.NOTE,
+                                        f"{use.symbol} now returns {new_sig.returns} (was {old_sig.returns})"
+                                        + (f"; the call site unpacks {names} values" if misfit else ""),
                                         evidence=(f"baseline: -> {old_sig.returns}", f"target: -> {new_sig.returns}"),
                                         detail={"change": "return_annotation", "old_returns": old_sig.returns,
                                                 "new_returns": new_sig.returns}, subject="returns"))
@@ -1143,6 +1150,23 @@ def _absorbed(use: Use) -> bool:
 
 
 _TYPING_ALIASES = {"List": "list", "Dict": "dict", "Tuple": "tuple", "Set": "set", "FrozenSet": "frozenset", "Type": "type"}
+
+
+def _tuple_arity(text: str) -> int | None:
+    """How many values an annotated return unpacks into: `tuple[a, b]` -> 2, `None` / `int` / `bool` /
+    `str` / `float` -> 1 (not a tuple at all); None when it cannot be told (a class, a union, `tuple[x, ...]`)."""
+    import ast as _ast
+
+    try:
+        node = _ast.parse(text.strip().strip("'\""), mode="eval").body
+    except SyntaxError:
+        return None
+    if isinstance(node, _ast.Subscript) and _ast.unparse(node.value).rsplit(".", 1)[-1] in ("tuple", "Tuple"):
+        elts = node.slice.elts if isinstance(node.slice, _ast.Tuple) else [node.slice]
+        return None if any(isinstance(e, _ast.Constant) and e.value is Ellipsis for e in elts) else len(elts)
+    if isinstance(node, _ast.Constant) and node.value is None or isinstance(node, _ast.Name) and node.id in ("None", "int", "bool", "str", "float"):
+        return 1
+    return None
 
 
 def normalize_annotation(text: str) -> frozenset[str]:

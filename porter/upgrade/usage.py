@@ -225,6 +225,7 @@ class _UseVisitor(FastVisitor):
         self.self_types: list[dict[str, str]] = []  # per enclosing class: self.<attr> -> dotted upstream class
         self.self_class: list[dict[str, Any] | None] = []  # per enclosing class with an upstream base: its facts
         self.dropped_results: set[int] = set()  # ids of calls that are whole expression statements
+        self.unpacked_results: dict[int, int] = {}  # ids of calls whose value is unpacked -> how many names
 
     # -- helpers
 
@@ -443,6 +444,9 @@ class _UseVisitor(FastVisitor):
         self.visit(node.value)
 
     def visit_Assign(self, node: ast.Assign) -> None:
+        if (isinstance(node.value, ast.Call) and len(node.targets) == 1 and isinstance(node.targets[0], (ast.Tuple, ast.List))
+                and not any(isinstance(e, ast.Starred) for e in node.targets[0].elts)):
+            self.unpacked_results[id(node.value)] = len(node.targets[0].elts)
         self.visit(node.value)
         for target in node.targets:
             self.visit(target)
@@ -570,6 +574,8 @@ class _UseVisitor(FastVisitor):
         extra = {"bound": True, "via": via} if bound else {}
         if id(node) in self.dropped_results:
             extra["result"] = "ignored"  # a statement of its own: the returned value is never used
+        elif id(node) in self.unpacked_results:
+            extra["result"] = f"unpack:{self.unpacked_results[id(node)]}"  # a, b = f(...)
         self.add("call", callee, node, keywords=keywords, positional=positional, star_args=star_args,
                  star_kwargs=star_kwargs, via_super=via_super, method=method, **extra)
 

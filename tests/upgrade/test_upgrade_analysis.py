@@ -40,7 +40,6 @@ def test_one_record_per_family(report):
         "upkg.core.INPUT_REGISTRY": DriftFamily.REMOVED,  # ... and never to an unrelated new constant
         "upkg.ops.kernels": DriftFamily.MOVED,
         "upkg.closed.cdiv": DriftFamily.MOVED,  # a closed __getattr__ (deprecation map + AttributeError) does not serve it  # a submodule imported with `from upkg.ops import kernels`
-        "upkg.core.shape_of": DriftFamily.RETURN,  # int -> tuple[int, int]; Optional[List[int]] -> list[int] | None is no change
     }
     assert {s: r.family for s, r in records.items()} == expected
     assert len({r.key for r in report.records}) == len(report.records), "keys must be unique"
@@ -87,7 +86,8 @@ def test_guards_turn_breaks_into_notes(report):
     notes = by_symbol(report.notes)
     assert set(notes) == {"upkg.core.gone_type", "upkg.core.gone_guarded", "upkg.core.gone_tuple",
                           "upkg.core.gone_try", "upkg.core.gone_fallback", "upkg.core.gone_attr",
-                          "upkg.core.gone_suppressed", "upkg.core.Rot"}
+                          "upkg.core.gone_suppressed", "upkg.core.Rot",
+                          "upkg.core.shape_of"}  # int -> tuple[int, int] into one name: a hint, a note
     assert notes["upkg.core.gone_suppressed"].guard.kind == GuardKind.IMPORT_ERROR
     assert notes["upkg.core.gone_type"].guard.kind == GuardKind.TYPE_CHECKING
     assert notes["upkg.core.gone_guarded"].guard.kind == GuardKind.VERSION
