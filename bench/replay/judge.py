@@ -29,7 +29,9 @@ word in a log message of the same name is not a definition):
   * a base `__init__` sets new attributes: a method of that class other than `__init__` reads one
     (read from the NEW tree, not porter's detail) -> real, else false;
   * a base class's bases changed (no member missing): false (a refactor breaks nothing by itself);
-  * a return annotation changed: the site unpacks a value that is no longer a tuple -> real; the site
+  * a return annotation changed: the site's statement (read from the plugin at the parent commit)
+    unpacks a number of values NEW's annotated tuple does not have -> real; the site unpacks a value
+    that is no longer a tuple -> real; the site
     ignores the value -> false; otherwise unjudged.
 """
 
@@ -40,6 +42,7 @@ import ast
 import json
 import pickle
 import re
+import subprocess
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -48,7 +51,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from replay import CASES, finding_matches, in_guard, load_case  # noqa: E402  (bench/replay.py)
+from replay import CASES, DEFAULT_REPO, finding_matches, in_guard, load_case  # noqa: E402  (bench/replay.py)
 
 PREFIX = "judge.py: "
 PLAIN_BASES = {"object", "ABC", "Generic", "Protocol", "ABCMeta", "NamedTuple", "TypedDict"}  # add no members
@@ -219,20 +222,26 @@ class Tree:
         and whether the set is closed (no `__getattr__`, every base found or known)."""
         members: set[str] = set()
         closed = True
-        for stmt in ast.walk(node):
+        todo = list(node.body)
+        while todo:  # the class body (and its if/try blocks): names; a method's locals are not members
+            stmt = todo.pop()
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 members.add(stmt.name)
                 if stmt.name == "__getattr__":
                     closed = False
             elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                for t in targets:
-                    for el in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
-                        if isinstance(el, ast.Name):
-                            members.add(el.id)
-                        elif isinstance(el, ast.Attribute) and isinstance(el.value, ast.Name) and el.value.id == "self":
-                            members.add(el.attr)
-            elif isinstance(stmt, ast.Call) and isinstance(stmt.func, ast.Name) and stmt.func.id == "setattr":
+                members |= {el.id for t in targets for el in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])
+                            if isinstance(el, ast.Name)}
+            elif isinstance(stmt, (ast.If, ast.Try, ast.With)):
+                todo += [*stmt.body, *getattr(stmt, "orelse", []), *getattr(stmt, "finalbody", []),
+                         *(h for hd in getattr(stmt, "handlers", []) for h in hd.body)]
+        for sub in ast.walk(node):  # what any method sets on self
+            if isinstance(sub, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+                members |= {el.attr for t in targets for el in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])
+                            if isinstance(el, ast.Attribute) and isinstance(el.value, ast.Name) and el.value.id == "self"}
+            elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == "setattr":
                 closed = False  # setattr(self, name, ...): members named at run time
         for base in node.bases:
             name = ast.unparse(base.value if isinstance(base, ast.Subscript) else base)
@@ -352,6 +361,34 @@ def _served_by_getattr(fn: ast.FunctionDef, literals: dict[str, ast.expr]) -> se
     return served
 
 
+def _unpacked_at(plugin, sites: list[dict]) -> int | None:
+    """How many names the first site's statement unpacks a call's value into (`a, b = f(...)`)."""
+    if not sites:
+        return None
+    try:
+        module = ast.parse(plugin(sites[0]["path"]))
+    except (SyntaxError, ValueError, OSError):
+        return None
+    for node in ast.walk(module):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], (ast.Tuple, ast.List))
+                and isinstance(node.value, ast.Call) and node.value.lineno <= sites[0]["line"] <= (node.value.end_lineno or 0)
+                and not any(isinstance(e, ast.Starred) for e in node.targets[0].elts)):
+            return len(node.targets[0].elts)
+    return None
+
+
+def _tuple_arity(node: ast.expr) -> int | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            node = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return None
+    if isinstance(node, ast.Subscript) and ast.unparse(node.value).rsplit(".", 1)[-1] in ("tuple", "Tuple"):
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        return None if any(isinstance(e, ast.Constant) and e.value is Ellipsis for e in elts) else len(elts)
+    return None
+
+
 def _self_reads_outside_init(node: ast.ClassDef) -> set[str]:
     out: set[str] = set()
     for fn in node.body:
@@ -365,9 +402,10 @@ def _where(rel: str, line: int | None) -> str:
     return f"{rel}:{line}" if line else rel
 
 
-def judge(record: dict, tree: Tree, old: Tree | None = None) -> tuple[str, str] | None:
+def judge(record: dict, tree: Tree, old: Tree | None = None, plugin=None) -> tuple[str, str] | None:
     """(known_real | known_false, reason) or None when no check applies. `old`, the OLD tree, tells
-    a member that was removed from one the declared class never had (the object is a subclass)."""
+    a member that was removed from one the declared class never had (the object is a subclass).
+    `plugin(path)`, the plugin file's text at the parent commit, shows how a call site uses a value."""
     msg, symbol, detail = record.get("message", ""), record.get("symbol", ""), record.get("detail") or {}
     change = detail.get("change")
     rel, qual = tree.module_file(symbol)
@@ -475,6 +513,12 @@ def judge(record: dict, tree: Tree, old: Tree | None = None) -> tuple[str, str] 
     if change == "return_annotation":
         code = (record.get("sites") or [{}])[0].get("code", "")
         new = detail.get("new_returns", "")
+        fn = tree.function(rel, qual) if rel is not None and qual else None
+        arity = _tuple_arity(fn.returns) if fn is not None and fn.returns is not None else None
+        names = _unpacked_at(plugin, record.get("sites") or []) if plugin is not None else None
+        if names is not None and arity is not None and arity != names:
+            return "known_real", (f"{PREFIX}the site unpacks {names} values (read from the plugin at the parent); NEW's "
+                                  f"{'.'.join(qual)} ({_where(rel, fn.lineno)}) returns {ast.unparse(fn.returns)}")
         if re.match(r"^\s*[\w.]+\s*,\s*[\w.]+.*=", code) and not new.startswith(("tuple", "Tuple")):
             return "known_real", f"{PREFIX}the site unpacks the result; NEW returns {new}"
         if re.match(r"^\s*(?:self\.)?[\w.]+\(", code):
@@ -529,6 +573,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--analyses", type=Path, default=ROOT / "bench" / "results" / "replay")
     ap.add_argument("--trees", type=Path, default=Path("/work/cache"))
     ap.add_argument("--write", action="store_true", help="store the verdicts in the case files")
+    ap.add_argument("--repo", type=Path, default=DEFAULT_REPO, help="vllm-ascend git mirror (the plugin at the parent commit)")
     ap.add_argument("--index-cache", type=Path, default=Path("/tmp/porter-replay-index"))
     args = ap.parse_args(argv)
     totals = {"known_real": 0, "known_false": 0, "unjudged": 0}
@@ -542,10 +587,12 @@ def main(argv: list[str] | None = None) -> int:
             continue
         tree = trees.setdefault(case.new, Tree(args.trees / f"vllm-{case.new}", args.index_cache))
         old = trees.setdefault(case.old, Tree(args.trees / f"vllm-{case.old}", args.index_cache))
+        plugin = lru_cache(maxsize=None)(lambda path, parent=case.parent: subprocess.run(
+            ["git", "-C", str(args.repo), "show", f"{parent}:{path}"], capture_output=True, text=True).stdout)
         doc = json.loads(path.read_text(encoding="utf-8"))
         verdicts: dict[str, list[dict]] = {"known_real": [], "known_false": []}
         for r in unmatched(case, json.loads(saved.read_text(encoding="utf-8"))):
-            got = judge(r, tree, old)
+            got = judge(r, tree, old, plugin)
             if got is None:
                 totals["unjudged"] += 1
                 print(f"{case.id[:10]} unjudged {r['key']}: {r['message'][:140]}", file=sys.stderr)
