@@ -57,7 +57,8 @@ def plan_members(path: str, pairs: list[tuple[DriftRecord, Any]], ctx: ShimConte
         cls = class_at(ctx.plugin_root, path, site.line) if site is not None else None
         cls = cls or subclass_site(record)[1]
         if not path or not cls or not member.isidentifier() or keyword.iskeyword(member):
-            skipped.append(Unhandled(record, f"cannot tell which plugin class needs `{member}`: add it by hand"))
+            skipped.append(Unhandled(record, "porter cannot tell which plugin class needs the member: add it by hand",
+                                     f"`{member}`"))
             continue
         base_module, base_name = _base_location(record)
         fact = class_member(ctx.new_tree, base_module, base_name, member)
@@ -69,9 +70,9 @@ def plan_members(path: str, pairs: list[tuple[DriftRecord, Any]], ctx: ShimConte
             default = default if isinstance(default, str) and literal(default) else "None"
             uses = attribute_uses(ctx, member)
             if default == "None" and uses:
-                skipped.append(Unhandled(record, f"{ctx.upstream} {ctx.target} uses `{member}` as a value ({uses[0]}); "
-                                                 "None would fail there and the upstream default is not a literal: "
-                                                 f"set `{cls}.{member}` by hand"))
+                skipped.append(Unhandled(record, f"{ctx.upstream} {ctx.target} uses a new required attribute as a value "
+                                                 "and its upstream default is not a literal (None would fail there): "
+                                                 "set it by hand", f"`{cls}.{member}`, used at {uses[0]}"))
                 continue
             if _mutable(default):
                 # One object per instance (a class-level list would be shared by every instance).
@@ -95,8 +96,9 @@ def plan_members(path: str, pairs: list[tuple[DriftRecord, Any]], ctx: ShimConte
         else:
             calls = method_calls(ctx, member)
             if calls:
-                skipped.append(Unhandled(record, f"{ctx.upstream} {ctx.target} calls `{member}()` ({calls[0]}): a stub "
-                                                 f"that raises would break that path; implement `{cls}.{member}` for the NPU"))
+                skipped.append(Unhandled(record, f"{ctx.upstream} {ctx.target} calls a new required method (a stub that "
+                                                 "raises would break that path): implement it for the NPU",
+                                         f"`{cls}.{member}()`, called at {calls[0]}"))
                 continue
             params = fact[2] if fact and fact[0] == "method" else ()
             signature = signature_text(params) or "self, *args, **kwargs"
