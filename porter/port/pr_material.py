@@ -95,36 +95,51 @@ def fold_refs(refs: Sequence[str], files: int = 3, lines: int = 6) -> str:
 def group_hand_offs(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One line per class (or module) and reason: the members handed off there for that reason share
     it, `F1:pkg.mod.Cls.{a,b,c}`, with their plugin sites and upstream links folded per file and each
-    member's own detail beside its name. Ranked: imports failing at the target, then breaking, then
-    risky findings; within a weight the surest breaks (a monkeypatch target gone, a removal) first,
-    then the ones with the most plugin sites.
+    member's own detail beside its name. A risky (latent) finding shares its line with every risky
+    one of its family and reason, `F10:{pkg.a.Cls,pkg.b.Other}`, its own sites in its detail. Ranked:
+    imports failing at the target, then breaking, then risky findings; within a weight the surest
+    breaks (a monkeypatch target gone, a removal) first, then the ones with the most plugin sites.
 
     Each item: key, weight, reason, detail, sites (`path:line` list), link (`file@version:line` or "")."""
     groups: dict[tuple[str, str, str], dict[str, Any]] = {}
     for item in items:
         family, _, dotted = item["key"].partition(":")
         parent, _, leaf = dotted.rpartition(".")
-        if not (family and parent and leaf):
-            family, parent, leaf = family or item["key"], item["key"], ""
+        sites, detail = list(item.get("sites") or ()), item.get("detail") or ""
+        all_sites = list(sites)
+        if item["weight"] == "risky":  # latent: one line per reason, each finding's sites beside it
+            parent, leaf, label = "", dotted, dotted.rpartition(".")[2]
+            detail = "; ".join(x for x in (f"at {fold_refs(sites)}" if sites else "", detail) if x)
+            sites = []
+        elif not (family and parent and leaf):
+            parent, leaf, label = dotted or item["key"], "", ""
+        else:
+            label = leaf
         group = groups.setdefault((f"{family}:{parent}", item["weight"], item["reason"]),
-                                  {"family": family, "parent": f"{family}:{parent}", "weight": item["weight"],
-                                   "reason": item["reason"], "members": [], "details": [], "sites": [], "links": []})
+                                  {"family": family, "parent": parent, "weight": item["weight"],
+                                   "reason": item["reason"], "members": [], "labels": [], "details": [], "sites": [],
+                                   "all_sites": [], "links": []})
         group["members"].append(leaf)
-        group["details"].append(item.get("detail") or "")
-        group["sites"].extend(item.get("sites") or ())
+        group["labels"].append(label)
+        group["details"].append(detail)
+        group["sites"].extend(sites)
+        group["all_sites"].extend(all_sites)
         if item.get("link"):
             group["links"].append(item["link"])
     out = []
     for group in groups.values():
         members = [m for m in group["members"] if m]
+        prefix = f"{group['family']}:{group['parent']}" + ("." if group["parent"] else "")
         if len(members) > 1:
-            key = f"{group['parent']}.{{{','.join(members)}}}"
-            details = "; ".join(f"`{m}`: {d}" for m, d in zip(group["members"], group["details"]) if d)
+            key = f"{prefix}{{{','.join(members)}}}"
+            details = "; ".join(f"`{m}` {d}" if d.startswith("at ") else f"`{m}`: {d}"
+                                for m, d in zip(group["labels"], group["details"]) if d)
         else:
-            key = f"{group['parent']}.{members[0]}" if members else group["parent"]
+            key = f"{prefix}{members[0]}" if members else f"{group['family']}:{group['parent']}"
             details = "; ".join(d for d in group["details"] if d)
         out.append({"key": key, "weight": group["weight"], "reason": group["reason"], "detail": details,
-                    "count": len(group["members"]), "family": group["family"], "spread": len(set(group["sites"])),
+                    "count": len(group["members"]), "family": group["family"],
+                    "spread": len(set(group["all_sites"])),
                     "sites": fold_refs(group["sites"]), "link": fold_refs(group["links"])})
     out.sort(key=_rank)
     return out

@@ -138,9 +138,10 @@ class ShimPlan:
             known = merged.get(item.record.key)
             if known is None:
                 merged[item.record.key] = item
-            elif item.reason not in known.reason:
-                merged[item.record.key] = Unhandled(known.record, f"{known.reason}; {item.reason}",
-                                                    "; ".join(d for d in (known.detail, item.detail) if d))
+            else:  # one finding, several members or reasons (a class lacking two attributes): keep every detail
+                reason = known.reason if item.reason in known.reason else f"{known.reason}; {item.reason}"
+                details = [d for d in (known.detail, item.detail) if d]
+                merged[item.record.key] = Unhandled(known.record, reason, "; ".join(dict.fromkeys(details)))
         return tuple(merged.values())
 
     @property

@@ -237,3 +237,32 @@ def test_diff_stat_comes_from_numstat(tmp_path):
     assert total == "3 file(s) changed, +3/-1"
     assert sorted(edited) == ["`a | b.py` (+2/-1)", "`blob.bin` (+0/-0)"]
     assert compact_diff_stat(()) == ([], "")
+
+
+def test_risky_hand_offs_share_a_line_per_reason_with_their_own_sites():
+    """Latent findings (risky) of one family and reason share a line across classes; each class keeps
+    its sites beside it, so the line still says where to look."""
+    from porter.port.pr_material import group_hand_offs
+
+    mro = "the base class of a plugin subclass changed: review the MRO"
+    groups = group_hand_offs([
+        _item("F10:a.x.FusedMoE", reason=mro, weight="risky", sites=["p/m.py:114", "p/o.py:287"], link="a/x.py@1:276"),
+        _item("F10:a.y.Logits", reason=mro, weight="risky", sites=["p/v.py:241"], link="a/y.py@1:19"),
+        _item("F10:a.z.Embedding", reason=mro, weight="breaking", sites=["p/v.py:43"]),
+        _item("F4:a.x.f", reason="the return shape changed", weight="risky"),
+    ])
+    assert [g["key"] for g in groups] == ["F10:a.z.Embedding", "F4:a.x.f", "F10:{a.x.FusedMoE,a.y.Logits}"]
+    latent = groups[2]
+    assert latent["sites"] == "" and latent["detail"] == "`FusedMoE` at p/m.py:114; p/o.py:287; `Logits` at p/v.py:241"
+    assert latent["link"] == "a/x.py@1:276; a/y.py@1:19"
+
+
+def test_one_finding_left_for_several_members_keeps_every_detail():
+    from porter.shims.model import ShimPlan, Unhandled
+    from porter.upgrade.models import DriftFamily, DriftRecord, Location
+
+    record = DriftRecord(DriftFamily.NEW_ATTRIBUTE, "up.m.Batch", Location("up.m", "Batch"), ())
+    reason = "uses a new required attribute as a value: set it by hand"
+    plan = ShimPlan((), (Unhandled(record, reason, "`B.a`, used at x.py@2:1"), Unhandled(record, reason, "`B.b`, used at x.py@2:5")))
+    (left,) = plan.hand_offs
+    assert left.reason == reason and left.detail == "`B.a`, used at x.py@2:1; `B.b`, used at x.py@2:5"

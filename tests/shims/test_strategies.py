@@ -647,3 +647,38 @@ def _todo(group):
     from porter.port.shims import todo_lines
 
     return todo_lines(group)
+
+
+@pytest.mark.parametrize("use, value_use", [
+    ("offset = self.seed_offset + 1", True),  # arithmetic
+    ("offset = 1 - self.seed_offset", True),
+    ("self.seed_offset += 1", True),
+    ("offset = format(1, spec=self.seed_offset)", True),  # passed on by keyword
+    ("offset = max(self.seed_offset, 0)", True),  # passed on by position
+    ("offset = self.seed_offset < 3", True),  # ordering
+    ("offset = 3 in self.seed_offset", True),  # membership
+    ("offset = [o for o in self.seed_offset]", True),  # iteration
+    ("offset = self.seed_offset is None", False),
+    ("offset = self.seed_offset == 0", False),
+    ("offset = 1 if self.seed_offset else 0", False),
+    ("offset = self.seed_offset", False),
+    ("offset = f'{self.seed_offset}'", False),
+])
+def test_a_none_default_goes_to_a_human_only_where_upstream_uses_it_as_a_value(example, tree, tmp_path, use, value_use):
+    """The member-default check follows how the target uses the attribute (it used to miss arithmetic
+    and keyword arguments): a None there would fail, so a human sets the value."""
+    example = own_upstreams(example, tmp_path)
+    platform = example["upstream_v2"] / "hostlib" / "platform.py"
+    platform.write_text(platform.read_text().replace("self.seed_offset = 0", "self.seed_offset = make_offsets()")
+                        .replace('        return f"{self.name(short=False)}+{self.seed_offset}"',
+                                 f'        {use}\n        return f"{{self.name(short=False)}}"'))
+    records = [DriftRecord(r.family, r.symbol, r.old_location, r.sites, detail={k: v for k, v in r.detail.items() if k != "default"})
+               for r in RECORDS if r.family is DriftFamily.NEW_ATTRIBUTE]
+    plan = plan_shims(records, context(example, tree))
+    if value_use:
+        assert plan.groups == ()
+        (left,) = plan.unhandled
+        assert "None would fail there" in left.reason and "hostlib/platform.py@v2:" in left.detail
+    else:
+        (group,) = plan.groups
+        assert [m.member for m in group.member_adds] == ["seed_offset"] and "seed_offset = None" in group.member_adds[0].code

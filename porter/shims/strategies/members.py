@@ -3,6 +3,7 @@ names, with a commented default, flagged for review."""
 
 from __future__ import annotations
 
+import ast
 import keyword
 from pathlib import Path
 from typing import Any
@@ -144,12 +145,11 @@ def _mutable(default: str) -> bool:
     return text.startswith(("[", "{")) or text in ("list()", "dict()", "set()")
 
 
-def _grep(ctx: ShimContext, pattern) -> list[str]:
-    """`file@version:line` of lines in the target tree matching `pattern` (tests left out)."""
+def _target_files(ctx: ShimContext, needle: str):
+    """(relative path, text) of the target tree's source files containing `needle` (tests left out)."""
     root = ctx.new_tree.root
-    found: list[str] = []
     if root is None:
-        return found
+        return
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root).as_posix()
         if "/tests/" in f"/{rel}" or rel.startswith(("tests/", "benchmarks/", "examples/")):
@@ -158,8 +158,14 @@ def _grep(ctx: ShimContext, pattern) -> list[str]:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        if not pattern.search(text):
-            continue
+        if needle in text:
+            yield rel, text
+
+
+def _grep(ctx: ShimContext, pattern, needle: str) -> list[str]:
+    """`file@version:line` of lines in the target tree matching `pattern` (tests left out)."""
+    found: list[str] = []
+    for rel, text in _target_files(ctx, needle):
         for number, line in enumerate(text.splitlines(), 1):
             if pattern.search(line):
                 found.append(f"{rel}@{ctx.target}:{number}")
@@ -168,15 +174,50 @@ def _grep(ctx: ShimContext, pattern) -> list[str]:
     return found
 
 
-def attribute_uses(ctx: ShimContext, member: str) -> list[str]:
-    """Where the target uses `.member` as a value: subscripted, sliced, called, iterated or its attribute read."""
-    import re
+_ORDERING = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 
-    return _grep(ctx, re.compile(rf"\.{re.escape(member)}\s*(\[|\.\w|\()|len\([\w.]*\.{re.escape(member)}\)|"
-                                 rf"in\s+[\w.]*\.{re.escape(member)}\s*:"))
+
+def _used_as_value(node: ast.Attribute, parent: ast.AST) -> bool:
+    """Whether `parent` does something with `node` that a None in its place would fail at: index,
+    attribute, call, pass on as an argument (by position, keyword or star), arithmetic, ordering,
+    membership, iteration. `x is None`, `==`, truth tests and plain assignment do not count."""
+    if isinstance(parent, (ast.Subscript, ast.Attribute)):
+        return parent.value is node
+    if isinstance(parent, ast.Call):
+        return parent.func is node or node in parent.args
+    if isinstance(parent, (ast.keyword, ast.Starred, ast.BinOp, ast.AugAssign)):
+        return True
+    if isinstance(parent, ast.UnaryOp):
+        return not isinstance(parent.op, ast.Not)
+    if isinstance(parent, ast.Compare):
+        operands = [parent.left, *parent.comparators]
+        at = next(i for i, o in enumerate(operands) if o is node)
+        ops = [parent.ops[i] for i in (at - 1, at) if 0 <= i < len(parent.ops)]
+        return any(isinstance(op, _ORDERING) for op in ops) or \
+            (at > 0 and isinstance(parent.ops[at - 1], (ast.In, ast.NotIn)))
+    if isinstance(parent, (ast.For, ast.AsyncFor, ast.comprehension)):
+        return parent.iter is node
+    return False
+
+
+def attribute_uses(ctx: ShimContext, member: str) -> list[str]:
+    """`file@version:line` where the target uses `.member` as a value (see _used_as_value), at most 3."""
+    found: list[str] = []
+    for rel, text in _target_files(ctx, f".{member}"):
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            continue
+        for parent in ast.walk(tree):
+            for child in ast.iter_child_nodes(parent):
+                if isinstance(child, ast.Attribute) and child.attr == member and _used_as_value(child, parent):
+                    found.append(f"{rel}@{ctx.target}:{child.lineno}")
+                    if len(found) >= 3:
+                        return found
+    return found
 
 
 def method_calls(ctx: ShimContext, member: str) -> list[str]:
     import re
 
-    return _grep(ctx, re.compile(rf"\.{re.escape(member)}\("))
+    return _grep(ctx, re.compile(rf"\.{re.escape(member)}\("), f".{member}(")
