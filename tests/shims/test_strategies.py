@@ -682,3 +682,27 @@ def test_a_none_default_goes_to_a_human_only_where_upstream_uses_it_as_a_value(e
     else:
         (group,) = plan.groups
         assert [m.member for m in group.member_adds] == ["seed_offset"] and "seed_offset = None" in group.member_adds[0].code
+
+
+@pytest.mark.parametrize("where, value_use", [
+    ("describe", True),  # the plugin inherits describe(): the arithmetic runs on its object
+    ("name", False),  # the plugin overrides name(): upstream's arithmetic there never sees its object
+    ("other_class", False),  # another class's `self.seed_offset`: not the plugin's object
+])
+def test_an_operand_use_counts_only_where_it_reaches_the_plugin_class(example, tree, tmp_path, where, value_use):
+    example = own_upstreams(example, tmp_path)
+    platform = example["upstream_v2"] / "hostlib" / "platform.py"
+    text = platform.read_text().replace("self.seed_offset = 0", "self.seed_offset = make_offsets()") \
+        .replace("+{self.seed_offset}", "")
+    use = "        offset = self.seed_offset * 2\n"
+    if where == "describe":
+        text = text.replace("    def describe(self):\n", "    def describe(self):\n" + use)
+    elif where == "name":
+        text = text.replace("    def name(self, short=False):\n", "    def name(self, short=False):\n" + use)
+    else:
+        text += "\n\nclass Other:\n    def run(self):\n" + use
+    platform.write_text(text)
+    records = [DriftRecord(r.family, r.symbol, r.old_location, r.sites, detail={k: v for k, v in r.detail.items() if k != "default"})
+               for r in RECORDS if r.family is DriftFamily.NEW_ATTRIBUTE]
+    plan = plan_shims(records, context(example, tree))
+    assert (plan.groups == ()) is value_use

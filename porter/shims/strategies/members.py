@@ -69,7 +69,7 @@ def plan_members(path: str, pairs: list[tuple[DriftRecord, Any]], ctx: ShimConte
             if default is None and fact and fact[1] is not None and literal(fact[1]):
                 default = fact[1]
             default = default if isinstance(default, str) and literal(default) else "None"
-            uses = attribute_uses(ctx, member)
+            uses = attribute_uses(ctx, member, base_name, _class_methods(ctx.plugin_root / path, cls))
             if default == "None" and uses:
                 skipped.append(Unhandled(record, f"{ctx.upstream} {ctx.target} uses a new required attribute as a value "
                                                  "and its upstream default is not a literal (None would fail there): "
@@ -177,44 +177,102 @@ def _grep(ctx: ShimContext, pattern, needle: str) -> list[str]:
 _ORDERING = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 
 
-def _used_as_value(node: ast.Attribute, parent: ast.AST) -> bool:
-    """Whether `parent` does something with `node` that a None in its place would fail at: index,
-    attribute, call, pass on as an argument (by position, keyword or star), arithmetic, ordering,
-    membership, iteration. `x is None`, `==`, truth tests and plain assignment do not count."""
+def _value_use(node: ast.Attribute, parent: ast.AST) -> str:
+    """How `parent` uses `node` where a None in its place would fail: "strong" (indexed, an attribute
+    read, called, iterated, `len()`), "operand" (arithmetic, ordering, membership, passed on as an
+    argument by position, keyword or star), or "" (`is None`, `==`, a truth test, an assignment)."""
     if isinstance(parent, (ast.Subscript, ast.Attribute)):
-        return parent.value is node
+        return "strong" if parent.value is node else ""
     if isinstance(parent, ast.Call):
-        return parent.func is node or node in parent.args
+        if parent.func is node or (isinstance(parent.func, ast.Name) and parent.func.id == "len" and node in parent.args):
+            return "strong"
+        return "operand" if node in parent.args else ""
+    if isinstance(parent, (ast.For, ast.AsyncFor, ast.comprehension)):
+        return "strong" if parent.iter is node else ""
     if isinstance(parent, (ast.keyword, ast.Starred, ast.BinOp, ast.AugAssign)):
-        return True
+        return "operand"
     if isinstance(parent, ast.UnaryOp):
-        return not isinstance(parent.op, ast.Not)
+        return "" if isinstance(parent.op, ast.Not) else "operand"
     if isinstance(parent, ast.Compare):
         operands = [parent.left, *parent.comparators]
         at = next(i for i, o in enumerate(operands) if o is node)
         ops = [parent.ops[i] for i in (at - 1, at) if 0 <= i < len(parent.ops)]
-        return any(isinstance(op, _ORDERING) for op in ops) or \
-            (at > 0 and isinstance(parent.ops[at - 1], (ast.In, ast.NotIn)))
-    if isinstance(parent, (ast.For, ast.AsyncFor, ast.comprehension)):
-        return parent.iter is node
-    return False
+        if any(isinstance(op, _ORDERING) for op in ops) or (at > 0 and isinstance(parent.ops[at - 1], (ast.In, ast.NotIn))):
+            return "operand"
+    return ""
 
 
-def attribute_uses(ctx: ShimContext, member: str) -> list[str]:
-    """`file@version:line` where the target uses `.member` as a value (see _used_as_value), at most 3."""
+class _Uses(ast.NodeVisitor):
+    """`.member` value uses in one file, with the class and method they sit in."""
+
+    def __init__(self, member: str):
+        self.member, self.found = member, []
+        self.classes: list[ast.ClassDef] = []
+        self.functions: list[str] = []
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.classes.append(node)
+        self.generic_visit(node)
+        self.classes.pop()
+
+    def visit_FunctionDef(self, node) -> None:
+        self.functions.append(node.name)
+        self.generic_visit(node)
+        self.functions.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def generic_visit(self, node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Attribute) and child.attr == self.member:
+                kind = _value_use(child, node)
+                if kind:
+                    on_self = isinstance(child.value, ast.Name) and child.value.id == "self"
+                    cls = self.classes[-1] if self.classes else None
+                    bases = {_base_name(b) for b in (cls.bases if cls else ())}
+                    self.found.append((kind, on_self, cls.name if cls else "", bases,
+                                       self.functions[-1] if self.functions else "", child.lineno))
+        super().generic_visit(node)
+
+
+def _base_name(node: ast.expr) -> str:
+    """`Base` of `Base`, `mod.Base` or `Base[T]`."""
+    if isinstance(node, ast.Subscript):
+        node = node.value
+    return node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+
+
+def attribute_uses(ctx: ShimContext, member: str, base: str = "", overridden: frozenset[str] = frozenset()) -> list[str]:
+    """`file@version:line` where the target uses `.member` as a value, at most 3. A strong use (index,
+    attribute, call, iteration) counts on any receiver, as it always did. An operand use (arithmetic,
+    ordering, membership, an argument) counts where it surely reaches the plugin's object: on `self`
+    in `base` (or a class naming it as a base), in a method the plugin class does not override."""
     found: list[str] = []
     for rel, text in _target_files(ctx, f".{member}"):
         try:
             tree = ast.parse(text)
         except (SyntaxError, ValueError):
             continue
-        for parent in ast.walk(tree):
-            for child in ast.iter_child_nodes(parent):
-                if isinstance(child, ast.Attribute) and child.attr == member and _used_as_value(child, parent):
-                    found.append(f"{rel}@{ctx.target}:{child.lineno}")
-                    if len(found) >= 3:
-                        return found
+        uses = _Uses(member)
+        uses.visit(tree)
+        for kind, on_self, cls, bases, function, line in uses.found:
+            if kind == "operand" and not (on_self and base and (cls == base or base in bases)
+                                          and function not in overridden):
+                continue
+            found.append(f"{rel}@{ctx.target}:{line}")
+            if len(found) >= 3:
+                return found
     return found
+
+
+def _class_methods(path: Path, class_name: str) -> frozenset[str]:
+    """Names of the methods `class_name` defines in the plugin file `path` (its overrides)."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return frozenset()
+    return frozenset(stmt.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and node.name == class_name
+                     for stmt in node.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)))
 
 
 def method_calls(ctx: ShimContext, member: str) -> list[str]:
