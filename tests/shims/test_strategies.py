@@ -688,6 +688,8 @@ def test_a_none_default_goes_to_a_human_only_where_upstream_uses_it_as_a_value(e
     ("describe", True),  # the plugin inherits describe(): the arithmetic runs on its object
     ("name", False),  # the plugin overrides name(): upstream's arithmetic there never sees its object
     ("other_class", False),  # another class's `self.seed_offset`: not the plugin's object
+    ("helper_of_name", False),  # a private helper only the overridden name() calls never runs
+    ("helper_of_describe", True),  # a private helper the inherited describe() calls does
 ])
 def test_an_operand_use_counts_only_where_it_reaches_the_plugin_class(example, tree, tmp_path, where, value_use):
     example = own_upstreams(example, tmp_path)
@@ -699,6 +701,11 @@ def test_an_operand_use_counts_only_where_it_reaches_the_plugin_class(example, t
         text = text.replace("    def describe(self):\n", "    def describe(self):\n" + use)
     elif where == "name":
         text = text.replace("    def name(self, short=False):\n", "    def name(self, short=False):\n" + use)
+    elif where.startswith("helper_of_"):
+        caller = where.rpartition("_")[2]
+        head = "    def name(self, short=False):\n" if caller == "name" else "    def describe(self):\n"
+        text = text.replace(head, head + "        self._offset()\n").replace(
+            "    @abstractmethod\n", "    def _offset(self):\n" + use + "\n    @abstractmethod\n")
     else:
         text += "\n\nclass Other:\n    def run(self):\n" + use
     platform.write_text(text)

@@ -203,12 +203,15 @@ def _value_use(node: ast.Attribute, parent: ast.AST) -> str:
 
 
 class _Uses(ast.NodeVisitor):
-    """`.member` value uses in one file, with the class and method they sit in."""
+    """`.member` value uses in one file, with the class and method they sit in, and per class which
+    of its methods each method calls on `self` (to tell whether a private helper still runs)."""
 
     def __init__(self, member: str):
         self.member, self.found = member, []
         self.classes: list[ast.ClassDef] = []
         self.functions: list[str] = []
+        self.calls: dict[tuple[str, str], set[str]] = {}  # (class, method) -> methods it calls on self
+        self.methods: dict[str, set[str]] = {}  # class -> the methods it defines
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self.classes.append(node)
@@ -216,6 +219,8 @@ class _Uses(ast.NodeVisitor):
         self.classes.pop()
 
     def visit_FunctionDef(self, node) -> None:
+        if self.classes and node in self.classes[-1].body:
+            self.methods.setdefault(self.classes[-1].name, set()).add(node.name)
         self.functions.append(node.name)
         self.generic_visit(node)
         self.functions.pop()
@@ -223,6 +228,9 @@ class _Uses(ast.NodeVisitor):
     visit_AsyncFunctionDef = visit_FunctionDef
 
     def generic_visit(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and self.classes and self.functions \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "self":
+            self.calls.setdefault((self.classes[-1].name, self.functions[-1]), set()).add(node.func.attr)
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.Attribute) and child.attr == self.member:
                 kind = _value_use(child, node)
@@ -257,12 +265,27 @@ def attribute_uses(ctx: ShimContext, member: str, base: str = "", overridden: fr
         uses.visit(tree)
         for kind, on_self, cls, bases, function, line in uses.found:
             if kind == "operand" and not (on_self and base and (cls == base or base in bases)
-                                          and function not in overridden):
+                                          and function in _still_run(uses, cls, overridden)):
                 continue
             found.append(f"{rel}@{ctx.target}:{line}")
             if len(found) >= 3:
                 return found
     return found
+
+
+def _still_run(uses: _Uses, cls: str, overridden: frozenset[str]) -> set[str]:
+    """Methods of upstream class `cls` that still run on the plugin's object: the public ones it does
+    not override, and the private helpers (`_name`) those call on `self`, transitively. A helper only
+    the overridden methods called (vllm's `_build_fi_prefill_wrappers`, called from `build`) is dead."""
+    methods = uses.methods.get(cls, set())
+    running = {m for m in methods if m not in overridden and (not m.startswith("_") or m.startswith("__"))}
+    frontier = list(running)
+    while frontier:
+        for callee in uses.calls.get((cls, frontier.pop()), ()):
+            if callee in methods and callee not in running and callee not in overridden:
+                running.add(callee)
+                frontier.append(callee)
+    return running
 
 
 def _class_methods(path: Path, class_name: str) -> frozenset[str]:
