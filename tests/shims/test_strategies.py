@@ -713,3 +713,23 @@ def test_an_operand_use_counts_only_where_it_reaches_the_plugin_class(example, t
                for r in RECORDS if r.family is DriftFamily.NEW_ATTRIBUTE]
     plan = plan_shims(records, context(example, tree))
     assert (plan.groups == ()) is value_use
+
+
+@pytest.mark.parametrize("callee, value_use", [
+    ("def consume(value, timeout=None):\n    return value\n", False),  # the parameter takes None
+    ("def consume(value, timeout):\n    return timeout + 1\n", True),
+])
+def test_an_argument_counts_unless_the_callee_parameter_defaults_to_none(example, tree, tmp_path, callee, value_use):
+    """vllm 0.33 passes `self.cpu_timeout` on to `cpu_all_reduce_(..., timeout=None)`: None is a value
+    the callee takes, so a None default is no failure there."""
+    example = own_upstreams(example, tmp_path)
+    platform = example["upstream_v2"] / "hostlib" / "platform.py"
+    text = platform.read_text().replace("self.seed_offset = 0", "self.seed_offset = make_offsets()") \
+        .replace("+{self.seed_offset}", "").replace(
+            "    def describe(self):\n", "    def describe(self):\n        consume(1, self.seed_offset)\n"
+                                         "        consume(1, timeout=self.seed_offset)\n")
+    platform.write_text(text + "\n\n" + callee)
+    records = [DriftRecord(r.family, r.symbol, r.old_location, r.sites, detail={k: v for k, v in r.detail.items() if k != "default"})
+               for r in RECORDS if r.family is DriftFamily.NEW_ATTRIBUTE]
+    plan = plan_shims(records, context(example, tree))
+    assert (plan.groups == ()) is value_use

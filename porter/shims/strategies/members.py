@@ -206,8 +206,8 @@ class _Uses(ast.NodeVisitor):
     """`.member` value uses in one file, with the class and method they sit in, and per class which
     of its methods each method calls on `self` (to tell whether a private helper still runs)."""
 
-    def __init__(self, member: str):
-        self.member, self.found = member, []
+    def __init__(self, member: str, accepts_none=lambda _node, _parent: False):
+        self.member, self.found, self.accepts_none = member, [], accepts_none
         self.classes: list[ast.ClassDef] = []
         self.functions: list[str] = []
         self.calls: dict[tuple[str, str], set[str]] = {}  # (class, method) -> methods it calls on self
@@ -234,6 +234,8 @@ class _Uses(ast.NodeVisitor):
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.Attribute) and child.attr == self.member:
                 kind = _value_use(child, node)
+                if kind == "operand" and isinstance(node, (ast.Call, ast.keyword)) and self.accepts_none(child, node):
+                    kind = ""  # the callee's parameter defaults to None: passing None on is no failure
                 if kind:
                     on_self = isinstance(child.value, ast.Name) and child.value.id == "self"
                     cls = self.classes[-1] if self.classes else None
@@ -241,6 +243,48 @@ class _Uses(ast.NodeVisitor):
                     self.found.append((kind, on_self, cls.name if cls else "", bases,
                                        self.functions[-1] if self.functions else "", child.lineno))
         super().generic_visit(node)
+
+
+def _none_param_check(ctx: ShimContext, tree: ast.Module, rel: str):
+    """A check `(argument, call or keyword) -> bool`: whether the parameter the argument binds defaults
+    to None (vllm's `cpu_all_reduce_(tensor, group, self.cpu_timeout)`, `timeout=None`), for a callee
+    defined at the top of this file or imported by name from the target tree."""
+    from porter.shims.lookup import Param
+
+    local = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    imported = {a.asname or a.name: (n.module, a.name) for n in ast.walk(tree)
+                if isinstance(n, ast.ImportFrom) and n.module and not n.level for a in n.names}
+    calls = {id(k): c for c in ast.walk(tree) if isinstance(c, ast.Call) for k in c.keywords}
+
+    def params(func: ast.expr) -> tuple[Param, ...]:
+        name = func.id if isinstance(func, ast.Name) else ""
+        if name in local:
+            args = local[name].args
+            positional = [*args.posonlyargs, *args.args]
+            defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+            return tuple(Param(a.arg, "positional_or_keyword", d is not None, ast.unparse(d) if d is not None else None)
+                         for a, d in zip(positional, defaults)) + \
+                tuple(Param(a.arg, "keyword_only", d is not None, ast.unparse(d) if d is not None else None)
+                      for a, d in zip(args.kwonlyargs, args.kw_defaults))
+        if name in imported:
+            found = ctx.new_tree.find(*imported[name])
+            return found.params if found is not None and found.kind == "function" else ()
+        return ()
+
+    def check(node: ast.expr, parent: ast.AST) -> bool:
+        call = calls.get(id(parent)) if isinstance(parent, ast.keyword) else parent
+        if not isinstance(call, ast.Call):
+            return False
+        found = params(call.func)
+        if isinstance(parent, ast.keyword):
+            bound = next((q for q in found if q.name == parent.arg), None)
+        else:
+            at = call.args.index(node)
+            plain = [q for q in found if q.kind in ("positional_only", "positional_or_keyword")]
+            bound = plain[at] if at < len(plain) and not any(isinstance(a, ast.Starred) for a in call.args[:at]) else None
+        return bound is not None and bound.default == "None"
+
+    return check
 
 
 def _base_name(node: ast.expr) -> str:
@@ -261,7 +305,7 @@ def attribute_uses(ctx: ShimContext, member: str, base: str = "", overridden: fr
             tree = ast.parse(text)
         except (SyntaxError, ValueError):
             continue
-        uses = _Uses(member)
+        uses = _Uses(member, _none_param_check(ctx, tree, rel))
         uses.visit(tree)
         for kind, on_self, cls, bases, function, line in uses.found:
             if kind == "operand" and not (on_self and base and (cls == base or base in bases)
