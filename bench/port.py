@@ -120,23 +120,27 @@ def run_pair(spec: str, trees: Path, work: Path) -> dict:
         "pr_material_ratio_existing_files": round(sizes["pr_material"] / sizes["existing"], 2) if sizes.get("existing") else None,
         "sample_bridged": [{"key": k, "strategy": next((g["strategy"] for s, g in groups.items() if k.endswith(s)), ""),
                             "new_location": (by_key.get(k) or {}).get("new_location")} for k in sample],
-        "bridged_all": [_bridged_entry(k, by_key.get(k) or {}, groups, baseline, target) for k in port["bridged"]],
+        "bridged_all": [_bridged_entry(k, by_key.get(k) or {}, port.get("plan", {}).get("groups", []), baseline, target)
+                        for k in port["bridged"]],
         "repo": str(repo),
         "tip": tip,
     }
 
 
 def _where(location: dict | None, version: str) -> str:
-    if not location or not location.get("file"):
+    if not location or not (location.get("file") or location.get("module")):
         return ""
-    return f"{location['file']}@{version}:{location.get('line') or 1}"
+    path = location.get("file") or location["module"].replace(".", "/") + ".py"
+    return f"{path}@{version}:{location.get('line') or 1}"
 
 
-def _bridged_entry(key: str, record: dict, groups: dict, baseline: str, target: str) -> dict:
+def _bridged_entry(key: str, record: dict, groups: list[dict], baseline: str, target: str) -> dict:
     """A bridged finding with the upstream code its shim relies on: the target location when the
-    name lives on there, else the baseline one (a rebuilt removal copies the baseline body or value)."""
-    symbol = key.partition(":")[2]
-    group = groups.get(symbol) or next((g for s, g in groups.items() if key.endswith(s)), {})
+    name lives on there, else the baseline one (a rebuilt removal copies the baseline body or value;
+    a member default follows the base class). The group is the one of the finding's own family."""
+    family, _, symbol = key.partition(":")
+    mine = [g for g in groups if symbol in g["symbols"]]
+    group = next((g for g in mine if g.get("family") == family), mine[0] if mine else {})
     return {"key": key, "strategy": group.get("strategy", ""), "relies_on": _where(record.get("new_location"), target)
             or _where(record.get("old_location"), baseline)}
 
