@@ -224,7 +224,7 @@ class ModuleRecorder:
 
     def __enter__(self):
         cls = self.index_mod.TreeIndex
-        self.original = (cls.module, cls.prefetch)
+        self.original = (cls.module, self.index_mod.prefetch_many)
         recorder = self
 
         def module(index, name):
@@ -233,17 +233,18 @@ class ModuleRecorder:
                 recorder.seen.setdefault(str(index.root), set()).add(name)
             return info
 
-        def prefetch(index, names, progress=None, workers=None):
-            names = list(names)
-            recorder.seen.setdefault(str(index.root), set()).update(
-                n for n in names if n in index.files and index.files[n].is_file())
-            return recorder.original[1](index, names, progress, workers)
+        def prefetch_many(requests, progress=None, workers=None):
+            requests = [(index, list(names)) for index, names in requests]
+            for index, names in requests:
+                recorder.seen.setdefault(str(index.root), set()).update(
+                    n for n in names if n in index.files and index.files[n].is_file())
+            return recorder.original[1](requests, progress, workers)
 
-        cls.module, cls.prefetch = module, prefetch
+        cls.module, self.index_mod.prefetch_many = module, prefetch_many
         return self
 
     def __exit__(self, *exc):
-        self.index_mod.TreeIndex.module, self.index_mod.TreeIndex.prefetch = self.original
+        self.index_mod.TreeIndex.module, self.index_mod.prefetch_many = self.original
 
 
 def griffe_verdicts(path: Path, symbols: list[str]) -> dict[str, str]:

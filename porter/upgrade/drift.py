@@ -17,7 +17,7 @@ from rapidfuzz import fuzz
 
 from porter.upgrade.guards import GuardConventions, TargetVersions, combine
 from porter.upgrade.lanes import GuardVerdict, Lanes, guard_verdicts, innermost_version_block, lane_of
-from porter.upgrade.index import Definition, Resolution, Signature, TreeIndex, walk
+from porter.upgrade.index import Definition, Resolution, Signature, TreeIndex, prefetch_reach, walk
 from porter.upgrade.models import (
     Candidate,
     DriftFamily,
@@ -204,21 +204,22 @@ class DriftAnalyzer:
 
     def _prefetch(self, files: list[FileUsage]) -> None:
         modules: set[str] = set()
+        symbols: set[str] = set()
+        indexes = [index for index in (self.target, self.baseline) if index is not None]
         for usage in files:
             for use in usage.uses:
                 module = use.detail.get("module") or use.symbol
-                for index in (self.target, self.baseline):
-                    if index is not None:
-                        modules.add(index.split_dotted(module)[0])
-        for index in (self.target, self.baseline):
-            if index is None:
-                continue
-            wanted = sorted(m for m in modules if m)
-            if self.stage is None:
-                index.prefetch(wanted)
-                continue
-            with self.stage(f"indexing {index.label}", len([m for m in wanted if m in index.files])) as advance:
-                index.prefetch(wanted, progress=advance)
+                symbols.add(use.symbol)
+                for index in indexes:
+                    modules.add(index.split_dotted(module)[0])
+        wanted = sorted(m for m in modules if m)
+        # Both trees in one parallel batch, then the modules their re-exports and bases lead to.
+        if self.stage is None:
+            prefetch_reach(indexes, wanted, symbols)
+            return
+        total = sum(len([m for m in wanted if m in index.files]) for index in indexes)
+        with self.stage(f"indexing {' and '.join(index.label for index in indexes)}", total) as advance:
+            prefetch_reach(indexes, wanted, symbols, progress=advance)
 
     def _search_new_homes(self, files: list[FileUsage]) -> None:
         """One pass over the target tree for every name that went missing (a pass per name is slow)."""
