@@ -636,6 +636,21 @@ def _parse_module(name: str, relpath: str, source: bytes) -> ModuleInfo:
     return info
 
 
+def _names_matching(pattern: bytes, paths: list[str]) -> list[set[str]]:
+    """The names `pattern` (group 1 or 2) finds in each file (an unreadable file finds none)."""
+    compiled = re.compile(pattern, re.MULTILINE)
+    out: list[set[str]] = []
+    for path in paths:
+        try:
+            with open(path, "rb") as fh:
+                text = fh.read()
+        except OSError:
+            out.append(set())
+            continue
+        out.append({(m.group(1) or m.group(2)).decode() for m in compiled.finditer(text)})
+    return out
+
+
 def _parse_job(job: tuple[str, str, str]) -> tuple[str, bytes]:
     name, relpath, abspath = job
     source = Path(abspath).read_bytes()
@@ -726,6 +741,7 @@ class TreeIndex:
         self._memo: dict[tuple[str, str], Resolution] = {}
         self._reads: dict[tuple[str, str, int], frozenset[str]] = {}
         self._planning: set[str] | None = None  # set while unparsed_reach() runs
+        self._splits: dict[str, tuple[str, tuple[str, ...]]] = {}  # split_dotted() answers (the file set is fixed)
         self.stats = {"parsed": 0, "cached": 0}
         self.hit_counts: dict[str, int] = {}
 
@@ -817,12 +833,18 @@ class TreeIndex:
 
     def split_dotted(self, dotted: str) -> tuple[str, list[str]]:
         """Longest module prefix of `dotted` present in the tree, and the remaining attribute parts."""
+        known = self._splits.get(dotted)
+        if known is None:
+            known = self._splits[dotted] = self._split_dotted(dotted)
+        return known[0], list(known[1])
+
+    def _split_dotted(self, dotted: str) -> tuple[str, tuple[str, ...]]:
         parts = dotted.split(".")
         for i in range(len(parts), 0, -1):
             candidate = ".".join(parts[:i])
             if self.has_module(candidate):
-                return candidate, parts[i:]
-        return "", parts
+                return candidate, tuple(parts[i:])
+        return "", tuple(parts)
 
     def resolve(self, module: str, name: str, _depth: int = 0) -> Resolution:
         key = (module, name)
@@ -998,14 +1020,9 @@ class TreeIndex:
             rf"^(?:(?:async\s+)?def|class)\s+({alternation})\b|^({alternation})\s*[:=]".encode(), re.MULTILINE
         )
         hit_modules: dict[str, list[str]] = {n: [] for n in names}
-        for module, path in self.files.items():
-            if path.is_dir():
-                continue
-            try:
-                text = path.read_bytes()
-            except OSError:
-                continue
-            for name in {(m.group(1) or m.group(2)).decode() for m in pattern.finditer(text)}:
+        files = [(module, path) for module, path in self.files.items() if not path.is_dir()]
+        for (module, _), found in zip(files, self._search_files(pattern, [str(path) for _, path in files])):
+            for name in found:
                 hit_modules[name].append(module)
         self.hit_counts = {n: len(m) for n, m in hit_modules.items()}
         for name, modules in hit_modules.items():
@@ -1021,6 +1038,15 @@ class TreeIndex:
         if cache_path is not None:
             atomic_write_bytes(cache_path, pickle.dumps((out, self.hit_counts), protocol=pickle.HIGHEST_PROTOCOL), durable=False)
         return out
+
+    def _search_files(self, pattern: re.Pattern[bytes], paths: list[str]) -> list[set[str]]:
+        """_names_matching() per file, in the run's pool when there is one (a whole-tree pass is the
+        longest single step after the parallel parse), else here."""
+        if self.pool is None or len(paths) < 4 * _PARALLEL_THRESHOLD:
+            return _names_matching(pattern.pattern, paths)
+        size = max(64, len(paths) // 8)
+        chunks = [paths[i: i + size] for i in range(0, len(paths), size)]
+        return [found for part in self.pool.map(_names_matching, [pattern.pattern] * len(chunks), chunks) for found in part]
 
     def fingerprint(self) -> str:
         """Identity of the tree's files (name, size, mtime): a cheap key for whole-tree searches."""

@@ -133,3 +133,17 @@ def test_a_corrupt_archive_in_the_pool_is_reported_where_it_is_resolved(tmp_path
         sources.prepare_archives([broken], pool, min_bytes=0)
         with pytest.raises(Exception, match="not a readable tar archive"):
             sources.archive_tree(broken, "1.0")
+
+
+def test_new_home_search_in_a_pool_finds_what_the_serial_search_finds(tmp_path, monkeypatch):
+    files = {"pkg/__init__.py": ""}
+    files.update({f"pkg/m{i}.py": f"class Needle{i % 3}:\n    pass\nasync def other{i % 5}():\n    pass\nvalue{i} = 1\n"
+                  for i in range(40)})
+    root = write_tree(tmp_path / "tree", files)
+    names = ["Needle1", "other2", "value7", "absent"]
+    serial = TreeIndex(root, ["pkg"]).find_definitions(names, limit=50)
+    monkeypatch.setattr(index_mod, "_PARALLEL_THRESHOLD", 2)
+    with ThreadPoolExecutor(2) as pool:
+        pooled = TreeIndex(root, ["pkg"], pool=pool).find_definitions(names, limit=50)
+    assert {n: [m for m, _ in v] for n, v in pooled.items()} == {n: [m for m, _ in v] for n, v in serial.items()}
+    assert len(serial["Needle1"]) == 13 and [m for m, _ in serial["value7"]] == ["pkg.m7"] and serial["absent"] == []
