@@ -900,14 +900,11 @@ class DriftAnalyzer:
         methods = sorted({m for m, _, _ in pending})
         call = re.compile(rb"\.(" + b"|".join(re.escape(m.encode()) for m in methods) + rb")\(")
         passed: set[tuple[str, str]] = set()
-        for path in self.target.files.values():
-            if path.is_dir():
-                continue
+        for _, path, found in self.target.matches(call):  # the files that call one of the methods
             try:
                 text = path.read_bytes()
             except OSError:
                 continue
-            found = {m.group(1).decode() for m in call.finditer(text)}
             wanted = [(m, p, pos) for m, p, pos in pending if m in found and (m, p) not in passed
                       and (p.encode() in text or pos is not None)]
             if not wanted:
@@ -944,14 +941,8 @@ class DriftAnalyzer:
         if key not in self._bodies:
             pattern = re.compile(rb"collective_rpc\(\s*[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']")
             names: set[str] = set()
-            for path in index.files.values():
-                if path.is_file():
-                    try:
-                        text = path.read_bytes()
-                    except OSError:
-                        continue
-                    if b"collective_rpc" in text:
-                        names.update(m.group(1).decode() for m in pattern.finditer(text))
+            for _, _, found in index.matches(pattern):
+                names.update(found)
             self._bodies[key] = names  # type: ignore[assignment]
         return self._bodies[key]  # type: ignore[return-value]
 

@@ -636,9 +636,9 @@ def _parse_module(name: str, relpath: str, source: bytes) -> ModuleInfo:
     return info
 
 
-def _names_matching(pattern: bytes, paths: list[str]) -> list[set[str]]:
-    """The names `pattern` (group 1 or 2) finds in each file (an unreadable file finds none)."""
-    compiled = re.compile(pattern, re.MULTILINE)
+def _names_matching(pattern: bytes, flags: int, paths: list[str]) -> list[set[str]]:
+    """The texts of the last group `pattern` matched, per file (an unreadable file: none)."""
+    compiled = re.compile(pattern, flags)
     out: list[set[str]] = []
     for path in paths:
         try:
@@ -647,7 +647,7 @@ def _names_matching(pattern: bytes, paths: list[str]) -> list[set[str]]:
         except OSError:
             out.append(set())
             continue
-        out.append({(m.group(1) or m.group(2)).decode() for m in compiled.finditer(text)})
+        out.append({m.group(m.lastindex or 0).decode() for m in compiled.finditer(text)})
     return out
 
 
@@ -1020,8 +1020,7 @@ class TreeIndex:
             rf"^(?:(?:async\s+)?def|class)\s+({alternation})\b|^({alternation})\s*[:=]".encode(), re.MULTILINE
         )
         hit_modules: dict[str, list[str]] = {n: [] for n in names}
-        files = [(module, path) for module, path in self.files.items() if not path.is_dir()]
-        for (module, _), found in zip(files, self._search_files(pattern, [str(path) for _, path in files])):
+        for module, _, found in self.matches(pattern):
             for name in found:
                 hit_modules[name].append(module)
         self.hit_counts = {n: len(m) for n, m in hit_modules.items()}
@@ -1039,14 +1038,20 @@ class TreeIndex:
             atomic_write_bytes(cache_path, pickle.dumps((out, self.hit_counts), protocol=pickle.HIGHEST_PROTOCOL), durable=False)
         return out
 
-    def _search_files(self, pattern: re.Pattern[bytes], paths: list[str]) -> list[set[str]]:
-        """_names_matching() per file, in the run's pool when there is one (a whole-tree pass is the
-        longest single step after the parallel parse), else here."""
+    def matches(self, pattern: re.Pattern[bytes]) -> list[tuple[str, Path, set[str]]]:
+        """(module, file, texts of the last group `pattern` matched) for each module file of the
+        tree where it matches, in file order. One pass over the tree's text, in the run's pool when
+        there is one (such passes are the longest steps after the parallel parse), else here."""
+        files = [(module, path) for module, path in self.files.items() if not path.is_dir()]
+        paths = [str(path) for _, path in files]
         if self.pool is None or len(paths) < 4 * _PARALLEL_THRESHOLD:
-            return _names_matching(pattern.pattern, paths)
-        size = max(64, len(paths) // 8)
-        chunks = [paths[i: i + size] for i in range(0, len(paths), size)]
-        return [found for part in self.pool.map(_names_matching, [pattern.pattern] * len(chunks), chunks) for found in part]
+            found = _names_matching(pattern.pattern, pattern.flags, paths)
+        else:
+            size = max(64, len(paths) // 8)
+            chunks = [paths[i: i + size] for i in range(0, len(paths), size)]
+            found = [names for part in self.pool.map(_names_matching, [pattern.pattern] * len(chunks),
+                                                     [pattern.flags] * len(chunks), chunks) for names in part]
+        return [(module, path, names) for (module, path), names in zip(files, found) if names]
 
     def fingerprint(self) -> str:
         """Identity of the tree's files (name, size, mtime): a cheap key for whole-tree searches."""
