@@ -24,8 +24,11 @@ Usage: .venv/bin/python bench/diagnose.py [--mb 50] [--runs 7] [--history REPO [
 Targets (issue 13): CLI p95 <= 150 ms warm with 4 concurrent processes; 50 MB of any content
 <= 5 s and <= 100 MB RSS. Fresh processes report wall and CPU time (user + sys): on a shared
 machine the wall time mostly measures the others' load, the CPU time what porter itself costs.
-`--baseline TREE` (e.g. `git archive OLD porter knowledge | tar -x -C /tmp/old`) prints the same
+`--baseline TREE` (e.g. `git archive OLD porter knowledge pyproject.toml | tar -x -C /tmp/old`: without
+pyproject.toml the tree is not a checkout and has no bundled KB) prints the same
 fresh-process figures for that tree beside this checkout's (before | after).
+`--instructions` (needs valgrind): the instructions one warm `porter diagnose` executes, text and --json,
+per tree; unlike wall or CPU time, the count does not depend on what else the machine runs.
 """
 
 from __future__ import annotations
@@ -288,6 +291,37 @@ def cache_reuse(trace: Path, calls: int = 15, source: Path | None = None) -> dic
     return {"calls": calls, "cached": cached, "rebuilt": calls - cached}
 
 
+def instruction_count(argv: list[str], env: dict) -> int | None:
+    """Instructions one run of `argv` executes (valgrind's cachegrind, cache simulation off), or
+    None without valgrind. A count, not a time: the same on a busy machine as on a quiet one."""
+    if not shutil.which("valgrind"):
+        return None
+    out = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null", sys.executable, *argv],
+                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False, cwd=env.get("PYTHONPATH", ROOT))
+    for line in out.stderr.splitlines():
+        if "I" in line and "refs:" in line:
+            return int(line.split("refs:")[1].strip().replace(",", ""))
+    return None
+
+
+def cli_instructions(trace: Path, source: Path | None = None) -> dict:
+    """Millions of instructions of one warm `porter diagnose TRACE` (cache and bytecode written), text and --json."""
+    cache = Path(tempfile.mkdtemp(prefix="porter-bench-cache-"))
+    env = child_env(source, PORTER_CACHE_DIR=str(cache))
+    try:
+        out = {}
+        for label, extra in (("text", []), ("json", ["--json"])):
+            argv = [str(PORTER), "diagnose", str(trace), *extra]
+            timed_process(argv, env)  # warm
+            count = instruction_count(argv, env)
+            out[label] = round(count / 1e6, 1) if count else None
+        floor = instruction_count(["-c", "pass"], env)
+        out["python_floor"] = round(floor / 1e6, 1) if floor else None
+        return out
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
 def crafted_log(path: Path, megabytes: int, kb) -> int:
     """Unique lines made of signature words joined by double spaces and tabs (defeats the memo,
     sends every line through the index, and makes the whitespace-tolerant fallback work)."""
@@ -362,6 +396,7 @@ def main() -> int:
                     "knowledge/): its CLI and 50 MB figures are printed beside this checkout's")
     ap.add_argument("--skip-in-process", action="store_true", help="only the fresh-process figures (CLI, concurrency, 50 MB logs)")
     ap.add_argument("--history-only", action="store_true", help="with --history: measure only the history figures")
+    ap.add_argument("--instructions", action="store_true", help="also count the instructions of one warm CLI call per tree (valgrind)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.history_only:
@@ -394,6 +429,8 @@ def main() -> int:
     result["cli_concurrent"] = {label: concurrent_cli(trace, 4, args.runs, source) for label, source in sources.items()}
     result["cli_concurrent_json"] = {label: concurrent_cli(trace, 4, args.runs, source, json_mode=True) for label, source in sources.items()}
     result["cache_reuse"] = {label: cache_reuse(trace, 15, source) for label, source in sources.items()}
+    if args.instructions:
+        result["cli_instructions_m"] = {label: cli_instructions(trace, source) for label, source in sources.items()}
     result["cli_big_logs"] = big_logs(kb, args.mb, inserted, sources)
     result["load_average"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     result["cpus"] = os.cpu_count()
@@ -428,6 +465,9 @@ def main() -> int:
                   f"KB cache files {cc['cache_files']}; load {cc['load_average'][0]} -> {cc['load_average'][1]}   [target p95 <= 150 ms]")
     for label, cr in result["cache_reuse"].items():
         print(f"[{label:6}] {cr['calls']} sequential CLI calls on a fresh cache: {cr['cached']} used the cached KB, {cr['rebuilt']} built it   [expect 1 build]")
+    for label, ic in result.get("cli_instructions_m", {}).items():
+        print(f"[{label:6}] one warm CLI call: {ic['text']} M instructions (text), {ic['json']} M (--json); "
+              f"`python -c pass` {ic['python_floor']} M   [load-independent]")
     for kind, m in result["cli_big_logs"].items():
         for label in sources:
             r = m[label]

@@ -71,6 +71,17 @@ OWN_CASES = [
           (11553, 11491, "the issue title (the fix says fixes #11553)"),
           (5445, 5444, "the issue's description of the failure (the fix says Closes .../issues/5445)"),
       ]),
+    # Session 4: the same search for issues whose fix says `Fix #N` / `Fixes #N`; split by thread hash
+    # when added (2 dev, 2 test), before any of them was scored.
+    *({"id": f"vllm-ascend-{n}", "trace": f"bench/known_fixes/traces/vllm-ascend-{n}.txt", "repo": "vllm-ascend",
+       "thread": f"github.com/vllm-project/vllm-ascend/issues/{n}",
+       "fixed_by": f"https://github.com/vllm-project/vllm-ascend/pull/{pr}", "batch": "issues-s4", "note": note}
+      for n, pr, note in [
+          (11395, 11405, "the issue title, its only description of the failure (the fix says Fix #11395)"),
+          (10242, 10241, "the issue title (the fix's PR description says Fixes #10242)"),
+          (5524, 6151, "the issue title (the fix says Fix .../issues/5524)"),
+          (10045, 10043, "the issue title and the log lines it quotes (the fix names #10045)"),
+      ]),
     {"id": "vllm-ascend-3236", "trace": "tests/data/corpus/test/vllm-ascend-3236.txt", "repo": "vllm-ascend",
      "thread": "github.com/vllm-project/vllm-ascend/issues/3236", "batch": "issues-s3",
      "fixed_by": "https://github.com/vllm-project/vllm-ascend/pull/3234",
@@ -246,6 +257,7 @@ def score(repos: dict[str, Path], split: str, use_message: bool, verbose: bool, 
             "bug_not_leaky": figures([r for r in bugs if not r["leaky"]]),
             "bug_with_frames": figures([r for r in bugs if r["frames"]]),
             "bug_issues_s3": figures([r for r in bugs if r["batch"] == "issues-s3"]),
+            "bug_issues_s4": figures([r for r in bugs if r["batch"] == "issues-s4"]),
             "env": {"n": len(env), "with_candidate": sum(1 for r in env if r["top"])},
         }
     env_all = [r for r in rows if r["kind"] == "env"]

@@ -120,9 +120,29 @@ def run_pair(spec: str, trees: Path, work: Path) -> dict:
         "pr_material_ratio_existing_files": round(sizes["pr_material"] / sizes["existing"], 2) if sizes.get("existing") else None,
         "sample_bridged": [{"key": k, "strategy": next((g["strategy"] for s, g in groups.items() if k.endswith(s)), ""),
                             "new_location": (by_key.get(k) or {}).get("new_location")} for k in sample],
+        "bridged_all": [_bridged_entry(k, by_key.get(k) or {}, port.get("plan", {}).get("groups", []), baseline, target)
+                        for k in port["bridged"]],
         "repo": str(repo),
         "tip": tip,
     }
+
+
+def _where(location: dict | None, version: str) -> str:
+    if not location or not (location.get("file") or location.get("module")):
+        return ""
+    path = location.get("file") or location["module"].replace(".", "/") + ".py"
+    return f"{path}@{version}:{location.get('line') or 1}"
+
+
+def _bridged_entry(key: str, record: dict, groups: list[dict], baseline: str, target: str) -> dict:
+    """A bridged finding with the upstream code its shim relies on: the target location when the
+    name lives on there, else the baseline one (a rebuilt removal copies the baseline body or value;
+    a member default follows the base class). The group is the one of the finding's own family."""
+    family, _, symbol = key.partition(":")
+    mine = [g for g in groups if symbol in g["symbols"]]
+    group = next((g for g in mine if g.get("family") == family), mine[0] if mine else {})
+    return {"key": key, "strategy": group.get("strategy", ""), "relies_on": _where(record.get("new_location"), target)
+            or _where(record.get("old_location"), baseline)}
 
 
 def main(argv: list[str]) -> int:
@@ -151,9 +171,9 @@ def main(argv: list[str]) -> int:
             print(f"- PR_MATERIAL.md {result['lines_changed'].get('pr_material')} lines; changed lines "
                   f"{result['lines_changed'].get('all')} (pre-existing plugin files {result['lines_changed'].get('existing')}); "
                   f"ratio {result['pr_material_ratio']} ({result['pr_material_ratio_existing_files']} vs pre-existing files)")
-            print("- sample of bridged fixes (check by hand against the target source):")
-            for item in result["sample_bridged"]:
-                print(f"  - {item['key']} [{item['strategy']}] -> {item['new_location'] or '-'}")
+            print("- bridged fixes and the upstream code each relies on (check by hand):")
+            for item in result["bridged_all"]:
+                print(f"  - {item['key']} [{item['strategy']}] -> {item['relies_on'] or '-'}")
             print()
         RESULTS.mkdir(parents=True, exist_ok=True)
         (RESULTS / "port.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")

@@ -8,19 +8,30 @@ the NEW tree with checks of its own (text and AST of the upstream files, not por
 records the verdict with the evidence as its reason (prefixed `judge.py:`; hand-written judgments
 are kept). A claim it has no check for stays unjudged and keeps counting as a false alarm.
 
-Checks, per kind of finding:
-  * gone / moved / renamed / monkeypatch target gone: the name is absent from its module (and class)
-    in the NEW tree -> real; present -> false;
+Checks, per kind of finding (read from the AST of the NEW tree; a local variable, a parameter or a
+word in a log message of the same name is not a definition):
+  * gone / moved / renamed / monkeypatch target gone: the name is not bound at module level (star
+    imports followed; a module `__getattr__` counts only when it serves a literal table and raises
+    AttributeError otherwise, else unjudged), or the class and its bases in the tree have no such
+    member (class-body names, `self.x` set by any method; torch's nn.Module members known; another
+    base outside the tree or a class `__getattr__`: unjudged) -> real; present -> false. A member the
+    class lacked at OLD too -> false (the object is a subclass at run time; nothing was removed);
   * an override lacks a parameter the base gained: some call of that method in the NEW tree passes it
-    by keyword -> real; none does -> false;  an override requires a parameter the base dropped: the NEW
-    tree calls the method without it -> real;
+    by keyword (or more positionals than the override takes) -> real; none does -> false. An override
+    requires a parameter the base dropped: some NEW call of the method does not bind to the
+    override's parameters -> real; all bind, or none exists -> false. `forward` / `__call__` are
+    also reached through `module(...)`, which no call by name shows: only a call that does not fit
+    decides (real); otherwise unjudged;
   * a call no longer binds (new required parameter, keyword removed, too many positionals, positional
-    shift): the NEW definition, read from its file, has that shape -> real;
+    shift): the NEW definition, read from its file (through re-exports), has that shape -> real;
   * a base class requires new methods (or an RPC the target sends): the NEW tree calls them -> real;
     never called -> false;
-  * a base `__init__` sets new attributes: read by upstream methods -> real, else false;
+  * a base `__init__` sets new attributes: a method of that class other than `__init__` reads one
+    (read from the NEW tree, not porter's detail) -> real, else false;
   * a base class's bases changed (no member missing): false (a refactor breaks nothing by itself);
-  * a return annotation changed: the site unpacks a value that is no longer a tuple -> real; the site
+  * a return annotation changed: the site's statement (read from the plugin at the parent commit)
+    unpacks a number of values NEW's annotated tuple does not have -> real; the site unpacks a value
+    that is no longer a tuple -> real; the site
     ignores the value -> false; otherwise unjudged.
 """
 
@@ -31,6 +42,7 @@ import ast
 import json
 import pickle
 import re
+import subprocess
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -39,9 +51,17 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from replay import CASES, finding_matches, in_guard, load_case  # noqa: E402  (bench/replay.py)
+from replay import CASES, DEFAULT_REPO, finding_matches, in_guard, load_case  # noqa: E402  (bench/replay.py)
 
 PREFIX = "judge.py: "
+PLAIN_BASES = {"object", "ABC", "Generic", "Protocol", "ABCMeta", "NamedTuple", "TypedDict"}  # add no members
+MODULE_BASES = {"Module", "nn.Module"}  # torch.nn.Module: its public members are known
+MODULE_MEMBERS = {"forward", "training", "parameters", "named_parameters", "buffers", "named_buffers", "children",
+                  "named_children", "modules", "named_modules", "register_buffer", "register_parameter", "add_module",
+                  "register_module", "state_dict", "load_state_dict", "to", "cuda", "cpu", "half", "float", "eval",
+                  "train", "apply", "zero_grad", "requires_grad_", "extra_repr", "get_submodule", "get_parameter",
+                  "type", "bfloat16", "double", "register_forward_hook", "register_forward_pre_hook", "_parameters",
+                  "_buffers", "_modules", "__call__", "__init__"}
 MAX_CALLERS = 30  # a method name called more often than this cannot be traced to one class by name
 
 
@@ -104,8 +124,153 @@ class Tree:
                       rf"|^\s+{name},?\s*(?:#.*)?$|[\"']{name}[\"']", self.text(rel), re.M)
         return self.text(rel)[:m.start()].count("\n") + 1 if m else None
 
+    @lru_cache(maxsize=None)
+    def module_ast(self, rel: str) -> ast.Module | None:
+        try:
+            return ast.parse(self.text(rel))
+        except (SyntaxError, ValueError):
+            return None
+
+    @lru_cache(maxsize=None)
+    def module_names(self, rel: str, depth: int = 0) -> dict[str, ast.stmt] | None:
+        """Names a module binds at module level (defs, classes, assignments, imports, also inside
+        if/try/with; star imports followed, by `__all__` where the module lists one; the names a
+        closed module `__getattr__` serves from a literal table); None when it cannot be told (a
+        `__getattr__` that may serve anything)."""
+        tree = self.module_ast(rel)
+        if tree is None:
+            return None
+        out: dict[str, ast.stmt] = {}
+        literals: dict[str, ast.expr] = {}
+        getattr_fn: ast.FunctionDef | None = None
+        todo = list(tree.body)
+        while todo:
+            stmt = todo.pop(0)
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                if stmt.name == "__getattr__" and isinstance(stmt, ast.FunctionDef):
+                    getattr_fn = stmt
+                out.setdefault(stmt.name, stmt)
+            elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                for t in targets:
+                    for el in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
+                        if isinstance(el, ast.Name):
+                            out.setdefault(el.id, stmt)
+                            if stmt.value is not None:
+                                literals[el.id] = stmt.value
+            elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                for alias in stmt.names:
+                    if alias.name != "*":
+                        out.setdefault(alias.asname or alias.name.split(".")[0], stmt)
+                        continue
+                    target, _ = self.imported_from(rel, stmt, "") if isinstance(stmt, ast.ImportFrom) else (None, "")
+                    more = self.module_names(target, depth + 1) if target is not None and depth < 6 else None
+                    if more is None:
+                        return None
+                    listed = self.all_names(target)
+                    for name in more:
+                        if (name in listed) if listed is not None else not name.startswith("_"):
+                            out.setdefault(name, stmt)
+            elif isinstance(stmt, (ast.If, ast.Try, ast.With)):
+                todo[:0] = [*stmt.body, *getattr(stmt, "orelse", []), *getattr(stmt, "finalbody", []),
+                            *(h for hd in getattr(stmt, "handlers", []) for h in hd.body)]
+        if getattr_fn is not None:
+            served = _served_by_getattr(getattr_fn, literals)
+            if served is None:
+                return None
+            for name in served:
+                out.setdefault(name, getattr_fn)
+        return out
+
+    def all_names(self, rel: str) -> set[str] | None:
+        tree = self.module_ast(rel)
+        for stmt in tree.body if tree is not None else ():
+            if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets):
+                if isinstance(stmt.value, (ast.List, ast.Tuple)):
+                    return {e.value for e in stmt.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+        return None
+
+    def imported_from(self, rel: str, stmt: ast.ImportFrom, name: str) -> tuple[str | None, str]:
+        """(module file, name there) that `from X import name` in `rel` binds."""
+        original = next((a.name for a in stmt.names if (a.asname or a.name) == name), name)
+        if stmt.level:
+            package = rel.rsplit("/", 1)[0].split("/") if not rel.endswith("__init__.py") else rel.split("/")[:-1]
+            package = package[: len(package) - (stmt.level - 1)] if stmt.level > 1 else package
+            dotted = ".".join(package + ([stmt.module] if stmt.module else []))
+        else:
+            dotted = stmt.module or ""
+        target, rest = self.module_file(f"{dotted}.{original}")
+        if target is not None and not rest:
+            return None, original  # the name is a submodule
+        target, rest = self.module_file(dotted)
+        return (target, original) if target is not None and not rest else (None, original)
+
+    def find_class(self, rel: str, name: str, depth: int = 0) -> tuple[str, ast.ClassDef] | None:
+        """The class `name` that module `rel` defines or imports (followed through re-exports)."""
+        names = self.module_names(rel) or {}
+        stmt = names.get(name)
+        if isinstance(stmt, ast.ClassDef):
+            return rel, stmt
+        if isinstance(stmt, ast.ImportFrom) and depth < 6:
+            target, original = self.imported_from(rel, stmt, name)
+            if target is not None:
+                return self.find_class(target, original, depth + 1)
+        return None
+
+    def class_members(self, rel: str, node: ast.ClassDef, depth: int = 0) -> tuple[set[str], bool]:
+        """Members of a class and its bases in the tree (class-body names, `self.x` set by any method),
+        and whether the set is closed (no `__getattr__`, every base found or known)."""
+        members: set[str] = set()
+        closed = True
+        todo = list(node.body)
+        while todo:  # the class body (and its if/try blocks): names; a method's locals are not members
+            stmt = todo.pop()
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                members.add(stmt.name)
+                if stmt.name == "__getattr__":
+                    closed = False
+            elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                members |= {el.id for t in targets for el in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])
+                            if isinstance(el, ast.Name)}
+            elif isinstance(stmt, (ast.If, ast.Try, ast.With)):
+                todo += [*stmt.body, *getattr(stmt, "orelse", []), *getattr(stmt, "finalbody", []),
+                         *(h for hd in getattr(stmt, "handlers", []) for h in hd.body)]
+        for sub in ast.walk(node):  # what any method sets on self
+            if isinstance(sub, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+                members |= {el.attr for t in targets for el in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])
+                            if isinstance(el, ast.Attribute) and isinstance(el.value, ast.Name) and el.value.id == "self"}
+            elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == "setattr":
+                closed = False  # setattr(self, name, ...): members named at run time
+        for base in node.bases:
+            name = ast.unparse(base.value if isinstance(base, ast.Subscript) else base)
+            short = name.rsplit(".", 1)[-1]
+            if short in PLAIN_BASES:
+                continue
+            if short in MODULE_BASES:
+                members |= MODULE_MEMBERS
+                continue
+            found = self.find_class(rel, name) if "." not in name else None
+            if found is None or depth > 12:
+                closed = False
+                continue
+            more, more_closed = self.class_members(found[0], found[1], depth + 1)
+            members |= more
+            closed = closed and more_closed
+        if any(isinstance(d, ast.Name) and d.id == "dataclass" or isinstance(d, ast.Call) for d in node.decorator_list):
+            pass  # dataclass fields are annotated class-body names, already counted
+        return members, closed
+
     def function(self, rel: str, qual: list[str]) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-        """The def of `Cls.method` / `function` (a class: its __init__) in a module file."""
+        """The def of `Cls.method` / `function` (a class: its __init__) in a module file, followed
+        through a re-export (`from .selector import get_attn_backend` in a package's __init__)."""
+        names = self.module_names(rel) or {}
+        stmt = names.get(qual[0]) if qual else None
+        if isinstance(stmt, ast.ImportFrom):
+            target, original = self.imported_from(rel, stmt, qual[0])
+            if target is not None and target != rel:
+                return self.function(target, [original, *qual[1:]])
         try:
             body = ast.parse(self.text(rel)).body
         except SyntaxError:
@@ -142,12 +307,105 @@ def _first_called(tree, names: str) -> str:
             return f"{name}() ({_where(hit[0][0], hit[0][1])})"
     return ""
 
+def _exists(tree: Tree, rel: str, qual: list[str]) -> tuple[str, str] | None:
+    """Is `name` / `Cls.member` bound in module `rel` at NEW? Read from the AST: a class's members
+    are its body's names, what any of its methods sets on self, and its bases' members (a local
+    variable or a word in a log message of the same name does not count)."""
+    names = tree.module_names(rel)
+    if names is None:
+        return None  # a module __getattr__ or a star import: cannot tell
+    if qual[0] not in names:
+        return "known_real", f"{PREFIX}{qual[0]} is not bound at module level in {rel} at NEW"
+    if len(qual) == 1:
+        return "known_false", f"{PREFIX}{qual[0]} is still bound in {_where(rel, names[qual[0]].lineno)} at NEW"
+    if len(qual) > 2:
+        return None
+    found = tree.find_class(rel, qual[0])
+    if found is None:
+        return None  # bound to something that is not a class of the tree
+    members, closed = tree.class_members(*found)
+    if qual[1] in members:
+        return "known_false", f"{PREFIX}{qual[0]}.{qual[1]} is still a member at NEW ({_where(found[0], found[1].lineno)} or its bases)"
+    if not closed:
+        return None  # a base outside the tree or a __getattr__ may provide it
+    return "known_real", f"{PREFIX}{qual[0]} ({_where(found[0], found[1].lineno)}) and its bases have no member {qual[1]} at NEW"
+
+
+def _binds(positional: list[str], names: set[str], required: set[str], varargs: bool, varkw: bool,
+           n_pos: int, keywords: frozenset[str]) -> bool:
+    """Whether a call with n_pos positionals and these keywords binds to a def's parameters."""
+    if n_pos > len(positional) and not varargs:
+        return False
+    filled = set(positional[:n_pos])
+    if keywords & filled:
+        return False  # a positional and a keyword for one parameter
+    if not varkw and keywords - names:
+        return False
+    return required <= (filled | keywords)
+
+
+def _served_by_getattr(fn: ast.FunctionDef, literals: dict[str, ast.expr]) -> set[str] | None:
+    """Names a module `__getattr__` serves when it only answers `if name in TABLE:` (a dict, set,
+    list or tuple literal of the module) and raises AttributeError otherwise; None: it may serve anything."""
+    if not any(isinstance(n, ast.Raise) and "AttributeError" in ast.unparse(n) for n in ast.walk(fn)):
+        return None
+    served: set[str] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.In) \
+                and isinstance(node.comparators[0], ast.Name):
+            table = literals.get(node.comparators[0].id)
+            keys = table.keys if isinstance(table, ast.Dict) else table.elts if isinstance(table, (ast.Set, ast.List, ast.Tuple)) else None
+            if keys is None:
+                return None
+            served |= {k.value for k in keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+    return served
+
+
+def _unpacked_at(plugin, sites: list[dict]) -> int | None:
+    """How many names the first site's statement unpacks a call's value into (`a, b = f(...)`)."""
+    if not sites:
+        return None
+    try:
+        module = ast.parse(plugin(sites[0]["path"]))
+    except (SyntaxError, ValueError, OSError):
+        return None
+    for node in ast.walk(module):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], (ast.Tuple, ast.List))
+                and isinstance(node.value, ast.Call) and node.value.lineno <= sites[0]["line"] <= (node.value.end_lineno or 0)
+                and not any(isinstance(e, ast.Starred) for e in node.targets[0].elts)):
+            return len(node.targets[0].elts)
+    return None
+
+
+def _tuple_arity(node: ast.expr) -> int | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            node = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return None
+    if isinstance(node, ast.Subscript) and ast.unparse(node.value).rsplit(".", 1)[-1] in ("tuple", "Tuple"):
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        return None if any(isinstance(e, ast.Constant) and e.value is Ellipsis for e in elts) else len(elts)
+    return None
+
+
+def _self_reads_outside_init(node: ast.ClassDef) -> set[str]:
+    out: set[str] = set()
+    for fn in node.body:
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name != "__init__":
+            out |= {n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)
+                    and isinstance(n.value, ast.Name) and n.value.id == "self"}
+    return out
+
+
 def _where(rel: str, line: int | None) -> str:
     return f"{rel}:{line}" if line else rel
 
 
-def judge(record: dict, tree: Tree) -> tuple[str, str] | None:
-    """(known_real | known_false, reason) or None when no check applies."""
+def judge(record: dict, tree: Tree, old: Tree | None = None, plugin=None) -> tuple[str, str] | None:
+    """(known_real | known_false, reason) or None when no check applies. `old`, the OLD tree, tells
+    a member that was removed from one the declared class never had (the object is a subclass).
+    `plugin(path)`, the plugin file's text at the parent commit, shows how a call site uses a value."""
     msg, symbol, detail = record.get("message", ""), record.get("symbol", ""), record.get("detail") or {}
     change = detail.get("change")
     rel, qual = tree.module_file(symbol)
@@ -156,18 +414,21 @@ def judge(record: dict, tree: Tree) -> tuple[str, str] | None:
             return "known_real", f"{PREFIX}no module of {symbol} exists in the NEW tree"
         if not qual:
             return "known_false", f"{PREFIX}{symbol} is a module of the NEW tree ({rel})"
-        container = rel
-        if len(qual) > 1:  # Cls.member: look inside the class's file only
-            if tree.defines(rel, qual[0]) is None:
-                return "known_real", f"{PREFIX}{qual[0]} is not defined in {rel} at NEW"
-        line = tree.defines(container, qual[-1])
-        if line is None:
-            return "known_real", f"{PREFIX}{qual[-1]} appears nowhere in {rel} at NEW"
-        return "known_false", f"{PREFIX}{qual[-1]} is still named in {_where(rel, line)} at NEW"
+        verdict = _exists(tree, rel, qual)
+        if verdict and verdict[0] == "known_real" and len(qual) == 2 and old is not None and "is gone at the target" in msg:
+            old_rel, old_qual = old.module_file(symbol)
+            before = _exists(old, old_rel, old_qual) if old_rel is not None and old_qual else None
+            if before and before[0] == "known_real":
+                return "known_false", (f"{PREFIX}{qual[0]} has no member {qual[1]} at OLD either: the object the plugin "
+                                       "reads it from is a subclass at run time, nothing was removed")
+        return verdict
     method = symbol.rsplit(".", 1)[-1]
     if change == "override_mismatch" or "that the override" in msg:
         if len(tree.calls().get(method, [])) > MAX_CALLERS:
-            return None  # forward, __call__: too many unrelated callers to tell which one reaches this class
+            return None  # too many unrelated callers to tell which one reaches this class
+        # forward is reached through module(...) too, which no call by name shows: a call that does not
+        # fit still proves the break, finding none proves nothing
+        unseen = method in ("forward", "__call__")
         gained = re.search(r"gained parameter\(s\) ([\w, ]+?) that the override does not accept", msg)
         override = re.search(r"\(override [\w.]+\(([^)]*)\)", msg)
         if gained and override:
@@ -184,16 +445,18 @@ def judge(record: dict, tree: Tree) -> tuple[str, str] | None:
                 if hit:
                     return "known_real", f"{PREFIX}the NEW tree calls {method}(..., {param}=...) at {_where(*hit)}; the override does not accept it"
         dropped = re.search(r"dropped parameter\(s\) ([\w, ]+?) that the override requires", msg)
-        if dropped:
-            params = [p.strip() for p in dropped.group(1).split(",")]
-            slots = [p.strip().split("=")[0] for p in override.group(1).split(",") if p.strip() not in ("self", "cls")] if override else []
-            # a NEW call leaves the required parameter unbound: not by keyword, and too few positionals to reach its slot
-            reach = min((slots.index(p) for p in params if p in slots), default=0)
-            hit = next(((f, l) for f, l, n_pos, kws in tree.calls().get(method, [])
-                        if not set(params) & kws and n_pos <= reach), None)
+        if dropped and override:
+            # a NEW call of the method that does not bind to the override's parameters fails when it reaches the plugin's class
+            shape = _override_shape(override.group(1))
+            hit = next(((f, l) for f, l, n_pos, kws in tree.calls().get(method, []) if not _binds(*shape, n_pos, kws)), None)
             if hit:
-                return "known_real", f"{PREFIX}the NEW tree calls {method} without {', '.join(params)} at {_where(*hit)}; the override requires it"
-        if gained and not dropped:
+                return "known_real", f"{PREFIX}the NEW tree calls {method} at {_where(*hit)} with arguments that do not bind to the override (it requires {dropped.group(1)})"
+            if unseen:
+                return None
+            if tree.calls().get(method):
+                return "known_false", f"{PREFIX}every call of {method} in the NEW tree binds to the override's parameters"
+            return "known_false", f"{PREFIX}nothing in the NEW tree calls {method}"
+        if gained and not dropped and not unseen:
             return "known_false", f"{PREFIX}no call of {method} in the NEW tree passes {gained.group(1)} by keyword"
         return None
     if change in ("new_required_parameter", "keyword_removed", "positional_removed", "positional_shift"):
@@ -231,10 +494,14 @@ def judge(record: dict, tree: Tree) -> tuple[str, str] | None:
         return "known_false", f"{PREFIX}nothing in the NEW tree calls {requires.group(1)}"
     sets = re.search(r"__init__ now sets ([\w, ]+?);", msg)
     if sets:
-        read = detail.get("read_by_upstream") or []
+        found = tree.find_class(rel, qual[0]) if rel is not None and len(qual) == 1 else None
+        if found is None:
+            return None
+        attrs = {a.strip() for a in sets.group(1).split(",")}
+        read = sorted(_self_reads_outside_init(found[1]) & attrs)  # read from the NEW tree, not porter's detail
         if read:
-            return "known_real", f"{PREFIX}upstream methods read {', '.join(read)}, which the plugin's __init__ never sets"
-        return "known_false", f"{PREFIX}no upstream method reads {sets.group(1)} (the plugin's class never needs them)"
+            return "known_real", f"{PREFIX}methods of {qual[0]} ({_where(found[0], found[1].lineno)}) read {', '.join(read)}, which the plugin's __init__ never sets"
+        return "known_false", f"{PREFIX}no method of {qual[0]} other than __init__ reads {sets.group(1)} (the plugin's class never needs them)"
     if "bases changed from" in msg and "now requires" not in msg and "lacks" not in msg:
         return "known_false", f"{PREFIX}a refactor of the base's bases; no member the plugin class relies on is reported missing"
     stand_in = re.search(r"lacks its new member\(s\) ([\w, ]+)", msg)
@@ -246,12 +513,44 @@ def judge(record: dict, tree: Tree) -> tuple[str, str] | None:
     if change == "return_annotation":
         code = (record.get("sites") or [{}])[0].get("code", "")
         new = detail.get("new_returns", "")
+        fn = tree.function(rel, qual) if rel is not None and qual else None
+        arity = _tuple_arity(fn.returns) if fn is not None and fn.returns is not None else None
+        names = _unpacked_at(plugin, record.get("sites") or []) if plugin is not None else None
+        if names is not None and arity is not None and arity != names:
+            return "known_real", (f"{PREFIX}the site unpacks {names} values (read from the plugin at the parent); NEW's "
+                                  f"{'.'.join(qual)} ({_where(rel, fn.lineno)}) returns {ast.unparse(fn.returns)}")
         if re.match(r"^\s*[\w.]+\s*,\s*[\w.]+.*=", code) and not new.startswith(("tuple", "Tuple")):
             return "known_real", f"{PREFIX}the site unpacks the result; NEW returns {new}"
         if re.match(r"^\s*(?:self\.)?[\w.]+\(", code):
             return "known_false", f"{PREFIX}the site ignores the returned value ({code[:60]})"
         return None
     return None
+
+
+def _override_shape(rendered: str) -> tuple[list[str], set[str], set[str], bool, bool]:
+    """(positional names, all names, required names, *args, **kwargs) of the override from porter's
+    rendering `(self, a, b=…, *args, c, **kw)`."""
+    positional: list[str] = []
+    names: set[str] = set()
+    required: set[str] = set()
+    varargs = varkw = kwonly = False
+    for raw in (p.strip() for p in rendered.split(",")):
+        name = raw.split("=")[0].split(":")[0].strip()
+        if not name or name in ("self", "cls", "/"):
+            continue
+        if name == "*":
+            kwonly = True
+        elif name.startswith("**"):
+            varkw = True
+        elif name.startswith("*"):
+            varargs = kwonly = True
+        else:
+            names.add(name)
+            if not kwonly:
+                positional.append(name)
+            if "=" not in raw:
+                required.add(name)
+    return positional, names, required, varargs, varkw
 
 
 def unmatched(case, analysis: dict) -> list[dict]:
@@ -274,6 +573,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--analyses", type=Path, default=ROOT / "bench" / "results" / "replay")
     ap.add_argument("--trees", type=Path, default=Path("/work/cache"))
     ap.add_argument("--write", action="store_true", help="store the verdicts in the case files")
+    ap.add_argument("--repo", type=Path, default=DEFAULT_REPO, help="vllm-ascend git mirror (the plugin at the parent commit)")
     ap.add_argument("--index-cache", type=Path, default=Path("/tmp/porter-replay-index"))
     args = ap.parse_args(argv)
     totals = {"known_real": 0, "known_false": 0, "unjudged": 0}
@@ -286,10 +586,13 @@ def main(argv: list[str] | None = None) -> int:
         if not saved.is_file():
             continue
         tree = trees.setdefault(case.new, Tree(args.trees / f"vllm-{case.new}", args.index_cache))
+        old = trees.setdefault(case.old, Tree(args.trees / f"vllm-{case.old}", args.index_cache))
+        plugin = lru_cache(maxsize=None)(lambda path, parent=case.parent: subprocess.run(
+            ["git", "-C", str(args.repo), "show", f"{parent}:{path}"], capture_output=True, text=True).stdout)
         doc = json.loads(path.read_text(encoding="utf-8"))
         verdicts: dict[str, list[dict]] = {"known_real": [], "known_false": []}
         for r in unmatched(case, json.loads(saved.read_text(encoding="utf-8"))):
-            got = judge(r, tree)
+            got = judge(r, tree, old, plugin)
             if got is None:
                 totals["unjudged"] += 1
                 print(f"{case.id[:10]} unjudged {r['key']}: {r['message'][:140]}", file=sys.stderr)

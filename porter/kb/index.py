@@ -19,6 +19,7 @@ from porter.kb.normalize import fuzzy_form
 from porter.kb.schema import KBEntry
 
 TOKEN = re.compile(r"\w+")
+ASCII_TOKEN = re.compile(r"[A-Za-z0-9_]+")  # TOKEN on an ASCII string (its \w is exactly this class there)
 # Frequent words make poor index keys (they would send every line to the checker).
 _COMMON = frozenset(
     """error errors exception import module named from cannot name line file object has attribute
@@ -211,6 +212,17 @@ def signature_keys(kind: str, pattern: str, needles: tuple[str, ...]) -> list[st
     return needle_keys(needles) or []
 
 
+def required_words(kind: str, pattern: str) -> tuple[str, ...]:
+    """Whitespace-free words that every line a regex signature matches contains: the words of
+    the literal runs every match holds (`regex_literal_runs`). Whitespace-free, so they are in
+    the de-prefixed and in the whitespace-squeezed line alike, and testing them in the clean
+    line (a superset of both) is exact. () for literals, codes and case-insensitive regexes."""
+    if kind != "regex":
+        return ()
+    words = [word for run in regex_literal_runs(pattern) or () for word in run.split() if len(word) >= 2]
+    return tuple(sorted(dict.fromkeys(words), key=_needle_score, reverse=True))  # the rarest first: fails soonest
+
+
 def signature_key(kind: str, pattern: str) -> str | None:
     """The index token of a single-key signature (None: several keys or none)."""
     keys = signature_keys(kind, pattern, signature_needles(kind, pattern))
@@ -242,15 +254,21 @@ def squeeze(line: str) -> str:
 class _Sig:
     """A signature prepared for the line loop. The regex is compiled on first use."""
 
-    __slots__ = ("ei", "si", "kind", "pattern", "needles", "_rx", "_compiled", "_collapsed")
+    __slots__ = ("ei", "si", "kind", "pattern", "needles", "required", "_rx", "_compiled", "_collapsed")
 
-    def __init__(self, ei: int, si: int, kind: str, pattern: str, needles: tuple[str, ...]) -> None:
+    def __init__(self, ei: int, si: int, kind: str, pattern: str, needles: tuple[str, ...], required: tuple[str, ...] = ()) -> None:
         self.ei, self.si, self.kind, self.pattern, self.needles = ei, si, kind, pattern, needles
+        self.required = required  # words every match contains (`required_words`): tested before the regex runs
         self._rx: re.Pattern[str] | None = None
         self._compiled = False
         # a literal with whitespace also matches when runs of spaces/tabs differ (pasted logs)
         has_space = kind == "literal" and any(ch.isspace() for ch in pattern)
         self._collapsed = " ".join(pattern.split()) if has_space else None
+
+    @property
+    def collapsed(self) -> str | None:
+        """A literal with whitespace, its runs as single spaces (matched in the squeezed line)."""
+        return self._collapsed
 
     def _regex(self) -> re.Pattern[str] | None:
         if not self._compiled:
@@ -269,7 +287,7 @@ class _Sig:
     def hits(self, clean: str, text: str, squeezed: str | None = None) -> bool:
         """`squeezed`: the line with whitespace runs made single spaces (`squeeze`), computed once
         per line by the caller (building it per signature made crafted logs quadratic)."""
-        if self.kind == "literal":
+        if self.kind == "literal":  # (porter.kb.matcher.scan inlines this branch)
             if self.pattern in clean:
                 return True
             return self._collapsed is not None and self._collapsed in (squeezed if squeezed is not None else squeeze(clean))
@@ -279,6 +297,9 @@ class _Sig:
         else:
             if self.needles:
                 return False  # needles are whitespace-free words when the pattern has spaces
+        for word in self.required:
+            if word not in clean:
+                return False  # a word every match contains is missing: no regex scan (nor a squeezed retry)
         rx = self._regex()
         if rx is None:
             return False
@@ -324,8 +345,9 @@ class CompiledKB:
         entries = tuple(entries)
         if plan is None:
             plan = cls.plan(entries)
-        sigs = [_Sig(ei, si, entries[ei].signatures[si].kind, entries[ei].signatures[si].pattern, tuple(needles))
-                for ei, si, needles, _ in plan["sigs"]]
+        required = plan.get("required") or [()] * len(plan["sigs"])
+        sigs = [_Sig(ei, si, entries[ei].signatures[si].kind, entries[ei].signatures[si].pattern, tuple(needles), tuple(words))
+                for (ei, si, needles, _), words in zip(plan["sigs"], required)]
         index: dict[str, list[int]] = {}
         always: list[int] = []
         for pos, (_, _, _, keys) in enumerate(plan["sigs"]):
@@ -342,16 +364,17 @@ class CompiledKB:
     @staticmethod
     def plan(entries: Iterable[KBEntry]) -> dict:
         """Plain data (cacheable): per signature its needles and index keys; fuzzy forms."""
-        sigs, fuzzy = [], []
+        sigs, fuzzy, required = [], [], []
         for ei, entry in enumerate(entries):
             for si, sig in enumerate(entry.signatures):
                 needles = signature_needles(sig.kind, sig.pattern)
                 sigs.append((ei, si, needles, signature_keys(sig.kind, sig.pattern, needles)))
+                required.append(required_words(sig.kind, sig.pattern))
             for text in (*entry.symptoms, entry.title):
                 form = fuzzy_form(text)
                 if len(form) >= 12:
                     fuzzy.append((ei, form))
-        return {"sigs": sigs, "fuzzy": fuzzy, "prefilter": prefilter_plan(needles for _, _, needles, _ in sigs)}
+        return {"sigs": sigs, "fuzzy": fuzzy, "required": required, "prefilter": prefilter_plan(needles for _, _, needles, _ in sigs)}
 
     def signature_map(self) -> dict[tuple[int, int], "_Sig"]:
         """(entry index, signature index) -> prepared signature."""

@@ -24,6 +24,7 @@ from porter.kb.env import normalise_package  # also re-exported: porter.smoke im
 from bisect import bisect_right
 
 from porter.kb.extract import CODE_LINE, Extractor, Signals
+from porter.kb.index import ASCII_TOKEN as _ASCII_TOKEN
 from porter.kb.index import TOKEN as _TOKEN
 from porter.kb.index import CompiledKB, candidate_lines, distinct_lines, prefilter_needles, presence_key, present_needles, squeeze  # CompiledKB re-exported too
 from porter.kb.normalize import fuzzy_form, iter_batches, strip_prefix
@@ -41,6 +42,9 @@ MAX_HITS_PER_SIGNATURE = 3
 FUZZY_QUERY_CHARS = 400
 FUZZY_MAX_QUERIES = 12
 LINE_MEMO_BYTES = 8 << 20  # the recent-line memo's estimated size (line, de-prefixed line, tokens)
+FEW_KEYLESS = 16  # at most this many keyless needles in a chunk: test each on the line
+TOKEN_MEMO_BYTES = 4 << 20  # the token memo of the keyless needles, bounded in estimated bytes (cleared when full)
+TOKEN_MEMO_FRESH_PER_LINE = 24  # a line with more unseen tokens tests the needles directly
 SEVERITY_RANK_PENALTY = {"warning": 0.15, "info": 0.3}  # ranking only; confidence is unchanged
 
 
@@ -101,10 +105,50 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
     always_bare = {pos for pos in kb.always if not sigs[pos].needles}  # regexes with no literal anchor
     keys = index.keys()
     findall = _TOKEN.findall
+    ascii_words = _ASCII_TOKEN.findall  # the same tokens for an ASCII line, found faster than with \w
     needles = prefilter_needles(kb)
     keys_of = tuple(tuple(map(presence_key, group)) for group in needles) if needles is not None else ((), ())
     always_keys = [presence_key(needle) for needle, _ in always_needles]
     always_now = always_needles  # this chunk's: the needles absent from it are not tested per line
+    # A chunk of unique lines defeats that filter, and testing ~150 needles on every line was
+    # most of a crafted log's cost. A needle occurs in a line only if its longest word lies
+    # inside one of the line's tokens, so a memo of token -> the needles whose word it holds
+    # leaves a few `needle in line` tests per line; each still decides, so the result is the same.
+    worded = [(max(words, key=len), needle, pos) for needle, pos in always_needles if (words := findall(needle))]
+    wordless = [(needle, pos) for needle, pos in always_needles if not findall(needle)]
+    digit_worded = [item for item in worded if item[0].isdigit()]  # all a digits-only token can hold
+    token_needles: dict[str, tuple[tuple[str, int], ...]] = {}  # tokens that hold some needle's word
+    known_tokens: set[str] = set()
+    token_chars = 0
+    literals = [(sig.pattern, sig.collapsed) if sig.kind == "literal" else None for sig in sigs]
+    full: set[int] = set()  # signatures with MAX_HITS_PER_SIGNATURE hits: more would be dropped, skip them
+
+    def keyless_by_tokens(clean: str, tokens: list[str], candidates: set[int]) -> bool:
+        """Add the keyless signatures whose needle is in `clean`; False: too many new tokens
+        (a long line of unique words), test the needles directly instead."""
+        toks = set(tokens)
+        fresh = toks.difference(known_tokens)
+        if len(fresh) > TOKEN_MEMO_FRESH_PER_LINE:
+            return False
+        nonlocal token_chars
+        token_chars += sum(map(len, fresh)) + 60 * len(fresh)  # ~ the memo's bytes: the tokens and their set slots
+        if token_chars > TOKEN_MEMO_BYTES:
+            known_tokens.clear()
+            token_needles.clear()
+            token_chars = sum(map(len, fresh)) + 60 * len(fresh)
+        for tok in fresh:
+            held = tuple((needle, pos) for word, needle, pos in (digit_worded if tok.isdigit() else worded) if word in tok)
+            if held:
+                token_needles[tok] = held
+        known_tokens.update(fresh)
+        for tok in token_needles.keys() & toks:
+            for needle, pos in token_needles[tok]:
+                if needle in clean:
+                    candidates.add(pos)
+        for needle, pos in wordless:
+            if needle in clean:
+                candidates.add(pos)
+        return True
 
     # Logs repeat lines verbatim (every rank prints the same warning): remember what a line
     # matched, so a repeat costs one dict lookup. Bounded in characters (long unique lines would
@@ -114,15 +158,28 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
 
     def match_line(clean: str) -> tuple[str, list[str], list[int]]:
         text = strip_prefix(clean)
-        tokens = findall(clean)
+        tokens = ascii_words(clean) if clean.isascii() else findall(clean)
         candidates: set[int] = set(always_bare)
         for tok in keys & tokens:  # the line's index keys, intersected in C
             candidates.update(index[tok])
-        for needle, pos in always_now:  # keyless signatures: a substring test first
-            if needle in clean:
-                candidates.add(pos)
-        squeezed = squeeze(clean) if candidates else clean
-        return text, tokens, [pos for pos in candidates if sigs[pos].hits(clean, text, squeezed)]
+        if len(always_now) <= FEW_KEYLESS or not keyless_by_tokens(clean, tokens, candidates):
+            for needle, pos in always_now:  # keyless signatures: a substring test first
+                if needle in clean:
+                    candidates.add(pos)
+        if full:
+            candidates -= full
+        if not candidates:
+            return text, tokens, []
+        squeezed = squeeze(clean)
+        matched = []
+        for pos in candidates:
+            literal = literals[pos]
+            if literal is None:  # regex or code: its needles, required words, then the regex
+                if sigs[pos].hits(clean, text, squeezed):
+                    matched.append(pos)
+            elif literal[0] in clean or (literal[1] is not None and literal[1] in squeezed):
+                matched.append(pos)  # `_Sig.hits` for a literal, inlined: most candidates are literals
+        return text, tokens, matched
 
     def look_at(line: str, number: int) -> None:
         nonlocal memo_chars
@@ -143,6 +200,8 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
             slot = hits.setdefault(sig.ei, {}).setdefault(sig.si, [])
             if len(slot) < MAX_HITS_PER_SIGNATURE:
                 slot.append((number, text))
+                if len(slot) == MAX_HITS_PER_SIGNATURE:
+                    full.add(pos)
         feed(number, text, tokens)
 
     base = 0  # line number before this batch

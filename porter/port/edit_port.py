@@ -120,7 +120,7 @@ def publish_edits(request: EditRequest, status: Callable[[str], None] = lambda _
         finally:
             shutil.rmtree(control, ignore_errors=True)
         text = render_edits(request, commits, validation, branch, run_id, base_sha, fork_ref,
-                            git_work.diff_stat(root, base_sha, edits_tip), formatters=tuple(f[0] for f in formatters),
+                            git_work.diff_numstat(root, base_sha, edits_tip), formatters=tuple(f[0] for f in formatters),
                             created=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
         atomic_write_text(wt.path / "PR_MATERIAL.md", redact_text(text))
         wt.commit(["PR_MATERIAL.md"], f"PR_MATERIAL.md: {request.title or slug}\n\n" + git_work.trailer_block(

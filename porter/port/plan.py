@@ -203,8 +203,8 @@ def plan_with_missed(plan, missed: list) -> Any:
     for group, move in missed:
         for record in group.records:
             if import_path(record) == (move.module, move.name) or record.symbol.endswith("." + move.name):
-                extra.append(Unhandled(record, f"{move.path} uses `{move.module}.{move.name}` in a form porter does not "
-                                               "rewrite (not a `from ... import` line): adapt it by hand"))
+                extra.append(Unhandled(record, "used in a form porter does not rewrite (not a `from ... import` line): "
+                                               "adapt it by hand", f"{move.path} uses `{move.module}.{move.name}`"))
     if not extra:
         return plan
     known = {u.record.key for u in plan.unhandled}

@@ -97,7 +97,7 @@ def _run_in_worktree(request: PortRequest, analyze: AnalyzeFn, status: Callable[
         outcome = port_outcome(analysis.outcome, plan, validation.ok)
         changes = _changes_since(root, existing, commits, shim_tip)
         pr_text = render_pr(request, plan, analysis, commits, validation, outcome, changes, fork_ref, base_sha,
-                            branch, run_id, git_work.diff_stat(root, base_sha, shim_tip), gates,
+                            branch, run_id, git_work.diff_numstat(root, base_sha, shim_tip), gates,
                             formatters=done.formatters, sizes=git_work.commit_sizes(root, [c.sha for c in commits]))
         atomic_write_text(wt.path / "PR_MATERIAL.md", pr_text)
         families = tuple(dict.fromkeys(c for commit in commits for c in commit.families))

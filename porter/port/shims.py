@@ -38,18 +38,28 @@ def commit_groups(wt: Worktree, groups: Sequence, *, identity: tuple[str, str] |
         run_formatters(wt.path, formatters, [p for p in applied.changed if p.endswith(".py")],
                        baseline=lambda path: _committed(wt, path))
         families = tuple(dict.fromkeys(r.family.value for r in group.records))
-        message = f"{group.subject}\n\n" + "\n".join(f"- {line}" for line in group.rationale) + "\n\n" + \
+        missed_lines = tuple(f"not rewritten (not a plain `from ... import` line): {m.path} imports {m.module}.{m.name}"
+                             for m in applied.missed_moves)
+        message = f"{group.subject}\n\n" + "\n".join(f"- {line}" for line in group.rationale + todo_lines(group)
+                                                       + missed_lines) + "\n\n" + \
             trailer_block(families, group.symbols, upstream_ref, run_id) + "\n"
         sha = wt.commit(applied.changed, message, identity)
         if sha is None:  # the baseline already holds exactly these files
             status(f"    already on the baseline: {group.name}")
             continue
         changed_all.update(applied.changed)
+        # The PR material lists what a human must finish once, under "Needs a human": the commit's
+        # rationale there carries only what the commit bridged.
         commits.append(CommitInfo(sha, group.subject, group.name, families, group.symbols, applied.changed,
-                                  group.rationale + tuple(f"not rewritten (not a plain `from ... import` line): "
-                                                          f"{m.path} imports {m.module}.{m.name}" for m in applied.missed_moves)))
+                                  group.rationale))
         checkpoint(f"commit-{index}")
     return Committed(tuple(commits), frozenset(changed_all), tuple(missed), tuple(f[0] for f in formatters))
+
+
+def todo_lines(group) -> tuple[str, ...]:
+    """The commit message's lines for what the group leaves to a human (a stub, uses that still break)."""
+    return tuple(f"TODO for a human: `{u.record.symbol}`: {u.reason}" + (f" ({u.detail})" if u.detail else "")
+                 for u in group.todo)
 
 
 def _committed(wt: Worktree, path: str) -> str | None:

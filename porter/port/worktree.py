@@ -410,11 +410,29 @@ def failed_branch_name(branch: str) -> str:
     return f"{branch}-failed"
 
 
-def diff_stat(repo: Path, base: str, tip: str) -> str:
-    """Files the series edited that existed before (new shim files are listed per commit), then the totals."""
-    edited = git(repo, "diff", "--stat=100", "--diff-filter=M", f"{base}..{tip}").stdout.rstrip().splitlines()[:-1]
-    total = git(repo, "diff", "--shortstat", f"{base}..{tip}").stdout.strip()
-    return "\n".join([*edited, f"all files: {total}" if total else ""]).strip()
+@dataclass(frozen=True)
+class FileChange:
+    """One file of a series, from `git diff --numstat` (a binary file counts 0 lines)."""
+
+    path: str
+    added: int
+    deleted: int
+    created: bool  # the file did not exist at the base
+
+
+def diff_numstat(repo: Path, base: str, tip: str) -> tuple[FileChange, ...]:
+    """The files `base..tip` touched with their lines added and deleted, renames as delete + add."""
+    created = set(git(repo, "diff", "--no-renames", "--name-only", "-z", "--diff-filter=A", f"{base}..{tip}")
+                  .stdout.split("\0"))
+    changes = []
+    for entry in git(repo, "diff", "--no-renames", "--numstat", "-z", f"{base}..{tip}").stdout.split("\0"):
+        parts = entry.split("\t")
+        if len(parts) != 3:
+            continue
+        added, deleted, path = parts
+        changes.append(FileChange(path, int(added) if added.isdigit() else 0, int(deleted) if deleted.isdigit() else 0,
+                                  path in created))
+    return tuple(changes)
 
 
 def commit_sizes(repo: Path, shas: Sequence[str]) -> dict[str, dict[str, int]]:

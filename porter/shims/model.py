@@ -54,6 +54,22 @@ class ParamAdd:
 
 
 @dataclass(frozen=True)
+class Unhandled:
+    """A finding no strategy can bridge (or bridges only in part): work for a human in the PR material.
+
+    `reason` says what to do in words that hold for every member of a class it applies to, so that
+    hand-offs of one class for one reason share a line; `detail` is this finding's own fact (the value
+    upstream passes and where, the names a call lacks), shown beside its member on that line."""
+
+    record: DriftRecord
+    reason: str
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.record.key, "symbol": self.record.symbol, "reason": self.reason, "detail": self.detail}
+
+
+@dataclass(frozen=True)
 class ShimGroup:
     """One reviewed unit of change: a compat module (or a set of member additions) and its test."""
 
@@ -67,12 +83,17 @@ class ShimGroup:
     import_moves: tuple[ImportMove, ...] = ()
     member_adds: tuple[MemberAdd, ...] = ()
     param_adds: tuple[ParamAdd, ...] = ()
-    needs_human: tuple[str, ...] = ()  # record keys a human must finish (TODO stubs)
+    todo: tuple[Unhandled, ...] = ()  # findings the group bridges only in part (a stub, a name whose uses still break)
     review: tuple[str, ...] = ()  # record keys flagged for review (defaults chosen by porter)
 
     @property
     def symbols(self) -> tuple[str, ...]:
         return tuple(r.symbol for r in self.records)
+
+    @property
+    def needs_human(self) -> tuple[str, ...]:
+        """Keys of the findings a human must finish."""
+        return tuple(dict.fromkeys(u.record.key for u in self.todo))
 
     @property
     def test_paths(self) -> tuple[str, ...]:
@@ -91,19 +112,9 @@ class ShimGroup:
             "member_adds": [f"{m.path}: {m.class_name}.{m.member}" for m in self.member_adds],
             "param_adds": [f"{p.path}: {p.class_name}.{p.method}({', '.join(n for n, _, _ in p.params)})" for p in self.param_adds],
             "needs_human": list(self.needs_human),
+            "todo": [u.to_dict() for u in self.todo],
             "review": list(self.review),
         }
-
-
-@dataclass(frozen=True)
-class Unhandled:
-    """A finding no strategy can bridge: it goes to the PR material as work for a human."""
-
-    record: DriftRecord
-    reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"key": self.record.key, "symbol": self.record.symbol, "reason": self.reason}
 
 
 @dataclass(frozen=True)
@@ -117,6 +128,21 @@ class ShimPlan:
         keys = [k for g in self.groups for k in g.needs_human]
         keys += [u.record.key for u in self.unhandled]
         return tuple(dict.fromkeys(keys))
+
+    @property
+    def hand_offs(self) -> tuple[Unhandled, ...]:
+        """One Unhandled per finding left to a human, in plan order: a finding a group bridges only in
+        part with every reason the group gave, then those no strategy took."""
+        merged: dict[str, Unhandled] = {}
+        for item in [u for g in self.groups for u in g.todo] + list(self.unhandled):
+            known = merged.get(item.record.key)
+            if known is None:
+                merged[item.record.key] = item
+            else:  # one finding, several members or reasons (a class lacking two attributes): keep every detail
+                reason = known.reason if item.reason in known.reason else f"{known.reason}; {item.reason}"
+                details = [d for d in (known.detail, item.detail) if d]
+                merged[item.record.key] = Unhandled(known.record, reason, "; ".join(dict.fromkeys(details)))
+        return tuple(merged.values())
 
     @property
     def bridged(self) -> tuple[str, ...]:

@@ -297,7 +297,7 @@ class DriftAnalyzer:
         if use.kind in ("attribute", "monkeypatch"):
             if use.detail.get("via") == "instance":
                 use = replace(use, symbol=self._through_fields(use.symbol))
-            res = self.target.resolve_dotted(use.symbol)
+            res = self._open_ancestry(self.target.resolve_dotted(use.symbol))
             return self._existence(use, res, unresolved, strict=False)
         if use.kind == "call":
             if use.symbol in self._patched:
@@ -316,6 +316,20 @@ class DriftAnalyzer:
         if use.kind == "patch":
             return self._patch(use), False
         return [], False
+
+    def _open_ancestry(self, res: Resolution) -> Resolution:
+        """A member missing from a class whose ancestors derive from a class outside the tree
+        (CustomOp -> torch.nn.Module): that class may provide it (`register_parameter`), so the
+        member is unknown, as it is for a class with such a base of its own."""
+        if res.status != "missing" or "." not in res.name:
+            return res
+        owner = self.target.class_of(f"{res.module}.{res.name.rsplit('.', 1)[0]}")
+        if owner is None:
+            return res
+        for klass, _ in self.target.mro(*owner)[1:]:
+            if any(not self.target.is_upstream(b) and b.rsplit(".", 1)[-1] not in _PLAIN_BASES for b in klass.bases):
+                return replace(res, status="unknown", reason=f"{klass.name} derives from a class outside the tree")
+        return res
 
     def _through_fields(self, dotted: str) -> str:
         """`T.a.b` where `a` is a field or property of T annotated with class A: `A.b` (followed as far as
@@ -369,7 +383,9 @@ class DriftAnalyzer:
             # Report the part of the chain that is gone (`mod.Cls` for `mod.Cls.ATTR`), so it merges
             # with the import of that name instead of producing one finding per attribute.
             missing = f"{res.module}.{res.name}"
-            if missing != use.symbol and use.symbol.startswith(missing + "."):
+            # An assignment that installs a patch is a site to change of its own (the patched name is
+            # what moved): it keeps its full target even when the module on the way is gone.
+            if missing != use.symbol and use.symbol.startswith(missing + ".") and use.kind != "monkeypatch":
                 if missing in getattr(self, "_imported", ()):
                     return [], False  # `logger.info` after `from m import logger`: the import reports it once
                 use = replace(use, symbol=missing)
@@ -649,11 +665,20 @@ class DriftAnalyzer:
                                         f"{label}{new_sig.render()} takes {capacity} positional arguments; the call passes {positional}",
                                         detail={"change": "positional_removed", "new_signature": new_sig.render(),
                                                 "old_signature": old_sig.render() if old_sig else None}, subject="positional"))
-        if old_sig is not None and kind == "function" and old_sig.returns and new_sig.returns:
+        # A value the call site drops cannot be misused, whatever its type became.
+        if (old_sig is not None and kind == "function" and old_sig.returns and new_sig.returns
+                and use.detail.get("result") != "ignored"):
             old_ret, new_ret = normalize_annotation(old_sig.returns), normalize_annotation(new_sig.returns)
             if old_ret != new_ret:
-                findings.append(Finding(DriftFamily.RETURN, use.symbol, loc, Severity.RISKY,
-                                        f"{use.symbol} now returns {new_sig.returns} (was {old_sig.returns})",
+                # A changed annotation breaks a site only where the value's shape no longer fits it
+                # (`a, b = f()` and f now returns one value or three); elsewhere it is a hint: a note.
+                result = str(use.detail.get("result", ""))
+                names = int(result.split(":", 1)[1]) if result.startswith("unpack:") else None
+                arity = _tuple_arity(new_sig.returns)
+                misfit = names is not None and arity is not None and arity != names
+                findings.append(Finding(DriftFamily.RETURN, use.symbol, loc, Severity.BREAKING if misfit else Severity.NOTE,
+                                        f"{use.symbol} now returns {new_sig.returns} (was {old_sig.returns})"
+                                        + (f"; the call site unpacks {names} values" if misfit else ""),
                                         evidence=(f"baseline: -> {old_sig.returns}", f"target: -> {new_sig.returns}"),
                                         detail={"change": "return_annotation", "old_returns": old_sig.returns,
                                                 "new_returns": new_sig.returns}, subject="returns"))
@@ -694,6 +719,8 @@ class DriftAnalyzer:
             new_member = self.target.class_member(target_cls[0], target_cls[1], name)
             if new_member is None or new_member.signature is None:
                 continue
+            if new_member.signature.has_varargs and new_member.signature.has_varkw:
+                continue  # a dispatcher `(self, *args, **kwargs)` (CustomOp.forward): callers' arguments bind whatever the override takes
             old_member = self.baseline.class_member(base_cls[0], base_cls[1], name) if base_cls and self.baseline else None
             if base_cls is not None and (old_member is None or old_member.signature is None):
                 continue  # the plugin defined it first; upstream added a same-named method: not drift of an override
@@ -731,7 +758,8 @@ class DriftAnalyzer:
         new_bases = [b.rsplit(".", 1)[-1] for b in target_cls[0].bases]
         dropped = [b for b in old_bases if b not in new_bases]
         if dropped:  # added mixins are additive; a removed or replaced base changes behaviour
-            findings.append(Finding(DriftFamily.BASE_CHANGED, use.symbol, loc, Severity.RISKY,
+            # A new base breaks nothing by itself (what it removes is checked member by member): a note.
+            findings.append(Finding(DriftFamily.BASE_CHANGED, use.symbol, loc, Severity.NOTE,
                                     f"{use.symbol} bases changed from ({', '.join(base_cls[0].bases)}) to ({', '.join(target_cls[0].bases)}); "
                                     f"{plugin_cls} inherits from it",
                                     detail={"old_bases": list(base_cls[0].bases), "new_bases": list(target_cls[0].bases),
@@ -758,7 +786,8 @@ class DriftAnalyzer:
             if missing_attrs:
                 # Breaking when upstream methods read the attribute; otherwise only a risk.
                 read = sorted(set(missing_attrs) & self._class_reads(self.target, *target_cls))
-                findings.append(Finding(DriftFamily.NEW_ATTRIBUTE, use.symbol, loc, Severity.BREAKING if read else Severity.RISKY,
+                # Breaking when the base's own methods read them; unread, nothing fails: a note.
+                findings.append(Finding(DriftFamily.NEW_ATTRIBUTE, use.symbol, loc, Severity.BREAKING if read else Severity.NOTE,
                                         f"{use.symbol}.__init__ now sets {', '.join(missing_attrs)}; {plugin_cls}.__init__ "
                                         "does not call it and does not set them"
                                         + (f" (read by upstream methods: {', '.join(read)})" if read else ""),
@@ -1021,7 +1050,7 @@ class DriftAnalyzer:
         groups: dict[tuple, list[tuple[Use, Guard, Finding]]] = defaultdict(list)
         for use, guard, findings, _ in per_use:
             for finding in findings:
-                is_note = not guard.live or _absorbed(use)
+                is_note = not guard.live or _absorbed(use) or finding.severity is Severity.NOTE
                 groups[(is_note, finding.family, finding.symbol)].append((use, guard, finding))
         records: list[DriftRecord] = []
         notes: list[DriftRecord] = []
@@ -1037,7 +1066,9 @@ class DriftAnalyzer:
             changes = [f.detail for f in distinct.values() if f.detail]
             if is_note:
                 severity = Severity.NOTE
-                why = "an except-ImportError fallback absorbs it" if guard.live else f"only under a dead guard ({guard.expression})"
+                why = ("nothing at the target fails by itself" if guard.live and not _absorbed(use)
+                       else "an except-ImportError fallback absorbs it" if guard.live
+                       else f"only under a dead guard ({guard.expression})")
                 message = f"{message} [{why}]"
             lane, verdict = self._verdict_text(items, is_note, severity, guards)
             record = DriftRecord(
@@ -1065,6 +1096,8 @@ class DriftAnalyzer:
         key = lambda r: (rank[r.severity], order[r.family], r.symbol, r.detail.get("parameter", ""), r.detail.get("method", ""))  # noqa: E731
         return sorted(records, key=key), sorted(notes, key=key)
 
+
+_PLAIN_BASES = frozenset({"object", "ABC", "Generic", "Protocol", "NamedTuple", "TypedDict", "Enum", "IntEnum", "str", "int"})  # add no members worth checking
 
 _PLATFORM_SEGMENTS = {"tpu", "rocm", "xpu", "cpu", "cuda", "hpu", "neuron", "nvidia", "amd"}
 
@@ -1109,6 +1142,23 @@ def _absorbed(use: Use) -> bool:
 
 
 _TYPING_ALIASES = {"List": "list", "Dict": "dict", "Tuple": "tuple", "Set": "set", "FrozenSet": "frozenset", "Type": "type"}
+
+
+def _tuple_arity(text: str) -> int | None:
+    """How many values an annotated return unpacks into: `tuple[a, b]` -> 2, `None` / `int` / `bool` /
+    `str` / `float` -> 1 (not a tuple at all); None when it cannot be told (a class, a union, `tuple[x, ...]`)."""
+    import ast as _ast
+
+    try:
+        node = _ast.parse(text.strip().strip("'\""), mode="eval").body
+    except SyntaxError:
+        return None
+    if isinstance(node, _ast.Subscript) and _ast.unparse(node.value).rsplit(".", 1)[-1] in ("tuple", "Tuple"):
+        elts = node.slice.elts if isinstance(node.slice, _ast.Tuple) else [node.slice]
+        return None if any(isinstance(e, _ast.Constant) and e.value is Ellipsis for e in elts) else len(elts)
+    if isinstance(node, _ast.Constant) and node.value is None or isinstance(node, _ast.Name) and node.id in ("None", "int", "bool", "str", "float"):
+        return 1
+    return None
 
 
 def normalize_annotation(text: str) -> frozenset[str]:

@@ -243,6 +243,8 @@ class _UseVisitor(FastVisitor):
         self.scopes: list[dict[str, str]] = [{}]  # local name -> dotted upstream class of its value
         self.self_types: list[dict[str, str]] = []  # per enclosing class: self.<attr> -> dotted upstream class
         self.self_class: list[dict[str, Any] | None] = []  # per enclosing class with an upstream base: its facts
+        self.dropped_results: set[int] = set()  # ids of calls that are whole expression statements
+        self.unpacked_results: dict[int, int] = {}  # ids of calls whose value is unpacked -> how many names
 
     # -- helpers
 
@@ -455,7 +457,15 @@ class _UseVisitor(FastVisitor):
                     return f"{inner}.{node.attr}"
         return None
 
+    def visit_Expr(self, node: ast.Expr) -> None:
+        if isinstance(node.value, ast.Call):
+            self.dropped_results.add(id(node.value))
+        self.visit(node.value)
+
     def visit_Assign(self, node: ast.Assign) -> None:
+        if (isinstance(node.value, ast.Call) and len(node.targets) == 1 and isinstance(node.targets[0], (ast.Tuple, ast.List))
+                and not any(isinstance(e, ast.Starred) for e in node.targets[0].elts)):
+            self.unpacked_results[id(node.value)] = len(node.targets[0].elts)
         self.visit(node.value)
         for target in node.targets:
             self.visit(target)
@@ -581,6 +591,10 @@ class _UseVisitor(FastVisitor):
         star_args = any(isinstance(a, ast.Starred) for a in node.args)
         positional = sum(1 for a in node.args if not isinstance(a, ast.Starred))
         extra = {"bound": True, "via": via} if bound else {}
+        if id(node) in self.dropped_results:
+            extra["result"] = "ignored"  # a statement of its own: the returned value is never used
+        elif id(node) in self.unpacked_results:
+            extra["result"] = f"unpack:{self.unpacked_results[id(node)]}"  # a, b = f(...)
         self.add("call", callee, node, keywords=keywords, positional=positional, star_args=star_args,
                  star_kwargs=star_kwargs, via_super=via_super, method=method, **extra)
 
@@ -607,7 +621,8 @@ class _UseVisitor(FastVisitor):
             attrs.append(inner.attr)
             inner = inner.value
             receiver = self.receiver_type(inner) if isinstance(inner, (ast.Name, ast.Attribute)) else None
-            if receiver is not None and not receiver.startswith(FACTORY):
+            # ctx = get_forward_context(); ctx.virtual_engine: one member of what the factory returns
+            if receiver is not None and (not receiver.startswith(FACTORY) or len(attrs) == 1):
                 return ".".join([receiver, *reversed(attrs)])
         return None
 

@@ -3,6 +3,7 @@ ledger, re-runs, and the user's checkout left untouched."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import yaml
@@ -54,14 +55,30 @@ def test_full_run_branch_commits_pr_material(example, request_for, tmp_path):
 
     assert re.search(r"- Outcome \*\*C_PATCH\*\*: \d+ of \d+ finding\(s\) bridged, \d+ need a human", pr)
     diff_stat = pr.split("\n## Diff stat\n")[1].split("\n## ")[0]
-    assert re.search(r"\d+ files? changed, \d+ insertions?\(\+\).*Plugin files that existed before .*`tiny_npu/", diff_stat)
+    assert re.search(r"\d+ file\(s\) changed, \+\d+/-\d+\. Plugin files that existed before .*`tiny_npu/\w+\.py` \(\+\d+/-\d+\)",
+                     diff_stat)
     # Each finding once: a bridged one in its commit's section (with its size and upstream link), a
     # handed-off one under "Needs a human"; no table repeating all of them.
     needs_human = pr.split("\n## Needs a human\n")[1].split("\n## ")[0]
     assert "`F1:hostlib.layers.moe.legacy_router` (" in needs_human and needs_human.count("\n- ") == 1
     assert "## Drift summary" not in pr and "## Commit sequence" not in pr
+    # A stub commit names what it leaves to a human, but its reason is given once, under Needs a
+    # human; the commit message keeps the whole story.
+    per_fix = pr.split("\n## Per-fix rationale\n")[1].split("\n## ")[0]
+    stub = "keeps the plugin importable with a stub"
+    assert "leaves `legacy_router` to a human" in per_fix and stub not in per_fix
+    assert stub in needs_human and pr.count(stub) == 1
+    open(os.environ["PORTER_DUMP_PR"], "w").write(pr) if os.environ.get("PORTER_DUMP_PR") else None
+    stub_commit = next(c for c in result.commits if "hostlib.layers.moe.legacy_router" in c.symbols)
+    assert "TODO for a human: `hostlib.layers.moe.legacy_router`: removed" in git(
+        example["plugin"], "log", "-1", "--format=%B", stub_commit.sha)
+    # The Outcome section gives the analysis' reasons, not the counts the summary already has.
+    outcome = pr.split("\n## Outcome\n")[1].split("\n## ")[0]
+    assert "bridged" not in outcome and "need a human" not in outcome
     first = result.commits[0]
-    assert f"(`{first.sha[:12]}`, +" in pr and " file(s))" in pr and "- Upstream: `hostlib/" in pr
+    # The commit's line carries its size and the upstream code it follows (no separate "Upstream:" line).
+    assert re.search(rf"\n1\. \*\*.+\*\* \(`{first.sha[:12]}`, \+\d+/-\d+ in \d+ file\(s\); upstream `hostlib/", pr)
+    assert "- Upstream:" not in pr
     # The analysis re-ran on the new branch and found nothing left at the target (the one hand-off
     # is a removal porter stubbed, which no longer breaks the import).
     residual = next(c for c in result.validation["checks"] if c["name"] == "residual drift")
@@ -136,30 +153,116 @@ def test_version_guard_pr_material_claims_only_what_was_validated(example, reque
 
 
 def test_needs_a_human_is_one_line_per_item():
-    """The hand-off list is a tight Markdown list: one line per finding, so PR_MATERIAL.md stays in
+    """The hand-off list is a tight Markdown list: one line per group, so PR_MATERIAL.md stays in
     proportion to the change (a blank line per item doubled it on real ports)."""
     from porter.shims.render import BUILTIN_DIRS, _environment
 
     source = next(d / "pr_material.md.j2" for d in BUILTIN_DIRS if (d / "pr_material.md.j2").is_file()).read_text()
     block = source[source.index("{% for item in human_groups %}\n- "):]
     block = block[:block.index("{% endfor %}") + len("{% endfor %}")]
-    items = [{"key": f"F{i}:a.b", "weight": "breaking", "sites": f"x.py:{i}", "reason": "moved", "link": f"a/b.py:{i}"}
-             for i in range(3)] + [{"key": "F9:a.c", "weight": "risky", "sites": "", "reason": "gone", "link": ""}]
+    items = [{"key": f"F{i}:a.b", "weight": "breaking", "sites": f"x.py:{i}", "reason": "moved", "detail": "",
+              "link": f"a/b.py:{i}"} for i in range(2)] + \
+        [{"key": "F9:a.c", "weight": "risky", "sites": "", "reason": "gone", "detail": "`c`: passes x", "link": ""}]
     text = _environment(None).from_string(block).render(human_groups=items)
     assert text.splitlines() == [
         "- `F0:a.b` (breaking) at x.py:0: moved (`a/b.py:0`)", "- `F1:a.b` (breaking) at x.py:1: moved (`a/b.py:1`)",
-        "- `F2:a.b` (breaking) at x.py:2: moved (`a/b.py:2`)", "- `F9:a.c` (risky): gone"]
+        "- `F9:a.c` (risky): gone — `c`: passes x"]
 
 
-def test_hand_offs_of_one_class_for_one_reason_share_a_line():
+def _item(key, reason="a class member moved or went away", weight="breaking", sites=(), link="", detail=""):
+    return {"key": key, "reason": reason, "weight": weight, "sites": list(sites), "link": link, "detail": detail}
+
+
+def test_hand_offs_of_one_class_for_one_reason_share_a_line_with_sites_folded():
     from porter.port.pr_material import group_hand_offs
 
-    def item(key, reason="a class member moved or went away", weight="breaking", sites="", link=""):
-        return {"key": key, "reason": reason, "weight": weight, "sites": sites, "link": link}
-
     groups = group_hand_offs([
-        item("F1:a.m.Cls.gate", sites="x.py:1", link="a/m.py@1:3"), item("F1:a.m.Cls.reduce", sites="x.py:2", link="a/m.py@1:9"),
-        item("F1:a.m.Cls.other", reason="its signature changed"), item("F1:a.m.Other.gate"), item("F3:a.m.f")])
+        _item("F1:a.m.Cls.gate", sites=["p/x.py:1", "p/x.py:7", "p/y.py:2"], link="a/m.py@1:3"),
+        _item("F1:a.m.Cls.reduce", sites=["p/x.py:1", "p/x.py:9"], link="a/m.py@1:9"),
+        _item("F1:a.m.Cls.other", reason="its signature changed"), _item("F1:a.m.Other.gate"), _item("F3:a.m.f")])
     assert [g["key"] for g in groups] == ["F1:a.m.Cls.{gate,reduce}", "F1:a.m.Cls.other", "F1:a.m.Other.gate", "F3:a.m.f"]
-    assert groups[0]["sites"] == "x.py:1; x.py:2" and groups[0]["link"] == "a/m.py@1:3`, `a/m.py@1:9"
-    assert groups[1]["reason"] == "its signature changed"
+    # Sites and links folded per file, each line number once: `file:line, line; file:line`.
+    assert groups[0]["sites"] == "p/x.py:1, 7, 9; p/y.py:2" and groups[0]["link"] == "a/m.py@1:3, 9"
+    assert groups[0]["count"] == 2 and groups[1]["reason"] == "its signature changed"
+
+
+def test_hand_off_details_stay_beside_their_member_and_real_breaks_rank_first():
+    from porter.port.pr_material import group_hand_offs
+
+    passes = "the override must handle a new parameter"
+    groups = group_hand_offs([
+        _item("F10:a.base.Base", reason="review the MRO", weight="risky"),
+        _item("F3:a.r.Runner.load", reason=passes, detail="dummy=True at a/r.py@2:5"),
+        _item("F3:a.r.Runner.init", reason=passes, detail="flag=x at a/r.py@2:9"),
+        _item("F1:a.gone.helper", reason="removed, stubbed"),
+        _item("F11:a.p.Patched.hook", reason="the monkeypatch target is gone"),
+        _item("F2:a.moved.Thing", reason="moved", weight="import fails"),
+    ])
+    assert [g["key"] for g in groups] == ["F2:a.moved.Thing", "F11:a.p.Patched.hook", "F1:a.gone.helper",
+                                          "F3:a.r.Runner.{load,init}", "F10:a.base.Base"]
+    runner = groups[3]
+    assert runner["reason"] == passes and runner["detail"] == "`load`: dummy=True at a/r.py@2:5; `init`: flag=x at a/r.py@2:9"
+
+
+def test_fold_refs_caps_files_and_lines():
+    from porter.port.pr_material import fold_refs
+
+    refs = [f"a.py:{n}" for n in range(1, 10)] + ["b.py:1", "c.py:2", "d.py:3", "d.py:4", "e.py"]
+    assert fold_refs(refs, files=3, lines=3) == "a.py:1, 2, 3; b.py:1; c.py:2 (+9 more)"
+    assert fold_refs(["v/x.py@0.18.0:386", "v/x.py@0.18.0:1481", "v/y.py@0.22.1:5"]) == "v/x.py@0.18.0:386, 1481; v/y.py@0.22.1:5"
+    assert fold_refs([]) == ""
+
+
+def test_diff_stat_comes_from_numstat(tmp_path):
+    """The Diff stat paragraph is built from `git diff --numstat` records, not from parsing `--stat` text
+    (a path with ` | ` in it, a binary file and a new file all come out right)."""
+    from porter.port.pr_material import compact_diff_stat
+    from porter.port.worktree import FileChange, diff_numstat
+
+    git(tmp_path, "init", "-q")
+    (tmp_path / "a | b.py").write_text("x = 1\ny = 2\n")
+    (tmp_path / "blob.bin").write_bytes(b"\0\1")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    base = git(tmp_path, "rev-parse", "HEAD").strip()
+    (tmp_path / "a | b.py").write_text("x = 1\ny = 3\nz = 4\n")
+    (tmp_path / "blob.bin").write_bytes(b"\0\2\3")
+    (tmp_path / "new.py").write_text("n = 1\n")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "tip")
+    changes = diff_numstat(tmp_path, base, "HEAD")
+    assert sorted(changes, key=lambda c: c.path) == [FileChange("a | b.py", 2, 1, False), FileChange("blob.bin", 0, 0, False),
+                                                     FileChange("new.py", 1, 0, True)]
+    edited, total = compact_diff_stat(changes)
+    assert total == "3 file(s) changed, +3/-1"
+    assert sorted(edited) == ["`a | b.py` (+2/-1)", "`blob.bin` (+0/-0)"]
+    assert compact_diff_stat(()) == ([], "")
+
+
+def test_risky_hand_offs_share_a_line_per_reason_with_their_own_sites():
+    """Latent findings (risky) of one family and reason share a line across classes; each class keeps
+    its sites beside it, so the line still says where to look."""
+    from porter.port.pr_material import group_hand_offs
+
+    mro = "the base class of a plugin subclass changed: review the MRO"
+    groups = group_hand_offs([
+        _item("F10:a.x.FusedMoE", reason=mro, weight="risky", sites=["p/m.py:114", "p/o.py:287"], link="a/x.py@1:276"),
+        _item("F10:a.y.Logits", reason=mro, weight="risky", sites=["p/v.py:241"], link="a/y.py@1:19"),
+        _item("F10:a.z.Embedding", reason=mro, weight="breaking", sites=["p/v.py:43"]),
+        _item("F4:a.x.f", reason="the return shape changed", weight="risky"),
+    ])
+    assert [g["key"] for g in groups] == ["F10:a.z.Embedding", "F4:a.x.f", "F10:{a.x.FusedMoE,a.y.Logits}"]
+    latent = groups[2]
+    assert latent["sites"] == "" and latent["detail"] == "`FusedMoE` at p/m.py:114; p/o.py:287; `Logits` at p/v.py:241"
+    assert latent["link"] == "a/x.py@1:276; a/y.py@1:19"
+
+
+def test_one_finding_left_for_several_members_keeps_every_detail():
+    from porter.shims.model import ShimPlan, Unhandled
+    from porter.upgrade.models import DriftFamily, DriftRecord, Location
+
+    record = DriftRecord(DriftFamily.NEW_ATTRIBUTE, "up.m.Batch", Location("up.m", "Batch"), ())
+    reason = "uses a new required attribute as a value: set it by hand"
+    plan = ShimPlan((), (Unhandled(record, reason, "`B.a`, used at x.py@2:1"), Unhandled(record, reason, "`B.b`, used at x.py@2:5")))
+    (left,) = plan.hand_offs
+    assert left.reason == reason and left.detail == "`B.a`, used at x.py@2:1; `B.b`, used at x.py@2:5"

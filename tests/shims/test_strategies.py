@@ -220,7 +220,7 @@ def test_renamed_class_whose_used_members_vanished_needs_a_human(tmp_path):
     ctx = ShimContext(plugin, detect(plugin), "up", "1", "2", UpstreamTree(old), UpstreamTree(new))
     (group,) = plan_shims([record], ctx).groups
     assert group.needs_human == (record.key,)
-    assert any("`Level.PIECEWISE`" in line for line in group.rationale)
+    assert any("`Level.PIECEWISE`" in line for line in _todo(group))
 
 
 def test_positional_rename_needs_similar_names(example, tree):
@@ -388,8 +388,8 @@ def test_an_override_whose_new_argument_upstream_really_passes_goes_to_a_human(e
     ctx = context(example, tree)
     plan = plan_shims(RECORDS, ctx)
     assert not [g for g in plan.groups if g.strategy == "override_params"]
-    (reason,) = [u.reason for u in plan.unhandled if u.record.symbol.endswith("Platform.name")]
-    assert "passes short=True" in reason and "hostlib/platform.py@v2:13" in reason  # the call's first line
+    (reason,) = [f"{u.reason} {u.detail}" for u in plan.unhandled if u.record.symbol.endswith("Platform.name")]
+    assert "passes a new parameter" in reason and "short=True at hostlib/platform.py@v2:13" in reason  # the call's first line
 
 
 @pytest.mark.parametrize("call, shown", [
@@ -402,8 +402,8 @@ def test_an_override_whose_new_argument_upstream_passes_by_position_goes_to_a_hu
     describe.write_text(describe.read_text().replace("self.name(short=False)", call))
     plan = plan_shims(RECORDS, context(example, tree))
     assert not [g for g in plan.groups if g.strategy == "override_params"]
-    (reason,) = [u.reason for u in plan.unhandled if u.record.symbol.endswith("Platform.name")]
-    assert f"passes {shown}" in reason and "hostlib/platform.py@v2:" in reason
+    (reason,) = [f"{u.reason} {u.detail}" for u in plan.unhandled if u.record.symbol.endswith("Platform.name")]
+    assert f"{shown} at hostlib/platform.py@v2:" in reason
 
 
 def test_an_override_whose_new_argument_upstream_passes_at_its_default_is_bridged(example, tree, tmp_path):
@@ -428,8 +428,8 @@ def test_member_defaults_follow_how_upstream_uses_them(example, tree, tmp_path):
     plan = plan_shims(records, context(example, tree))
     (group,) = plan.groups
     assert [m.member for m in group.member_adds] == ["seed_offset"]
-    (reason,) = [u.reason for u in plan.unhandled]
-    assert "calls `manual_seed_all()` (hostlib/platform.py@v2:" in reason
+    (reason,) = [f"{u.reason} {u.detail}" for u in plan.unhandled]
+    assert "calls a new required method" in reason and "`NPUPlatform.manual_seed_all()`, called at hostlib/platform.py@v2:" in reason
     apply_group(tree, group)
     probe = "from tiny_npu.platform import NPUPlatform\na, b = NPUPlatform(), NPUPlatform()\na.seed_offset.append(1)\n" \
             "print(a.seed_offset, b.seed_offset)\n"
@@ -447,8 +447,8 @@ def test_a_none_default_where_upstream_slices_the_attribute_goes_to_a_human(exam
                for r in RECORDS if r.family is DriftFamily.NEW_ATTRIBUTE]
     plan = plan_shims(records, context(example, tree))
     assert plan.groups == ()
-    (reason,) = [u.reason for u in plan.unhandled]
-    assert "uses `seed_offset` as a value" in reason and "None would fail there" in reason
+    (reason,) = [f"{u.reason} {u.detail}" for u in plan.unhandled]
+    assert "as a value" in reason and "None would fail there" in reason and "`NPUPlatform.seed_offset`, used at" in reason
 
 
 def test_a_moved_function_whose_parameters_were_reordered_flags_positional_calls(tmp_path):
@@ -471,7 +471,7 @@ def test_a_moved_function_whose_parameters_were_reordered_flags_positional_calls
                          new_location=Location("up.new", "register"))
     group = plan_moved("up.old", [record], ctx, set())
     assert group.needs_human == ("F2:up.old.register",)
-    assert any("pk/a.py:3, pk/a.py:5" in line and "by keyword" in line for line in group.rationale)
+    assert any("pk/a.py:3, pk/a.py:5" in line and "by keyword" in line for line in _todo(group))
 
 
 def test_a_removed_helper_using_a_module_import_gets_it_and_a_global_reader_does_not_qualify():
@@ -506,7 +506,7 @@ def test_a_same_named_class_with_other_fields_is_not_taken_for_the_moved_one(tmp
                          new_location=Location("up.cpu", "Meta"))
     group = plan_moved("up.gpu", [record], ctx, set())
     assert group.needs_human == ("F2:up.gpu.Meta",)
-    assert any("1 of 4 fields in common" in line for line in group.rationale)
+    assert any("1 of 4 fields in common" in line for line in _todo(group))
 
 
 def test_a_removed_helper_behind_typing_overload_stubs_is_rebuilt_from_its_implementation(tmp_path):
@@ -581,7 +581,7 @@ def test_a_moved_dataclass_that_lost_a_field_the_plugin_passes_needs_a_human(tmp
                    {"pk/a.py": "from up.old import Result\n\nr = Result(job_id=1, ok=True, kind='d2h')\n"},
                    "up.old.Result", "up.new", "Result")
     assert group.needs_human == ("F2:up.old.Result",)
-    assert any("pk/a.py:3 (`kind=`)" in line for line in group.rationale)
+    assert any("pk/a.py:3 (`kind=`)" in line for line in _todo(group))
 
 
 def test_a_small_renamed_class_with_none_of_the_old_fields_is_not_taken_for_it(tmp_path):
@@ -591,7 +591,7 @@ def test_a_small_renamed_class_with_none_of_the_old_fields_is_not_taken_for_it(t
                    {"up/__init__.py": "", "up/out.py": "class Mask:\n    token_ids: int\n    offsets: int\n    cu: int\n"},
                    {"pk/a.py": "from up.out import Routed\n"}, "up.out.Routed", "up.out", "Mask")
     assert group.needs_human == ("F2:up.out.Routed",)
-    assert any("0 of 2 fields in common" in line for line in group.rationale)
+    assert any("0 of 2 fields in common" in line for line in _todo(group))
 
 
 def test_a_moved_submodule_goes_to_the_module_that_defines_what_it_defined(tmp_path):
@@ -629,7 +629,7 @@ def test_a_rename_that_only_body_likeness_supports_needs_the_same_code(tmp_path)
                for a, b in (("compute_probs", "apply_sampling_constraints"), ("_compute_global_lse", "_compute_global_logsumexp"))]
     group = plan_moved("up.rs", records, ctx, set())
     assert group.needs_human == ("F2r:up.rs.compute_probs",)  # the logsumexp rename keeps its code: bridged
-    assert any("its code differs (compare up/rs.py@1:1 with up/rs.py@2:1)" in line for line in group.rationale)
+    assert any("its code differs (compare up/rs.py@1:1 with up/rs.py@2:1)" in line for line in _todo(group))
 
 
 def test_a_class_only_re_exported_before_is_the_same_class_whatever_its_fields(tmp_path):
@@ -640,3 +640,96 @@ def test_a_class_only_re_exported_before_is_the_same_class_whatever_its_fields(t
                    {"up/__init__.py": "", "up/abstract.py": "class Backend:\n    accept_output: bool = False\n    sinks: bool = False\n"},
                    {"pk/a.py": "from up import Backend\n"}, "up.Backend", "up.abstract", "Backend")
     assert group.needs_human == ()
+
+
+def _todo(group):
+    """What a group leaves to a human, as the commit message words it (reason and detail)."""
+    from porter.port.shims import todo_lines
+
+    return todo_lines(group)
+
+
+@pytest.mark.parametrize("use, value_use", [
+    ("offset = self.seed_offset + 1", True),  # arithmetic
+    ("offset = 1 - self.seed_offset", True),
+    ("self.seed_offset += 1", True),
+    ("offset = format(1, spec=self.seed_offset)", True),  # passed on by keyword
+    ("offset = max(self.seed_offset, 0)", True),  # passed on by position
+    ("offset = self.seed_offset < 3", True),  # ordering
+    ("offset = 3 in self.seed_offset", True),  # membership
+    ("offset = [o for o in self.seed_offset]", True),  # iteration
+    ("offset = self.seed_offset is None", False),
+    ("offset = self.seed_offset == 0", False),
+    ("offset = 1 if self.seed_offset else 0", False),
+    ("offset = self.seed_offset", False),
+    ("offset = f'{self.seed_offset}'", False),
+])
+def test_a_none_default_goes_to_a_human_only_where_upstream_uses_it_as_a_value(example, tree, tmp_path, use, value_use):
+    """The member-default check follows how the target uses the attribute (it used to miss arithmetic
+    and keyword arguments): a None there would fail, so a human sets the value."""
+    example = own_upstreams(example, tmp_path)
+    platform = example["upstream_v2"] / "hostlib" / "platform.py"
+    platform.write_text(platform.read_text().replace("self.seed_offset = 0", "self.seed_offset = make_offsets()")
+                        .replace('        return f"{self.name(short=False)}+{self.seed_offset}"',
+                                 f'        {use}\n        return f"{{self.name(short=False)}}"'))
+    records = [DriftRecord(r.family, r.symbol, r.old_location, r.sites, detail={k: v for k, v in r.detail.items() if k != "default"})
+               for r in RECORDS if r.family is DriftFamily.NEW_ATTRIBUTE]
+    plan = plan_shims(records, context(example, tree))
+    if value_use:
+        assert plan.groups == ()
+        (left,) = plan.unhandled
+        assert "None would fail there" in left.reason and "hostlib/platform.py@v2:" in left.detail
+    else:
+        (group,) = plan.groups
+        assert [m.member for m in group.member_adds] == ["seed_offset"] and "seed_offset = None" in group.member_adds[0].code
+
+
+@pytest.mark.parametrize("where, value_use", [
+    ("describe", True),  # the plugin inherits describe(): the arithmetic runs on its object
+    ("name", False),  # the plugin overrides name(): upstream's arithmetic there never sees its object
+    ("other_class", False),  # another class's `self.seed_offset`: not the plugin's object
+    ("helper_of_name", False),  # a private helper only the overridden name() calls never runs
+    ("helper_of_describe", True),  # a private helper the inherited describe() calls does
+])
+def test_an_operand_use_counts_only_where_it_reaches_the_plugin_class(example, tree, tmp_path, where, value_use):
+    example = own_upstreams(example, tmp_path)
+    platform = example["upstream_v2"] / "hostlib" / "platform.py"
+    text = platform.read_text().replace("self.seed_offset = 0", "self.seed_offset = make_offsets()") \
+        .replace("+{self.seed_offset}", "")
+    use = "        offset = self.seed_offset * 2\n"
+    if where == "describe":
+        text = text.replace("    def describe(self):\n", "    def describe(self):\n" + use)
+    elif where == "name":
+        text = text.replace("    def name(self, short=False):\n", "    def name(self, short=False):\n" + use)
+    elif where.startswith("helper_of_"):
+        caller = where.rpartition("_")[2]
+        head = "    def name(self, short=False):\n" if caller == "name" else "    def describe(self):\n"
+        text = text.replace(head, head + "        self._offset()\n").replace(
+            "    @abstractmethod\n", "    def _offset(self):\n" + use + "\n    @abstractmethod\n")
+    else:
+        text += "\n\nclass Other:\n    def run(self):\n" + use
+    platform.write_text(text)
+    records = [DriftRecord(r.family, r.symbol, r.old_location, r.sites, detail={k: v for k, v in r.detail.items() if k != "default"})
+               for r in RECORDS if r.family is DriftFamily.NEW_ATTRIBUTE]
+    plan = plan_shims(records, context(example, tree))
+    assert (plan.groups == ()) is value_use
+
+
+@pytest.mark.parametrize("callee, value_use", [
+    ("def consume(value, timeout=None):\n    return value\n", False),  # the parameter takes None
+    ("def consume(value, timeout):\n    return timeout + 1\n", True),
+])
+def test_an_argument_counts_unless_the_callee_parameter_defaults_to_none(example, tree, tmp_path, callee, value_use):
+    """vllm 0.33 passes `self.cpu_timeout` on to `cpu_all_reduce_(..., timeout=None)`: None is a value
+    the callee takes, so a None default is no failure there."""
+    example = own_upstreams(example, tmp_path)
+    platform = example["upstream_v2"] / "hostlib" / "platform.py"
+    text = platform.read_text().replace("self.seed_offset = 0", "self.seed_offset = make_offsets()") \
+        .replace("+{self.seed_offset}", "").replace(
+            "    def describe(self):\n", "    def describe(self):\n        consume(1, self.seed_offset)\n"
+                                         "        consume(1, timeout=self.seed_offset)\n")
+    platform.write_text(text + "\n\n" + callee)
+    records = [DriftRecord(r.family, r.symbol, r.old_location, r.sites, detail={k: v for k, v in r.detail.items() if k != "default"})
+               for r in RECORDS if r.family is DriftFamily.NEW_ATTRIBUTE]
+    plan = plan_shims(records, context(example, tree))
+    assert (plan.groups == ()) is value_use

@@ -35,13 +35,11 @@ def test_one_record_per_family(report):
         "upkg.core.Base.hook": DriftFamily.SIGNATURE,
         "upkg.core.Batch": DriftFamily.NEW_ATTRIBUTE,
         "upkg.core.Worker": DriftFamily.NEW_METHOD,
-        "upkg.core.Rot": DriftFamily.BASE_CHANGED,
         "upkg.core.patched_fn": DriftFamily.MONKEYPATCH,
         "upkg.core.MAX_BATCH": DriftFamily.RENAMED,  # constants: renamed on name similarity alone
         "upkg.core.INPUT_REGISTRY": DriftFamily.REMOVED,  # ... and never to an unrelated new constant
         "upkg.ops.kernels": DriftFamily.MOVED,
         "upkg.closed.cdiv": DriftFamily.MOVED,  # a closed __getattr__ (deprecation map + AttributeError) does not serve it  # a submodule imported with `from upkg.ops import kernels`
-        "upkg.core.shape_of": DriftFamily.RETURN,  # int -> tuple[int, int]; Optional[List[int]] -> list[int] | None is no change
     }
     assert {s: r.family for s, r in records.items()} == expected
     assert len({r.key for r in report.records}) == len(report.records), "keys must be unique"
@@ -79,7 +77,8 @@ def test_signature_details(report):
     assert worker.detail["methods"] == ["optional_hook", "sample_tokens"]
     assert worker.detail["kinds"] == {"optional_hook": "not_implemented", "sample_tokens": "abstract"}
     assert worker.severity == Severity.BREAKING
-    assert records["upkg.core.Rot"].severity == Severity.RISKY
+    rot = by_symbol(report.notes)["upkg.core.Rot"]  # a changed base list breaks nothing by itself: a note
+    assert rot.family is DriftFamily.BASE_CHANGED and rot.severity == Severity.NOTE
     assert records["upkg.core.patched_fn"].sites[0].path == "myplug/families.py"
 
 
@@ -87,7 +86,8 @@ def test_guards_turn_breaks_into_notes(report):
     notes = by_symbol(report.notes)
     assert set(notes) == {"upkg.core.gone_type", "upkg.core.gone_guarded", "upkg.core.gone_tuple",
                           "upkg.core.gone_try", "upkg.core.gone_fallback", "upkg.core.gone_attr",
-                          "upkg.core.gone_suppressed"}
+                          "upkg.core.gone_suppressed", "upkg.core.Rot",
+                          "upkg.core.shape_of"}  # int -> tuple[int, int] into one name: a hint, a note
     assert notes["upkg.core.gone_suppressed"].guard.kind == GuardKind.IMPORT_ERROR
     assert notes["upkg.core.gone_type"].guard.kind == GuardKind.TYPE_CHECKING
     assert notes["upkg.core.gone_guarded"].guard.kind == GuardKind.VERSION

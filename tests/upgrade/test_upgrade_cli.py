@@ -38,7 +38,8 @@ def test_dry_run_json_html_markdown(project, trees, tmp_path):
     analysis = doc["analysis"]
     assert analysis["outcome"]["outcome"] == "C_PATCH"
     assert analysis["summary"]["by_family"]["F2"] == 4
-    assert {r["family"] for r in analysis["records"]} >= {"F1", "F2", "F2r", "F3", "F7", "F8", "F10", "F11"}
+    assert {r["family"] for r in analysis["records"]} >= {"F1", "F2", "F2r", "F3", "F7", "F8", "F11"}
+    assert "F10" in {r["family"] for r in analysis["notes"]}  # a changed base list is a note
     page = html.read_text()
     assert page.startswith("<!doctype html>") and "upkg.new.place.Mover" in page
     assert "<link" not in page and "<script" not in page and "http" not in page.split("<body>")[1]  # self-contained

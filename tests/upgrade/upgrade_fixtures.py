@@ -208,7 +208,7 @@ PLUGIN = {
         def use():
             make(1, 2, flag=True)
             build(1)
-            shape_of(1)
+            width = shape_of(1)  # the value is used: a changed return type matters
             maybe(1)
             upkg.core.patched_fn = lambda: 2
 

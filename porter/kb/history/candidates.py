@@ -9,6 +9,7 @@ Pure: commits and frames in, candidates out.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -40,14 +41,27 @@ DIFF_NAME_CAP = 2.5  # with a bug-fix title (3.5) just enough for a candidate on
 FOREIGN_FUNC_POINTS = 1.0  # changed a function of the framework frames' name (the plugin's override or patch of it)
 LITERAL_POINTS = (3.0, 1.5, 0.3)  # the diff changes a string holding the error's text: rare, common, very common
 LITERAL_CAP = 3.0
+TITLE_POINTS = 4.0  # the commit's title restates a short report (an issue title) that has no error line: times its coverage
+TITLE_MIN_COVERAGE = 0.35  # the share of the report's information (idf-weighted words) the title must hold
+TITLE_MIN_WORDS = 2
 MASK_MIN = 20  # a message line this long that the trace contains (or one holding a trace line) is a quote
 THRESHOLD = 3.5  # a candidate is proposed at this score
-STRICT_THRESHOLD = 5.0
-GUESSED_VERSION_PENALTY = 1.5  # a commit the version guessed from the frames already has: likely, not surely, in  # when the knowledge base already explains the trace as an environment fault
+GUESSED_VERSION_PENALTY = 1.5  # a commit the version guessed from the frames already has: likely, not surely, in
 QUOTE_MIN = 90.0
 TEMPLATE_MIN = 90.0
 MIN_TEMPLATE_WORDS = 4  # a template of fewer real words ("Q object has no attribute Q") is too common
 GENERIC_TYPES = frozenset({"RuntimeError", "Exception", "ValueError", "Error"})
+# Python's own classes (`'NoneType' object`, `UserWarning`) name no code of the plugin. Its
+# exceptions stay: a commit that names the trace's `ValueError` is about that error; a warning is
+# not part of the failure.
+BUILTIN_NAMES = frozenset(
+    name for name, value in vars(__import__("builtins")).items()
+    if isinstance(value, type) and (not issubclass(value, BaseException) or issubclass(value, Warning))
+) | {"NoneType", "function", "method", "module", "builtin_function_or_method"}
+_FUNC_EVIDENCE = re.compile(r"changes \S+\(\) in ")
+_PATH = re.compile(r"\S*/\S*")
+_QUALIFIER = re.compile(r"\b\w+::")
+_TOKEN = re.compile(r"[A-Za-z_][\w.-]*\w")
 _QUOTED = re.compile(r"'[^']{0,200}'|\"[^\"]{0,200}\"")
 _NUM = re.compile(r"\b0x[0-9a-fA-F]+\b|\b\d+(?:\.\d+)?\b")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
@@ -69,11 +83,69 @@ def distinctive_names(message: str) -> list[str]:
     out: dict[str, None] = {}
     for name in _NAME.findall(message):
         low = name.lower()
-        if low in _COMMON_WORDS:
+        if low in _COMMON_WORDS or name in BUILTIN_NAMES:
             continue
         if "_" in name or (any(c.isupper() for c in name[1:]) and any(c.islower() for c in name)):
             out.setdefault(name, None)
     return list(out)[:8]
+
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.]*[A-Za-z0-9]")
+_TAG = re.compile(r"^\s*(?:\[[^\]]{0,40}\]\s*:?\s*)+")
+_PR_REF = re.compile(r"\(#\d+\)\s*$")
+_REPORT_STOP = frozenset(
+    "the and for with from when that this into not are was were has have had can could cannot does doesn "
+    "after before while during use using used fix fixes fixed bug bugfix issue error errors fail fails failed "
+    "failure crash crashes support add adds added update make makes run runs running how why what which".split()
+)
+
+
+def _stem(word: str) -> str:
+    w = word.lower().rstrip(".")
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(w) > len(suffix) + 3 and w.endswith(suffix):
+            return w[: -len(suffix)]
+    return w
+
+
+@functools.lru_cache(maxsize=16384)  # pure; the df count and the scoring read every title of the index
+def title_words(title: str) -> frozenset[str]:
+    """The content words of a title or one-line report, stemmed (`outputs` ~ `output`), without
+    its `[Tag]` prefixes, its `(#PR)` suffix and the words every bug title has (fix, error, ...)."""
+    text = _PR_REF.sub("", _TAG.sub("", title))
+    return frozenset(w for w in (_stem(t) for t in _WORD.findall(text)) if len(w) >= 3 and w not in _REPORT_STOP)
+
+
+def where_free(message: str) -> str:
+    """The message without the places it prints: file paths (`torch_npu/csrc/.../CopyKernel.cpp:274`)
+    and C++ namespace qualifiers (`c10_npu::acl::`) say where the code lives, not what failed;
+    every error of that library prints them."""
+    return _QUALIFIER.sub("", _PATH.sub(" ", message))
+
+
+def specific_tokens(message: str) -> tuple[str, ...]:
+    """The message's parts that tell one instance of an error form from another: code names,
+    file and library names (`libhccl.so`, `ascend_transport.so`), codes mixing letters and digits
+    (`EZ1001`), quoted values other than Python's type names. Numbers alone are left out (sizes
+    and addresses vary from run to run). Lowercase."""
+    out: dict[str, None] = {}
+    for m in _QUOTED.finditer(message):
+        value = m.group(0)[1:-1].strip()
+        if value and value not in BUILTIN_NAMES and not _NUM.fullmatch(value) and len(value) <= 80:
+            out.setdefault(value.lower(), None)
+    for tok in _TOKEN.findall(_QUOTED.sub(" ", message)):
+        tok = tok.rstrip(".-")
+        if tok in BUILTIN_NAMES or len(tok) < 4:
+            continue
+        if is_code_name(tok) or any(c.isdigit() for c in tok) or re.search(r"[A-Za-z]\.[A-Za-z]", tok):
+            out.setdefault(tok.lower(), None)
+    return tuple(out)
+
+
+def covers(quote: str, tokens: Sequence[str]) -> bool:
+    """The quote holds every specific token: it quotes this error, not another of the same form."""
+    low = quote.lower()
+    return all(t in low for t in tokens)
 
 
 @dataclass(frozen=True)
@@ -90,20 +162,23 @@ class _Query:
     other_funcs: tuple[str, ...] = ()  # framework functions of the causal traceback, innermost first
     literals: tuple[tuple[str, str], ...] = ()  # (fragment, fragment_key) of the error text's fixed parts
     other_names: tuple[str, ...] = ()  # code names of the innermost framework line: count with a change to its function
+    specific: tuple[str, ...] = ()  # specific_tokens() of the message: a quote must hold them all
+    report: frozenset[str] = frozenset()  # title_words() of a short report without an error line (an issue title)
 
 
-def _query(facts: TraceFacts, extra_text: str = "") -> _Query:
+def _query(facts: TraceFacts, extra_text: str = "", report: str = "") -> _Query:
     frames = facts.frames
     tpl = template(facts.exception_message)
     words = [w for w in tpl.split() if w not in ("q", "n") and len(w) > 2]
-    names = tuple(distinctive_names(facts.exception_message or extra_text))
+    names = tuple(distinctive_names(where_free(facts.exception_message) or extra_text))
     return _Query(frames, tuple(line_key(f.source) if f.source else None for f in frames),
                   facts.exception_type.rsplit(".", 1)[-1], " ".join(facts.exception_message.lower().split()),
                   tpl if len(words) >= MIN_TEMPLATE_WORDS else "",
                   names, _places(frames), _keys(facts.exception_message),
                   _diff_names(names, [f.source for f in frames[:2]]), _other_funcs(facts.other_frames),
                   _literals(facts.exception_message or extra_text),
-                  _diff_names((), [o.source for o in facts.other_frames[:1]]))
+                  _diff_names((), [o.source for o in facts.other_frames[:1]]), specific_tokens(facts.exception_message),
+                  title_words(report) if report and not facts.exception_message else frozenset())
 
 
 def _literals(text: str) -> tuple[tuple[str, str], ...]:
@@ -249,6 +324,11 @@ class Frequencies:
     diff_names: Mapping[str, int]  # diffs using each code name on an added or removed line
     functions: Mapping[str, int]  # commits changing a function of each framework frame's name
     literals: Mapping[str, int]  # diffs changing a string literal with each error-text fragment
+    title_df: Mapping[str, int] | None = None  # commit titles holding each word of the report
+    commits: int = 1
+
+    def idf(self, word: str) -> float:
+        return math.log((self.commits + 1) / (1 + (self.title_df or {}).get(word, 0)))
 
 
 NO_FREQUENCIES = Frequencies({}, {}, {}, {})
@@ -256,9 +336,12 @@ NO_FREQUENCIES = Frequencies({}, {}, {}, {})
 
 def frequencies(commits: Sequence[CommitRecord], after: Sequence[CommitRecord], q: _Query, use_message: bool) -> Frequencies:
     """Message names over every commit; the code evidence over the commits after the version."""
+    report = q.report if use_message else frozenset()
     return Frequencies(name_frequency(commits, q.names) if use_message else {},
                        diff_name_frequency(after, (*q.diff_names, *q.other_names)),
-                       function_name_popularity(after, q.other_funcs), literal_frequency(after, q.literals))
+                       function_name_popularity(after, q.other_funcs), literal_frequency(after, q.literals),
+                       commit_frequency(commits, report, lambda c: title_words(c.subject), lambda words, w: w in words),
+                       max(len(commits), 1))
 
 
 def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], int], paths: Mapping[str, set[str]],
@@ -316,8 +399,9 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
     quotable = use_message and any(w in low for w in q.words)
     quoted = [t for t in (*commit.error_strings, commit.subject) if len(t) >= 10] if quotable else []
     if q.message and len(q.message) >= 12 and quoted:
-        best = max(_quote_ratio(q.message, " ".join(t.lower().split())) for t in quoted)
-        if best >= QUOTE_MIN:
+        best, best_text = max((_quote_ratio(q.message, " ".join(t.lower().split())), t) for t in quoted)
+        # a near quote that lacks the trace's library, name or code quotes another error of the same form
+        if best >= QUOTE_MIN and covers(best_text, q.specific):
             msg += QUOTE_POINTS * (best - 70.0) / 30.0
             evidence.append(f"message quotes the error ({best:.0f}% match)")
         elif q.template:
@@ -330,6 +414,13 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
         # a name few commits mention (`decode_hs_or_q_c`) says more than one many do (`torch_npu`)
         msg += min(sum(_name_points(freq.names.get(n, 1)) for n in hits), NAME_CAP) + EXTRA_HIT_POINTS * (len(hits) - 1)
         evidence.append("message names " + ", ".join(f"`{n}`" for n in hits[:4]))
+    if q.report and use_message and (mask is None or mask.keeps(commit.subject)):
+        shared = q.report & title_words(commit.subject)
+        if len(shared) >= TITLE_MIN_WORDS:
+            coverage = sum(freq.idf(w) for w in shared) / sum(freq.idf(w) for w in q.report)
+            if coverage >= TITLE_MIN_COVERAGE:
+                msg += TITLE_POINTS * coverage
+                evidence.append(f"its title restates the report ({', '.join(sorted(shared)[:5])}; {coverage:.0%} of its words)")
     if code and use_message:
         where = next((w for w in q.places if w in text), None)
         if where:
@@ -347,34 +438,60 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
     return total, evidence
 
 
+def is_test_path(path: str) -> bool:
+    parts = path.split("/")
+    name = parts[-1]
+    return any(p in ("tests", "test", ".github") for p in parts[:-1]) or name.startswith("test_") or name.endswith("_test.py") \
+        or name == "conftest.py"
+
+
+def changes_only_tests(commit: CommitRecord) -> bool:
+    """The commit changed test files only (as far as the index saw: its .py files)."""
+    return bool(commit.changes) and all(is_test_path(ch.path) for ch in commit.changes)
+
+
+def anchored(evidence: Sequence[str]) -> bool:
+    """Evidence that ties a commit to this very trace, not to the kind of error: it rewrote the
+    failing line, changed a failing frame's function, or its message quotes the error (with the
+    trace's own names and values, see covers())."""
+    return any(e.startswith(("rewrites the failing line", "message quotes the error")) or _FUNC_EVIDENCE.match(e)
+               for e in evidence)
+
+
 def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[str, str], contained: set[str] | None,
          paths: Mapping[str, set[str]], top: int = 3, strict: bool = False,
          use_message: bool = True, error_text: str = "", guessed: bool = False,
-         mask: QuoteMask | None = None) -> tuple[list[Candidate], list[Candidate]]:
+         mask: QuoteMask | None = None, report: str = "") -> tuple[list[Candidate], list[Candidate]]:
     """(candidates after the installed version, best fixes already contained in it), each best first.
     `use_message=False` ranks on code evidence alone (an ablation for the benchmark). `error_text`:
     the trace's error lines, whose code names count when the exception carries no message.
     `guessed`: the installed version was guessed from the frames' code (the same lines live in many
     releases): commits it contains stay candidates, ranked lower, instead of being ruled out.
     `mask`: leave out the lines of each commit message that quote the trace (a benchmark ablation).
+    `report`: the first line of a short input without an error line (an issue title): a commit
+    whose title restates it (idf-weighted word overlap) gains up to TITLE_POINTS.
+    `strict`: the trace looks like an environment fault (lookup.environment_verdict): only
+    anchored() candidates that change more than tests are proposed.
 
     `commits` newest first; `contained` the shas the installed version has (None: unknown, so every
     commit counts as after it); `paths` maps a repository path to all names it had."""
-    q = _query(facts, error_text)
-    if not (q.frames or q.message or q.other_funcs or q.names or q.literals):
+    q = _query(facts, error_text, report)
+    if not (q.frames or q.message or q.other_funcs or q.names or q.literals or q.report):
         return [], []
     after = [c for c in commits if contained is None or c.sha not in contained]
     popularity = function_popularity(after, q.frames)
     freq = frequencies(commits, after, q, use_message)
-    threshold = STRICT_THRESHOLD if strict else THRESHOLD
+    threshold = THRESHOLD
     scored: list[tuple[float, int, Candidate]] = []
     inside: list[tuple[float, int, Candidate]] = []
     for age, c in enumerate(commits):
         s, ev = score(c, q, popularity, paths, use_message, freq, mask)
         if s < threshold:
             continue
-        if strict and not any(e.startswith(("rewrites", "changes")) for e in ev):
-            continue  # the KB explains the trace as an environment fault: a quote alone is not enough
+        if strict and not (anchored(ev) and not changes_only_tests(c)):
+            # the trace looks like an environment fault: names and diff words are not enough, and a
+            # commit that only changed the project's tests worked around the same fault in its CI
+            continue
         is_in = contained is not None and c.sha in contained
         if is_in and guessed:
             s -= GUESSED_VERSION_PENALTY
@@ -383,8 +500,10 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
             ev = [*ev, "may already be in your version (guessed from the frames' code)"]
             is_in = False
         cand = Candidate(c.sha, c.subject, c.pr, first_tag.get(c.sha), s, tuple(ev), is_in)
-        # ties: the oldest commit after the version first (the first fix is the one that fixed it)
+        # ties: a bug fix before other work, then the oldest commit after the version (the first
+        # fix is the one that fixed it)
         (inside if is_in else scored).append((s, age, cand))
-    scored.sort(key=lambda t: (-t[0], -t[1]))
+    fixes = {c.sha for c in commits if c.is_fix}
+    scored.sort(key=lambda t: (-t[0], t[2].sha not in fixes, -t[1]))
     inside.sort(key=lambda t: (-t[0], t[1]))
     return [c for _, _, c in scored[:top]], [c for _, _, c in inside[:1]]

@@ -16,11 +16,16 @@ from porter.kb.history.candidates import QuoteMask, distinctive_names, rank
 from porter.kb.history.frames import PathMapper, first_exception, trace_facts, versions_in_text
 from porter.kb.history.models import CommitRecord, HistoryIndex, HistoryReport, Installed, TraceFacts
 from porter.kb.history.version import installed_version
+from porter.kb.matcher import MATCH_THRESHOLD
 
-# Knowledge-base entry kinds that are environment faults: a confident match of one raises the bar
-# for calling the same trace a plugin bug.
+# Knowledge-base entry kinds that are environment faults: a firm signature match of one raises
+# the bar for calling the same trace a plugin bug.
 ENVIRONMENT_KINDS = frozenset({"env", "config", "packaging", "build", "hardware", "network", "process"})
-STRICT_CONFIDENCE = 0.7
+# The signatures' own score (before calibration) at which an entry is a diagnosis: the calibration is refitted with the KB corpus,
+# and the history gate must not move with it.
+STRICT_SIGNATURE_SCORE = MATCH_THRESHOLD
+# Error-code families (porter.kb.extract) that only the host raises: driver (dcmi) and HCCL codes.
+ENVIRONMENT_CODE_FAMILIES = frozenset({"driver", "hccl"})
 TEXT_SCAN_CHARS = 2_000_000  # versions are looked for in the first and last MB of the text
 SHORT_TEXT_CHARS = 4_000
 EMBEDDED_SCAN_CHARS = 200_000  # a pasted snippet's `Type: message` inside prose is looked for this far
@@ -91,16 +96,21 @@ def analyse(
     cache_dir: Path,
     *,
     top: int = 3,
-    strict: bool = False,
+    gate: str = "",
     index: HistoryIndex | None = None,
     fallback_exception: tuple[str, str] | None = None,
     use_message: bool = True,
     error_text: str = "",
     mask_quotes: bool = False,
+    title_line: str = "",
 ) -> HistoryReport:
     """Candidate fix commits in `source` for the trace. `index`: a loaded index (else the cached
     one for the repository's tip is used when present, and git log on the frames' files if not).
-    `mask_quotes`: leave out commit-message lines that quote this trace (benchmark ablation)."""
+    `mask_quotes`: leave out commit-message lines that quote this trace (benchmark ablation).
+    `title_line`: the first line of a short input (an issue title), which a fix's title may restate.
+    `gate`: why the trace looks like an environment fault (environment_verdict), "" when it does not:
+    then only candidates tied to the trace itself (a quote of its error, a change to a failing frame)
+    are proposed."""
     started = time.perf_counter()
     problem = availability_problem(source)
     if problem and "shallow" not in problem:
@@ -119,8 +129,10 @@ def analyse(
     tags = index.tags if index else mine.sorted_tags(source.repo)
     scan = text if len(text) <= TEXT_SCAN_CHARS else text[: TEXT_SCAN_CHARS // 2] + "\n" + text[-TEXT_SCAN_CHARS // 2:]
     installed = installed_version(env, packages, versions_in_text(scan, packages), tags, source.repo, facts.frames)
-    report = HistoryReport(source.label, "none", installed, frames=list(facts.frames), note=problem or "", index_used=index is not None)
-    if not facts.frames and not facts.exception_message and not facts.other_frames and not distinctive_names(error_text):
+    report = HistoryReport(source.label, "none", installed, frames=list(facts.frames), note=problem or "", index_used=index is not None,
+                           gate=gate)
+    if not facts.frames and not facts.exception_message and not facts.other_frames and not distinctive_names(error_text) \
+            and not title_line:
         report.status = "no-frames"  # nothing of the trace points into this repository
         report.elapsed_s = time.perf_counter() - started
         return report
@@ -131,9 +143,9 @@ def analyse(
     commits = index.commits if index else _live_commits(source, head, facts, cache_dir)
     report.commits_considered = sum(1 for c in commits if contained is None or c.sha not in contained)
     first_tag = index.first_tag if index else {}
-    candidates, inside = rank(commits, facts, first_tag, contained, _rename_closure(commits), top=top, strict=strict,
+    candidates, inside = rank(commits, facts, first_tag, contained, _rename_closure(commits), top=top, strict=bool(gate),
                                  use_message=use_message, error_text=error_text, guessed=installed.source == "frames",
-                                 mask=QuoteMask.of(text) if mask_quotes else None)
+                                 mask=QuoteMask.of(text) if mask_quotes else None, report=title_line)
     if not index:
         from dataclasses import replace
 
@@ -179,9 +191,11 @@ def analyse_diagnosis(source: HistorySource, diag, text: str, env: Mapping[str, 
     errors = error_lines(diag.signals.error_texts(12))
     if not errors.strip() and len(text) <= SHORT_TEXT_CHARS:  # a pasted description or issue title: its words are the error
         errors = error_lines(text.splitlines()[:40])
-    return analyse(source, blocks, text, env, cache_dir, top=top, strict=is_strict(diag.matches), index=index,
+    # a short report's first line is its title: a fix's title may restate it
+    title_line = next((line.strip() for line in text.splitlines() if line.strip()), "") if len(text) <= SHORT_TEXT_CHARS else ""
+    return analyse(source, blocks, text, env, cache_dir, top=top, gate=environment_verdict(diag), index=index,
                    fallback_exception=fallback_exception(first_exception(diag.signals.exceptions), errors, text),
-                   use_message=use_message, error_text=errors, mask_quotes=mask_quotes)
+                   use_message=use_message, error_text=errors, mask_quotes=mask_quotes, title_line=title_line)
 
 
 def fallback_exception(first: tuple[str, str] | None, errors: str, text: str) -> tuple[str, str] | None:
@@ -228,11 +242,20 @@ def embedded_exception(text: str) -> tuple[str, str] | None:
     return m.group(1), message
 
 
-def is_strict(matches: Sequence[object]) -> bool:
-    """A confident knowledge-base match of an environment-fault entry (driver, CANN, config, ...)."""
-    for m in matches:
+def environment_verdict(diag) -> str:
+    """Why the trace looks like an environment fault, "" when it does not: a knowledge-base entry
+    of an environment kind (driver, CANN setup, config, packaging, ...) whose signatures score
+    STRICT_SIGNATURE_SCORE or more, or an error code of a host-only family (driver, HCCL). The
+    signatures' own score is read, not the calibrated confidence, and abstained answers count:
+    the gate depends on what the trace says, not on the calibration fitted to the KB corpus."""
+    for m in (*diag.matches, *diag.near_misses):
         entry = getattr(m, "entry", None)
-        if entry is not None and entry.kind in ENVIRONMENT_KINDS and getattr(m, "confidence", 0.0) >= STRICT_CONFIDENCE:
-            return True
-    return False
-
+        if entry is None or m.method != "signature" or entry.kind not in ENVIRONMENT_KINDS:
+            continue
+        raw = m.explain.get("score", m.confidence)
+        if raw >= STRICT_SIGNATURE_SCORE:
+            return f"the knowledge base explains this trace as an environment fault ({entry.id}, {entry.layer})"
+    for code, family, _line in diag.signals.codes:
+        if family in ENVIRONMENT_CODE_FAMILIES:
+            return f"the trace shows a {family} error code ({code})"
+    return ""

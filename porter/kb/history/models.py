@@ -158,9 +158,10 @@ class HistoryReport:
     index_used: bool = False
     commits_considered: int = 0
     elapsed_s: float = 0.0
+    gate: str = ""  # why only candidates tied to the trace itself count (it looks like an environment fault)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": REPORT_SCHEMA, "repo": self.repo, "status": self.status, "installed": self.installed.to_dict(),
+        return {"schema": REPORT_SCHEMA, "gate": self.gate, "repo": self.repo, "status": self.status, "installed": self.installed.to_dict(),
                 "frames": [f.to_dict() for f in self.frames], "candidates": [c.to_dict() for c in self.candidates],
                 "contained": [c.to_dict() for c in self.contained], "note": self.note, "index_used": self.index_used,
                 "commits_considered": self.commits_considered, "elapsed_s": round(self.elapsed_s, 3)}

@@ -22,6 +22,9 @@ def render_history(console, reports: Sequence[dict[str, Any]]) -> None:
                       + ("" if rep["index_used"] else " [dim](no index: run `porter kb mine-history` for speed)[/]"), soft_wrap=True)
         if rep["note"]:
             console.print(f"  [yellow]note[/]: {escape(rep['note'])}", soft_wrap=True)
+        if rep.get("gate"):
+            console.print(f"  [dim]{escape(rep['gate'])}: only commits that quote the error or change a failing frame count[/]",
+                          soft_wrap=True)
         for c in rep["contained"]:
             console.print(f"  [yellow]{escape(c['headline'])}[/]", soft_wrap=True)
             for ev in c["evidence"]:

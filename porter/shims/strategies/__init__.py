@@ -46,9 +46,9 @@ def plan_shims(records: Iterable[DriftRecord], ctx: ShimContext) -> ShimPlan:
         elif family in (DriftFamily.MOVED, DriftFamily.RENAMED):
             by_kind[("moved", import_path(record)[0])].append(record)
         elif family is DriftFamily.SIGNATURE and is_override(record):
-            fixes, reason = override_fixes(record, ctx)
-            if reason:
-                unhandled.append(Unhandled(record, reason))
+            fixes, left = override_fixes(record, ctx)
+            if left is not None:
+                unhandled.append(left)
             for path, fix, expected in fixes:
                 overrides_by_path[path].append((record, fix, expected))
         elif family is DriftFamily.SIGNATURE:

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from porter.shims.lookup import class_member
-from porter.shims.model import ShimGroup
+from porter.shims.model import ShimGroup, Unhandled
 from porter.shims.strategies.common import (
     ShimContext, add_source, count, import_moves, import_path, module_file_name,
     render_pair, stub_class, tops,
@@ -212,7 +212,7 @@ def _successor_module(old_module: str, proposed: str, ctx: ShimContext) -> tuple
 def plan_moved(module: str, records: list[DriftRecord], ctx: ShimContext, taken: set[str]) -> ShimGroup:
     shim_path = module_file_name(module, "", ctx, taken)
     shim_module = ctx.convention.module_of(shim_path)
-    entries, rationale, needs_human = [], [], []
+    entries, rationale, todo = [], [], []
     layouts: dict[str, dict[str, str]] = {"baseline": {}, "target": {}}
     expected: dict[str, dict[str, str]] = {"baseline": {}, "target": {}}
     for record in records:
@@ -223,8 +223,7 @@ def plan_moved(module: str, records: list[DriftRecord], ctx: ShimContext, taken:
         if not new.qualname and ctx.old_tree.has_module(f"{imp_module}.{imp_name}"):
             module, unsure = _successor_module(f"{imp_module}.{imp_name}", new.module, ctx)
             if unsure:
-                needs_human.append(record.key)
-                successor_note = f"TODO for a human: {unsure}; find the real successor."
+                todo.append(Unhandled(record, "the submodule's successor is unsure: find the real successor", unsure))
             elif module != new.module:
                 successor_note = (f"`{module}` chosen over `{new.module}`: it defines what "
                                   f"`{imp_module}.{imp_name}` defined.")
@@ -265,34 +264,27 @@ def plan_moved(module: str, records: list[DriftRecord], ctx: ShimContext, taken:
             rationale.append(successor_note)
         lost_keywords = _lost_keywords(record, imp_module, imp_name, new.module, new_attr, ctx) if new_attr else []
         if lost_keywords:
-            needs_human.append(record.key)
-            rationale.append(f"TODO for a human: `{new_dotted}` no longer accepts keywords the plugin passes at "
-                             f"{', '.join(lost_keywords[:3])}: the shim resolves the name, but those calls raise TypeError.")
+            todo.append(Unhandled(record, "the shim resolves the name, but its new home no longer accepts keywords the "
+                                          "plugin passes: those calls raise TypeError",
+                                  f"`{new_dotted}` at {', '.join(lost_keywords[:3])}"))
         shifted = _positional_calls_shifted(record, imp_module, imp_name, new.module, new_attr, ctx) if new_attr else []
         if shifted:
-            needs_human.append(record.key)
-            rationale.append(
-                f"TODO for a human: `{new_dotted}` takes its parameters in another order than `{old_dotted}` "
-                f"did, and the plugin passes them by position at {', '.join(shifted[:3])}: the shim resolves the "
-                "name, but those calls would bind the wrong parameters; pass them by keyword."
-            )
+            todo.append(Unhandled(record, "the shim resolves the name, but its new home takes its parameters in "
+                                          "another order and the plugin passes them by position: pass them by keyword",
+                                  f"`{new_dotted}` at {', '.join(shifted[:3])}"))
         renamed_unlike = _unlike_rename(record, imp_module, imp_name, new.module, new_attr, ctx) if new_attr else ""
         if renamed_unlike:
-            needs_human.append(record.key)
-            rationale.append(f"TODO for a human: {renamed_unlike}: probably not the same object; "
-                             "find the real successor or port the old behaviour.")
+            todo.append(Unhandled(record, "the rename is probably not the same object: find the real successor or "
+                                          "port the old behaviour", renamed_unlike))
         unlike = _different_class(imp_module, imp_name, new.module, new_attr, ctx) if new_attr else ""
         if unlike:
-            needs_human.append(record.key)
-            rationale.append(f"TODO for a human: `{new_dotted}` has the name but not the shape of `{old_dotted}` "
-                             f"({unlike}): probably another class; find the real successor.")
+            todo.append(Unhandled(record, "the new home has the name but not the shape of the old class: probably "
+                                          "another class; find the real successor", f"`{new_dotted}`: {unlike}"))
         lost = _lost_members(record, imp_module, imp_name, new.module, new_attr, ctx)
         if lost:
-            needs_human.append(record.key)
-            rationale.append(
-                f"TODO for a human: the plugin uses {', '.join(f'`{imp_name}.{m}`' for m in lost)}, which "
-                f"`{new_dotted}` no longer defines; the shim resolves the class but those uses still break."
-            )
+            todo.append(Unhandled(record, "the shim resolves the class, but members the plugin uses are gone "
+                                          "from its new home: those uses still break",
+                                  ", ".join(f"`{imp_name}.{m}`" for m in lost)))
     guard = ctx.convention.guard_function if ctx.convention.style == "version_guard" else None
     if guard:  # the stand-in of the fork's gate answers "baseline?" per layout
         guard_module, _, guard_name = guard.rpartition(".")
@@ -312,5 +304,5 @@ def plan_moved(module: str, records: list[DriftRecord], ctx: ShimContext, taken:
         rationale=tuple(rationale),
         files=(shim, test),
         import_moves=import_moves(records, shim_module, ctx),
-        needs_human=tuple(dict.fromkeys(needs_human)),
+        todo=tuple(todo),
     )

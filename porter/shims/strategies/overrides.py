@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Sequence
 
 from porter.shims.lookup import class_member
-from porter.shims.model import NewFile, ParamAdd, ShimGroup
+from porter.shims.model import NewFile, ParamAdd, ShimGroup, Unhandled
 from porter.shims.render import render_python
 from porter.shims.strategies.common import ShimContext, class_at, count, literal, test_file_name
 from porter.shims.strategies.signature import changes_of
@@ -19,12 +19,12 @@ def is_override(record: DriftRecord) -> bool:
     return any("override" in str(c.get("change") or "") for c in changes_of(record))
 
 
-def override_fixes(record: DriftRecord, ctx: ShimContext) -> tuple[list[tuple[str, ParamAdd, list[str]]], str]:
+def override_fixes(record: DriftRecord, ctx: ShimContext) -> tuple[list[tuple[str, ParamAdd, list[str]]], Unhandled | None]:
     """Adaptation pattern 1: the base method gained trailing parameters -> the override accepts
     them with the upstream default. Anything else (removed, reordered or inserted parameters) is
-    pattern 13, two guarded definitions, for a human."""
-    human = ("the plugin overrides a method whose upstream signature changed: write guarded definitions "
-             "for both signatures (adaptation pattern 13)")
+    pattern 13, two guarded definitions, for a human (the Unhandled says why)."""
+    human = Unhandled(record, "the plugin overrides a method whose upstream signature changed: write guarded "
+                              "definitions for both signatures (adaptation pattern 13)")
     changes = [c for c in changes_of(record) if "override" in str(c.get("change") or "")]
     if any(c.get("removed") for c in changes) or not all(c.get("added") for c in changes):
         return [], human
@@ -44,8 +44,9 @@ def override_fixes(record: DriftRecord, ctx: ShimContext) -> tuple[list[tuple[st
     base_positional = [p.name for p in new_params if p.kind in ("positional_only", "positional_or_keyword")]
     passed = _passed_non_default(ctx, method, [(p.name, p.default) for p in tail], base_positional)
     if passed:
-        return [], (f"{ctx.upstream} {ctx.target} passes {passed[0][0]} to `{cls}.{method}` at {passed[0][1]}: the override "
-                    "must handle it (accepting and ignoring it would drop it silently; raising would break that call)")
+        return [], Unhandled(record, f"{ctx.upstream} {ctx.target} passes a new parameter to the overridden method: the "
+                                     "override must handle it (accepting and ignoring it would drop it silently; raising "
+                                     "would break that call)", f"{passed[0][0]} at {passed[0][1]}")
     added = [(p.name, p.default if p.has_default and literal(p.default) else "None",
               "keyword_only" if p.kind == "keyword_only" else "positional") for p in tail]
     fixes = []
@@ -65,7 +66,7 @@ def override_fixes(record: DriftRecord, ctx: ShimContext) -> tuple[list[tuple[st
             [n for n, _, k in added if k == "keyword_only"]
         fixes.append((site.path, ParamAdd(site.path, cls_name, method, tuple(added), comment,
                                           _guards(cls_name, method, added, ctx)), expected))
-    return fixes, ""
+    return fixes, None
 
 
 def _passed_non_default(ctx: ShimContext, method: str, params, positional: Sequence[str] = ()) -> list[tuple[str, str]]:

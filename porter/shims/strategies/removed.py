@@ -7,10 +7,10 @@ import ast
 from pathlib import Path
 from typing import Any
 
-from porter.shims.model import ShimGroup
+from porter.shims.model import ShimGroup, Unhandled
 from porter.shims.strategies.common import (
     ShimContext, add_source, count, import_moves, import_path, literal, module_file_name,
-    render_pair, sites_text, stub_class, tops,
+    render_pair, stub_class, tops,
 )
 from porter.upgrade.models import DriftFamily, DriftRecord
 
@@ -27,7 +27,7 @@ def _surviving_base(base: str, ctx: ShimContext) -> str | None:
 def plan_removed(module: str, records: list[DriftRecord], ctx: ShimContext, taken: set[str]) -> ShimGroup:
     shim_path = module_file_name(module, "_fallbacks", ctx, taken)
     shim_module = ctx.convention.module_of(shim_path)
-    entries, rationale, needs_human, checks = [], [], [], {}
+    entries, rationale, todo, checks = [], [], [], {}
     layouts: dict[str, dict[str, str]] = {"baseline": {}, "target": {}}
     for record in records:
         imp_module, name = import_path(record)
@@ -87,13 +87,9 @@ def plan_removed(module: str, records: list[DriftRecord], ctx: ShimContext, take
             checks[name] = ("todo", original, None)
             stub = stub_class(attr, "baseline") if kind == "class" else f"def {attr}(*args, **kwargs):\n    return 'baseline'\n"
             add_source(layouts["baseline"], imp_module, stub)
-            needs_human.append(record.key)
-            why = "it is not a class with surviving bases and a trivial body" if old_def else "its definition was not found in the baseline tree"
-            rationale.append(
-                f"`{original}` was removed in {ctx.upstream} {ctx.target} and cannot be rebuilt ({why}): "
-                f"`{shim_path}` keeps the plugin importable with a stub that raises NotImplementedError; "
-                f"TODO for a human at {sites_text(record)}."
-            )
+            why = "not a class with surviving bases and a trivial body" if old_def else "no definition in the baseline tree"
+            todo.append(Unhandled(record, f"removed, and porter cannot rebuild it ({why}): `{shim_path}` keeps the "
+                                          "plugin importable with a stub that raises NotImplementedError; port it"))
         if ctx.new_tree.has_module(imp_module):
             add_source(layouts["target"], imp_module, "")
         entries.append(entry)
@@ -110,7 +106,7 @@ def plan_removed(module: str, records: list[DriftRecord], ctx: ShimContext, take
         rationale=tuple(rationale),
         files=(shim, test),
         import_moves=import_moves(records, shim_module, ctx),
-        needs_human=tuple(needs_human),
+        todo=tuple(todo),
     )
 
 

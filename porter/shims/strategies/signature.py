@@ -10,7 +10,7 @@ from porter.shims.lookup import Definition
 from porter.shims.model import ShimGroup, Unhandled
 from porter.shims.strategies.common import (
     ShimContext, add_source, count, import_moves, import_path, module_file_name,
-    render_pair, sites_text, tops,
+    render_pair, tops,
 )
 from porter.upgrade.models import DriftFamily, DriftRecord
 
@@ -116,18 +116,19 @@ def plan_signature(module: str, records: list[DriftRecord], ctx: ShimContext, ta
         if renamed and not dropped and not added:
             adaptable.append(record)
         elif dropped:  # dropping what the plugin passes would change behaviour silently
-            skipped.append(Unhandled(record, f"the target no longer accepts {', '.join(f'`{d}`' for d in dropped)} and has "
-                                             f"no similar parameter to map it to: rework the call at {sites_text(record)}"))
+            skipped.append(Unhandled(record, "the target no longer accepts a parameter the call passes and has no similar "
+                                             "one to map it to: rework the call",
+                                     "drops " + ", ".join(f"`{d}`" for d in dropped)))
         else:  # nothing an adapter can map (a new required or shifted positional parameter)
             needed = ", ".join(f"`{a}`" for a in added) or "a changed parameter"
-            skipped.append(Unhandled(record, f"the call must now pass {needed}: only the caller knows the value; "
-                                             f"edit the call at {sites_text(record)}"))
+            skipped.append(Unhandled(record, "the call must now pass a new required parameter: only the caller knows "
+                                             "the value; edit the call", f"needs {needed}"))
     if not adaptable:
         return None, skipped
     records = adaptable
     shim_path = module_file_name(module, "_signatures", ctx, taken)
     shim_module = ctx.convention.module_of(shim_path)
-    entries, rationale, needs_human, review = [], [], [], []
+    entries, rationale, todo, review = [], [], [], []
     layouts: dict[str, dict[str, str]] = {"baseline": {}, "target": {}}
     calls: dict[str, dict[str, int]] = {}
     expected: dict[str, dict[str, dict[str, int]]] = {"baseline": {}, "target": {}}
@@ -153,12 +154,10 @@ def plan_signature(module: str, records: list[DriftRecord], ctx: ShimContext, ta
         expected["baseline"][name] = dict(call)
         expected["target"][name] = {renamed[k]: v for k, v in call.items() if k in renamed}
         if added:
-            needs_human.append(record.key)
-            rationale.append(
-                f"`{record.symbol}` now requires {', '.join(f'`{a}`' for a in added)} in {ctx.upstream} {ctx.target}: "
-                f"porter cannot choose a value; TODO for a human at {sites_text(record)}"
-                + (f" (the adapter in `{shim_path}` maps the rest)." if renamed or dropped else ".")
-            )
+            todo.append(Unhandled(record, "the call must now pass a new required parameter: only the caller knows "
+                                          "the value; edit the call" + (f" (the adapter in `{shim_path}` maps the rest)"
+                                                                       if renamed or dropped else ""),
+                                  "needs " + ", ".join(f"`{a}`" for a in added)))
         else:
             if dropped:
                 review.append(record.key)
@@ -181,6 +180,6 @@ def plan_signature(module: str, records: list[DriftRecord], ctx: ShimContext, ta
         rationale=tuple(rationale),
         files=(shim, test),
         import_moves=import_moves(records, shim_module, ctx),
-        needs_human=tuple(needs_human),
+        todo=tuple(todo),
         review=tuple(review),
     ), skipped
