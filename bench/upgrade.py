@@ -477,6 +477,9 @@ def main() -> None:
     for row in later_rows:
         print(f"| {row['family']} | `{row['symbol']}` | {row['porter_new_home'] or '—'} | {row['verdict']}"
               + (f" ({', '.join(row.get('later_same_name_imports', []))})" if row.get("later_same_name_imports") else "") + " |")
+    import shutil
+
+    shutil.rmtree(work, ignore_errors=True)  # the extracted trees (~100 MB) are this run's only
 
 
 if __name__ == "__main__":
