@@ -479,7 +479,7 @@ def main() -> None:
               + (f" ({', '.join(row.get('later_same_name_imports', []))})" if row.get("later_same_name_imports") else "") + " |")
     import shutil
 
-    shutil.rmtree(work, ignore_errors=True)  # the extracted trees (~100 MB) are this run's only
+    shutil.rmtree(work, ignore_errors=True)  # the extracted trees (~100 MB) serve only this run
 
 
 if __name__ == "__main__":
