@@ -92,14 +92,18 @@ print(json.dumps({"seconds": time.perf_counter() - t0}))
 
 GRIFFE_MODULES = """
 import json, sys, time
+from pathlib import Path
 import griffe
-modules = json.load(open(sys.argv[2]))
+root = Path(sys.argv[1])
+files = json.load(open(sys.argv[2]))  # module -> file, as porter's index found them
 t0 = time.perf_counter()
-loader = griffe.GriffeLoader(search_paths=[sys.argv[1]], allow_inspection=False)
 failed = 0
-for name in modules:
+for name, rel in files.items():
+    # one module on its own, as porter's index parses it (loader.load("pkg.mod", submodules=False)
+    # answers only the top package and fails on every submodule)
+    path = root / rel
     try:
-        loader.load(name, submodules=False)
+        griffe.visit(name.rsplit(".", 1)[-1], path, path.read_text(encoding="utf-8"))
     except Exception:
         failed += 1
 print(json.dumps({"seconds": time.perf_counter() - t0, "failed": failed}))
@@ -157,7 +161,7 @@ def griffe_e2e(*archives: Path) -> tuple[float, float]:
     return wall, cpu
 
 
-def _griffe_script(script: str, path: Path, items: list[str]):
+def _griffe_script(script: str, path: Path, items):
     """Run a griffe script on `path` with `items` passed as a JSON file; its JSON answer."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
         json.dump(items, fh)
@@ -170,7 +174,10 @@ def _griffe_script(script: str, path: Path, items: list[str]):
 
 
 def griffe_modules_seconds(tree: Path, modules: list[str]) -> dict:
-    return _griffe_script(GRIFFE_MODULES, tree, modules)
+    from porter.upgrade.index import discover_modules
+
+    files = discover_modules(tree, ["vllm"])
+    return _griffe_script(GRIFFE_MODULES, tree, {m: str(files[m].relative_to(tree)) for m in modules if m in files})
 
 
 def porter_modules_seconds(tree: Path, modules: list[str]) -> float:
@@ -224,7 +231,7 @@ class ModuleRecorder:
 
     def __enter__(self):
         cls = self.index_mod.TreeIndex
-        self.original = (cls.module, cls.prefetch)
+        self.original = (cls.module, self.index_mod.prefetch_many)
         recorder = self
 
         def module(index, name):
@@ -233,17 +240,18 @@ class ModuleRecorder:
                 recorder.seen.setdefault(str(index.root), set()).add(name)
             return info
 
-        def prefetch(index, names, progress=None, workers=None):
-            names = list(names)
-            recorder.seen.setdefault(str(index.root), set()).update(
-                n for n in names if n in index.files and index.files[n].is_file())
-            return recorder.original[1](index, names, progress, workers)
+        def prefetch_many(requests, progress=None, workers=None):
+            requests = [(index, list(names)) for index, names in requests]
+            for index, names in requests:
+                recorder.seen.setdefault(str(index.root), set()).update(
+                    n for n in names if n in index.files and index.files[n].is_file())
+            return recorder.original[1](requests, progress, workers)
 
-        cls.module, cls.prefetch = module, prefetch
+        cls.module, self.index_mod.prefetch_many = module, prefetch_many
         return self
 
     def __exit__(self, *exc):
-        self.index_mod.TreeIndex.module, self.index_mod.TreeIndex.prefetch = self.original
+        self.index_mod.TreeIndex.module, self.index_mod.prefetch_many = self.original
 
 
 def griffe_verdicts(path: Path, symbols: list[str]) -> dict[str, str]:
@@ -469,6 +477,9 @@ def main() -> None:
     for row in later_rows:
         print(f"| {row['family']} | `{row['symbol']}` | {row['porter_new_home'] or '—'} | {row['verdict']}"
               + (f" ({', '.join(row.get('later_same_name_imports', []))})" if row.get("later_same_name_imports") else "") + " |")
+    import shutil
+
+    shutil.rmtree(work, ignore_errors=True)  # the extracted trees (~100 MB) serve only this run
 
 
 if __name__ == "__main__":

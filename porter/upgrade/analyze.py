@@ -341,6 +341,12 @@ def _run_analysis(request: AnalysisRequest, progress: Any, pool: Any) -> Analysi
     timings: dict[str, float] = {}
     started = time.perf_counter()
     config = request.config or load_config()
+    offline = config.offline if request.offline is None else request.offline
+    sources = Sources(Path(config.cache_dir), offline=offline, status=getattr(progress, "status", None),
+                      stage=lambda description, total: _stage(progress, description, total))
+    if pool is not None:  # local archives (sdists, wheels) unpack side by side while the registry is read
+        sources.prepare_archives([request.plugin_path, request.target_path, request.baseline_path,
+                                  *request.upstream_paths.values()], pool)
     registry = load_registry(config.upstreams_file)
     spec = registry.plugin(request.plugin)
     upstream_name = request.upstream or spec.primary_upstream
@@ -350,16 +356,10 @@ def _run_analysis(request: AnalysisRequest, progress: Any, pool: Any) -> Analysi
     upstream = registry.upstream(upstream_name)
     if request.target is None and request.target_path is None:
         raise InputError("no target given", hint="pass --to REF (a release, tag, branch or commit)")
-    offline = config.offline if request.offline is None else request.offline
-    sources = Sources(Path(config.cache_dir), offline=offline, status=getattr(progress, "status", None),
-                      stage=lambda description, total: _stage(progress, description, total))
 
     if request.baseline is not None or request.baseline_path is not None:  # else the baseline is known only below
         _check_upstream_paths(request.upstream_paths, [request.target, request.baseline])
     t0 = time.perf_counter()
-    if pool is not None:  # local archives (sdists, wheels) unpack side by side while the trees are resolved
-        sources.prepare_archives([request.target_path, request.plugin_path, request.baseline_path,
-                                  *request.upstream_paths.values()], pool)
     target = resolve_upstream_tree(sources, upstream, request.target, request.target_path, request.upstream_paths, "--to")
     plugin_tree = resolve_plugin_tree(sources, config, spec, request.plugin_path)
     baseline_ref = request.baseline

@@ -17,7 +17,7 @@ from rapidfuzz import fuzz
 
 from porter.upgrade.guards import GuardConventions, TargetVersions, combine
 from porter.upgrade.lanes import GuardVerdict, Lanes, guard_verdicts, innermost_version_block, lane_of
-from porter.upgrade.index import Definition, Resolution, Signature, TreeIndex, walk
+from porter.upgrade.index import Definition, Resolution, Signature, TreeIndex, prefetch_reach, walk
 from porter.upgrade.models import (
     Candidate,
     DriftFamily,
@@ -204,21 +204,22 @@ class DriftAnalyzer:
 
     def _prefetch(self, files: list[FileUsage]) -> None:
         modules: set[str] = set()
+        symbols: set[str] = set()
+        indexes = [index for index in (self.target, self.baseline) if index is not None]
         for usage in files:
             for use in usage.uses:
                 module = use.detail.get("module") or use.symbol
-                for index in (self.target, self.baseline):
-                    if index is not None:
-                        modules.add(index.split_dotted(module)[0])
-        for index in (self.target, self.baseline):
-            if index is None:
-                continue
-            wanted = sorted(m for m in modules if m)
-            if self.stage is None:
-                index.prefetch(wanted)
-                continue
-            with self.stage(f"indexing {index.label}", len([m for m in wanted if m in index.files])) as advance:
-                index.prefetch(wanted, progress=advance)
+                symbols.add(use.symbol)
+                for index in indexes:
+                    modules.add(index.split_dotted(module)[0])
+        wanted = sorted(m for m in modules if m)
+        # Both trees in one parallel batch, then the modules their re-exports and bases lead to.
+        if self.stage is None:
+            prefetch_reach(indexes, wanted, symbols)
+            return
+        total = sum(len([m for m in wanted if m in index.files]) for index in indexes)
+        with self.stage(f"indexing {' and '.join(index.label for index in indexes)}", total) as advance:
+            prefetch_reach(indexes, wanted, symbols, progress=advance)
 
     def _search_new_homes(self, files: list[FileUsage]) -> None:
         """One pass over the target tree for every name that went missing (a pass per name is slow)."""
@@ -928,14 +929,11 @@ class DriftAnalyzer:
         methods = sorted({m for m, _, _ in pending})
         call = re.compile(rb"\.(" + b"|".join(re.escape(m.encode()) for m in methods) + rb")\(")
         passed: set[tuple[str, str]] = set()
-        for path in self.target.files.values():
-            if path.is_dir():
-                continue
+        for _, path, found in self.target.matches(call):  # the files that call one of the methods
             try:
                 text = path.read_bytes()
             except OSError:
                 continue
-            found = {m.group(1).decode() for m in call.finditer(text)}
             wanted = [(m, p, pos) for m, p, pos in pending if m in found and (m, p) not in passed
                       and (p.encode() in text or pos is not None)]
             if not wanted:
@@ -972,14 +970,8 @@ class DriftAnalyzer:
         if key not in self._bodies:
             pattern = re.compile(rb"collective_rpc\(\s*[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']")
             names: set[str] = set()
-            for path in index.files.values():
-                if path.is_file():
-                    try:
-                        text = path.read_bytes()
-                    except OSError:
-                        continue
-                    if b"collective_rpc" in text:
-                        names.update(m.group(1).decode() for m in pattern.finditer(text))
+            for _, _, found in index.matches(pattern):
+                names.update(found)
             self._bodies[key] = names  # type: ignore[assignment]
         return self._bodies[key]  # type: ignore[return-value]
 

@@ -636,6 +636,21 @@ def _parse_module(name: str, relpath: str, source: bytes) -> ModuleInfo:
     return info
 
 
+def _names_matching(pattern: bytes, flags: int, paths: list[str]) -> list[set[str]]:
+    """The texts of the last group `pattern` matched, per file (an unreadable file: none)."""
+    compiled = re.compile(pattern, flags)
+    out: list[set[str]] = []
+    for path in paths:
+        try:
+            with open(path, "rb") as fh:
+                text = fh.read()
+        except OSError:
+            out.append(set())
+            continue
+        out.append({m.group(m.lastindex or 0).decode() for m in compiled.finditer(text)})
+    return out
+
+
 def _parse_job(job: tuple[str, str, str]) -> tuple[str, bytes]:
     name, relpath, abspath = job
     source = Path(abspath).read_bytes()
@@ -725,6 +740,8 @@ class TreeIndex:
         self._modules: dict[str, ModuleInfo | None] = {}
         self._memo: dict[tuple[str, str], Resolution] = {}
         self._reads: dict[tuple[str, str, int], frozenset[str]] = {}
+        self._planning: set[str] | None = None  # set while unparsed_reach() runs
+        self._splits: dict[str, tuple[str, tuple[str, ...]]] = {}  # split_dotted() answers (the file set is fixed)
         self.stats = {"parsed": 0, "cached": 0}
         self.hit_counts: dict[str, int] = {}
 
@@ -742,12 +759,17 @@ class TreeIndex:
     def is_upstream(self, module: str) -> bool:
         return module.split(".")[0] in self.packages
 
-    def _cache_key(self, name: str, source: bytes) -> str:
+    def _cache_key(self, name: str, source: bytes, relpath: str = "") -> str:
         digest = hashlib.blake2b(digest_size=20)
         digest.update(name.encode())
         digest.update(b"\0")
+        digest.update(relpath.encode())  # is_package depends on the file name, not only the text
+        digest.update(b"\0")
         digest.update(source)
         return digest.hexdigest()
+
+    def _relpath(self, path: Path) -> str:
+        return str(path.relative_to(self.root))
 
     def _cache_path(self, key: str) -> Path | None:
         return self.cache_dir / key[:2] / f"{key}.pkl" if self.cache_dir else None
@@ -756,12 +778,16 @@ class TreeIndex:
         if name in self._modules:
             return self._modules[name]
         path = self.files.get(name)
+        if self._planning is not None and path is not None and not path.is_dir():
+            self._planning.add(name)  # unparsed_reach(): note the module, parse nothing
+            return None
         if path is None or path.is_dir():
             info = None if path is None else ModuleInfo(name=name, path=str(path), is_package=True)
             self._modules[name] = info
             return info
         source = path.read_bytes()
-        key = self._cache_key(name, source)
+        relpath = self._relpath(path)
+        key = self._cache_key(name, source, relpath)
         cache_path = self._cache_path(key)
         info = None
         if cache_path is not None and cache_path.is_file():
@@ -771,7 +797,7 @@ class TreeIndex:
             except Exception:  # noqa: BLE001 - a damaged cache entry is re-parsed
                 info = None
         if info is None:
-            info = parse_module(name, str(path.relative_to(self.root)), source)
+            info = parse_module(name, relpath, source)
             self.stats["parsed"] += 1
             if cache_path is not None:
                 atomic_write_bytes(cache_path, pickle.dumps(info, protocol=pickle.HIGHEST_PROTOCOL), durable=False)
@@ -781,52 +807,44 @@ class TreeIndex:
     def prefetch(self, names: Iterable[str], progress: Callable[[int], None] | None = None, workers: int | None = None) -> None:
         """Load `names` (unknown names are skipped), parsing uncached ones in parallel (in the
         run's shared pool when the index has one, else in a pool of its own)."""
-        wanted = [n for n in dict.fromkeys(names) if n not in self._modules and n in self.files and self.files[n].is_file()]
-        uncached: list[tuple[str, str, str]] = []
-        keys: dict[str, str] = {}
-        for name in wanted:
-            path = self.files[name]
-            keys[name] = self._cache_key(name, path.read_bytes())
-            cache_path = self._cache_path(keys[name])
-            if cache_path is not None and cache_path.is_file():
-                self.module(name)
-                if progress:
-                    progress(1)
-            else:
-                uncached.append((name, str(path.relative_to(self.root)), str(path)))
-        workers = workers or min(4, os.cpu_count() or 1)
-        if len(uncached) < _PARALLEL_THRESHOLD or (workers < 2 and self.pool is None):
-            for name, _, _ in uncached:
-                self.module(name)
-                if progress:
-                    progress(1)
-            return
-        own = ProcessPoolExecutor(max_workers=workers) if self.pool is None else None
-        pool = own or self.pool
+        prefetch_many([(self, names)], progress, workers)
+
+    def _wanted(self, names: Iterable[str]) -> list[str]:
+        """Those of `names` that are module files of this tree not loaded yet."""
+        files, loaded = self.files, self._modules
+        return [n for n in dict.fromkeys(names) if n not in loaded and n in files and files[n].is_file()]
+
+    def unparsed_reach(self, dotted_names: Iterable[str]) -> set[str]:
+        """Module files not loaded yet that resolving `dotted_names` (and the bases of the classes
+        they name) would parse next. Resolution runs on the loaded modules only, with a memo of its
+        own, so nothing it concludes is kept: it only says which modules to parse in the next wave."""
+        planned: set[str] = set()
+        memo, self._memo, self._planning = self._memo, {}, planned
         try:
-            for name, blob in pool.map(_parse_job, uncached, chunksize=8):
-                info = pickle.loads(blob)
-                self._modules[name] = info
-                self.stats["parsed"] += 1
-                cache_path = self._cache_path(keys[name])
-                if cache_path is not None:
-                    atomic_write_bytes(cache_path, blob, durable=False)
-                if progress:
-                    progress(1)
+            for dotted in dotted_names:
+                res = self.resolve_dotted(dotted)
+                if res.status == "found" and res.definition is not None and res.definition.kind == "class":
+                    self.mro(res.definition, res.defined_in or res.module)
         finally:
-            if own is not None:
-                own.shutdown()
+            self._memo, self._planning = memo, None
+        return planned
 
     # -- resolution
 
     def split_dotted(self, dotted: str) -> tuple[str, list[str]]:
         """Longest module prefix of `dotted` present in the tree, and the remaining attribute parts."""
+        known = self._splits.get(dotted)
+        if known is None:
+            known = self._splits[dotted] = self._split_dotted(dotted)
+        return known[0], list(known[1])
+
+    def _split_dotted(self, dotted: str) -> tuple[str, tuple[str, ...]]:
         parts = dotted.split(".")
         for i in range(len(parts), 0, -1):
             candidate = ".".join(parts[:i])
             if self.has_module(candidate):
-                return candidate, parts[i:]
-        return "", parts
+                return candidate, tuple(parts[i:])
+        return "", tuple(parts)
 
     def resolve(self, module: str, name: str, _depth: int = 0) -> Resolution:
         key = (module, name)
@@ -1002,14 +1020,8 @@ class TreeIndex:
             rf"^(?:(?:async\s+)?def|class)\s+({alternation})\b|^({alternation})\s*[:=]".encode(), re.MULTILINE
         )
         hit_modules: dict[str, list[str]] = {n: [] for n in names}
-        for module, path in self.files.items():
-            if path.is_dir():
-                continue
-            try:
-                text = path.read_bytes()
-            except OSError:
-                continue
-            for name in {(m.group(1) or m.group(2)).decode() for m in pattern.finditer(text)}:
+        for module, _, found in self.matches(pattern):
+            for name in found:
                 hit_modules[name].append(module)
         self.hit_counts = {n: len(m) for n, m in hit_modules.items()}
         for name, modules in hit_modules.items():
@@ -1025,6 +1037,21 @@ class TreeIndex:
         if cache_path is not None:
             atomic_write_bytes(cache_path, pickle.dumps((out, self.hit_counts), protocol=pickle.HIGHEST_PROTOCOL), durable=False)
         return out
+
+    def matches(self, pattern: re.Pattern[bytes]) -> list[tuple[str, Path, set[str]]]:
+        """(module, file, texts of the last group `pattern` matched) for each module file of the
+        tree where it matches, in file order. One pass over the tree's text, in the run's pool when
+        there is one (such passes are the longest steps after the parallel parse), else here."""
+        files = [(module, path) for module, path in self.files.items() if not path.is_dir()]
+        paths = [str(path) for _, path in files]
+        if self.pool is None or len(paths) < 4 * _PARALLEL_THRESHOLD:
+            found = _names_matching(pattern.pattern, pattern.flags, paths)
+        else:
+            size = max(64, len(paths) // 8)
+            chunks = [paths[i: i + size] for i in range(0, len(paths), size)]
+            found = [names for part in self.pool.map(_names_matching, [pattern.pattern] * len(chunks),
+                                                     [pattern.flags] * len(chunks), chunks) for names in part]
+        return [(module, path, names) for (module, path), names in zip(files, found) if names]
 
     def fingerprint(self) -> str:
         """Identity of the tree's files (name, size, mtime): a cheap key for whole-tree searches."""
@@ -1043,3 +1070,72 @@ class TreeIndex:
 
     def module_last_parts(self, last: str) -> list[str]:
         return [m for m in self.files if m.rsplit(".", 1)[-1] == last]
+
+
+def prefetch_many(requests: Iterable[tuple[TreeIndex, Iterable[str]]], progress: Callable[[int], None] | None = None,
+                  workers: int | None = None) -> None:
+    """Load the modules each index of `requests` wants in one batch: cache hits here, the rest
+    parsed in parallel (the first index's shared pool, else a pool of its own). A module whose
+    file is byte-identical in two trees (same name, path and text: one cache key) is parsed once."""
+    jobs: dict[str, tuple[str, str, str]] = {}  # cache key -> parse job
+    waiting: list[tuple[TreeIndex, str, str]] = []  # (index, module, cache key)
+    pool = None
+    for index, names in requests:
+        pool = pool or index.pool
+        for name in index._wanted(names):
+            path = index.files[name]
+            relpath = index._relpath(path)
+            key = index._cache_key(name, path.read_bytes(), relpath)
+            cache_path = index._cache_path(key)
+            if key in jobs or cache_path is None or not cache_path.is_file():
+                jobs.setdefault(key, (name, relpath, str(path)))
+                waiting.append((index, name, key))
+                continue
+            index.module(name)
+            if progress:
+                progress(1)
+    workers = workers or min(4, os.cpu_count() or 1)
+    if len(jobs) < _PARALLEL_THRESHOLD or (workers < 2 and pool is None):
+        for index, name, _ in waiting:
+            index.module(name)  # the second tree of an identical file reads the first one's cache entry
+            if progress:
+                progress(1)
+        return
+    own = ProcessPoolExecutor(max_workers=workers) if pool is None else None
+    keys = list(jobs)
+    parsed: dict[str, bytes] = {}
+    try:
+        for key, (_, blob) in zip(keys, (own or pool).map(_parse_job, [jobs[k] for k in keys], chunksize=8)):
+            parsed[key] = blob
+    finally:
+        if own is not None:
+            own.shutdown()
+    written: set[str] = set()
+    for index, name, key in waiting:
+        blob = parsed[key]
+        index._modules[name] = pickle.loads(blob)
+        if key not in written:
+            index.stats["parsed"] += 1
+            cache_path = index._cache_path(key)
+            if cache_path is not None:
+                atomic_write_bytes(cache_path, blob, durable=False)
+            written.add(key)
+        else:
+            index.stats["cached"] += 1  # the same file of the other tree: parsed once
+        if progress:
+            progress(1)
+
+
+def prefetch_reach(indexes: Iterable[TreeIndex], modules: Iterable[str], symbols: Iterable[str],
+                   progress: Callable[[int], None] | None = None, waves: int = 4) -> None:
+    """Load what resolving `symbols` in each index needs, in parallel waves: first `modules` (the
+    modules the plugin names), then, wave by wave, the modules its re-exports, star imports and
+    base classes lead to. What no wave reached is still parsed on demand by `module()`."""
+    indexes = list(indexes)
+    modules, symbols = sorted(set(modules)), sorted(set(symbols))
+    prefetch_many([(index, modules) for index in indexes], progress)
+    for _ in range(waves):
+        batch = [(index, sorted(index.unparsed_reach(symbols))) for index in indexes]
+        if not any(names for _, names in batch):
+            return
+        prefetch_many(batch)

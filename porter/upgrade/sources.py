@@ -40,6 +40,7 @@ PIP_PLATFORMS = ("manylinux_2_31_x86_64", "manylinux_2_28_x86_64", "manylinux_2_
                  "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux1_x86_64", "any")
 COMPLETE = ".porter-complete"
 EXTENSIONS = ".porter-extensions.txt"
+DIGESTS = "digests.json"  # archive (path, size, mtime, inode) -> content digest, so a warm run reads no archive
 _VERSIONISH = re.compile(r"^v?\d")
 _REF_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/\-]*$")
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
@@ -492,6 +493,22 @@ def extract_archive(archive: Path, dest: Path, strip_top: bool | None = None) ->
     return len(files)
 
 
+def archive_digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:20]
+
+
+def extract_archive_by_digest(archive: Path, trees: Path) -> tuple[str, bool]:
+    """Extract `archive` into `trees/<its content digest>` unless a tree is there already (a job
+    for a worker process: the archive is read and hashed there, not in the caller).
+    Returns (digest, whether this call extracted it)."""
+    digest = archive_digest(Path(archive).read_bytes())
+    dest = Path(trees) / digest
+    if (dest / COMPLETE).is_file():
+        return digest, False
+    extract_archive(archive, dest)
+    return digest, True
+
+
 def _make_read_only_markers(root: Path) -> None:
     for name in (EXTENSIONS, COMPLETE):
         os.chmod(root / name, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
@@ -533,8 +550,8 @@ class Sources:
     status: Callable[[str], None] | None = None  # one-line progress messages (downloads, mirrors)
     stage: Callable[[str, int | None], Any] | None = None  # stage(description, total) -> progress bar context
     down_hosts: set[str] = field(default_factory=set)  # hosts that failed this run: use the cache for them
-    _digests: dict[tuple[str, int, int], str] = field(default_factory=dict, repr=False)  # archive -> content digest
-    _extracting: dict[str, Any] = field(default_factory=dict, repr=False)  # cache dir -> extraction in flight
+    _digests: dict[str, str] | None = field(default=None, repr=False)  # archive identity -> content digest (DIGESTS)
+    _extracting: dict[str, Any] = field(default_factory=dict, repr=False)  # archive identity -> extraction in flight
 
     def __post_init__(self) -> None:
         # Checked once here so an unusable cache is an environment error, not a traceback deep in a download.
@@ -595,19 +612,44 @@ class Sources:
                                      hint="fix its permissions or point porter at a readable copy")
         return Tree(path.resolve(), label, "local", parse_release(label), origin=str(path))
 
-    def _archive_dest(self, archive: Path) -> Path:
-        """Where an archive's Python sources live in the cache: named by the archive's content."""
-        archive = Path(archive)
+    def _archive_key(self, archive: Path) -> str:
         st = archive.stat()
-        key = (str(archive.resolve()), st.st_size, st.st_mtime_ns)
-        if key not in self._digests:
-            self._digests[key] = hashlib.sha256(archive.read_bytes()).hexdigest()[:20]
-        return self.cache_dir / "trees" / "archive" / self._digests[key]
+        return f"{archive.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}"
+
+    def _known_digests(self) -> dict[str, str]:
+        if self._digests is None:
+            try:
+                self._digests = json.loads((self.cache_dir / "trees" / "archive" / DIGESTS).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                self._digests = {}
+        return self._digests
+
+    def _remember_digest(self, key: str, digest: str) -> None:
+        known = self._known_digests()
+        if known.get(key) != digest:
+            known[key] = digest
+            try:
+                atomic_write_text(self.cache_dir / "trees" / "archive" / DIGESTS, json.dumps(known))
+            except OSError:
+                pass  # only a warm run's shortcut
+
+    def _archive_dest(self, archive: Path) -> Path:
+        """Where an archive's Python sources live in the cache: named by the archive's content
+        (hashed once per file identity; a changed file has a new size, mtime or inode)."""
+        archive = Path(archive)
+        key = self._archive_key(archive)
+        digest = self._known_digests().get(key)
+        if digest is None:
+            digest = archive_digest(archive.read_bytes())
+            self._remember_digest(key, digest)
+        return self.cache_dir / "trees" / "archive" / digest
 
     def prepare_archives(self, archives: Any, pool: Any, min_bytes: int = 1 << 20) -> None:
         """Start extracting local archives (the sdists of a benchmark run, --upstream-path FILE) in
-        `pool` so they unpack side by side; archive_tree() below waits for its own. Small archives
-        and anything unreadable are left to archive_tree(), which reports errors as usual."""
+        `pool` so they unpack side by side; archive_tree() below waits for its own. An archive not
+        hashed before is hashed by the worker that extracts it. Small archives and anything
+        unreadable are left to archive_tree(), which reports errors as usual."""
+        trees = self.cache_dir / "trees" / "archive"
         for archive in archives:
             if archive is None:
                 continue
@@ -615,26 +657,33 @@ class Sources:
                 archive = Path(archive).expanduser()
                 if not archive.is_file() or archive.stat().st_size < min_bytes:
                     continue
-                dest = self._archive_dest(archive)
+                key = self._archive_key(archive)
             except OSError:
                 continue
-            if (dest / COMPLETE).is_file() or str(dest) in self._extracting:
+            digest = self._known_digests().get(key)
+            if key in self._extracting or (digest is not None and (trees / digest / COMPLETE).is_file()):
                 continue
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            self._extracting[str(dest)] = pool.submit(extract_archive, archive, dest)
+            trees.mkdir(parents=True, exist_ok=True)
+            self._extracting[key] = pool.submit(extract_archive_by_digest, archive, trees)
 
     def archive_tree(self, archive: Path, label: str) -> Tree:
+        try:
+            key = self._archive_key(Path(archive))
+        except OSError as exc:
+            raise EnvironmentProblem(f"{archive}: cannot read ({exc.strerror})") from exc
+        pending = self._extracting.pop(key, None)
+        extracted = False
+        if pending is not None:
+            try:
+                digest, extracted = pending.result()
+                self._remember_digest(key, digest)
+            except Exception:  # noqa: BLE001 - extracted again below, where the error is reported properly
+                pass
         try:
             dest = self._archive_dest(Path(archive))
         except OSError as exc:
             raise EnvironmentProblem(f"{archive}: cannot read ({exc.strerror})") from exc
-        pending = self._extracting.pop(str(dest), None)
-        if pending is not None:
-            try:
-                pending.result()
-            except Exception:  # noqa: BLE001 - extracted again below, where the error is reported properly
-                pass
-        cached = pending is None and (dest / COMPLETE).is_file()
+        cached = not extracted and (dest / COMPLETE).is_file()
         if not (dest / COMPLETE).is_file():
             dest.parent.mkdir(parents=True, exist_ok=True)
             extract_archive(Path(archive), dest)

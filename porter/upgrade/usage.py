@@ -134,10 +134,29 @@ def _is_suppress_import(item: ast.withitem) -> bool:
     return False
 
 
+_STATEMENT_ITEMS = (ast.stmt, ast.excepthandler, ast.match_case)  # what a statement's block lists hold
+
+
 class _AliasCollector(FastVisitor):
     def __init__(self, packages: frozenset[str]):
         self.packages = packages
         self.aliases: dict[str, str] = {}
+
+    def collect(self, node: ast.AST) -> None:
+        """visit() for imports only: imports are statements, so only statement blocks are walked
+        (fields in the same order as a visit, so a later import of a name still wins)."""
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if value.__class__ is not list or not value or not isinstance(value[0], _STATEMENT_ITEMS):
+                continue
+            for item in value:
+                kind = item.__class__
+                if kind is ast.Import:
+                    self.visit_Import(item)
+                elif kind is ast.ImportFrom:
+                    self.visit_ImportFrom(item)
+                else:
+                    self.collect(item)
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -736,7 +755,7 @@ def _scan_source(path: str, source: bytes, packages: Iterable[str], plugin_packa
     except (SyntaxError, ValueError) as exc:
         return FileUsage(path, [], {}, f"{type(exc).__name__}: {exc}", module=module)
     collector = _AliasCollector(packages)
-    collector.visit(tree)
+    collector.collect(tree)
     plugin_packages = frozenset(plugin_packages)
     lines = source.decode("utf-8", errors="replace").splitlines()
     predicates = find_predicates(tree) if b"version" in source.lower() else NO_PREDICATES

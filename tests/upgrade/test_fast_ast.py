@@ -65,3 +65,39 @@ def test_visitor_dispatch_is_per_class():
     names = OnlyNames()
     names.visit(tree)
     assert names.names == ["x", "f", "y"]
+
+
+IMPORTS = '''
+import vllm.a as first
+from vllm.b import x
+try:
+    from vllm.c import y as first
+except ImportError:
+    from vllm.d import y
+def f():
+    import vllm.e as inner
+    with open("p"):
+        for i in range(2):
+            from vllm.f import z as x
+    match inner:
+        case 1:
+            from vllm.g import w
+class C:
+    if True:
+        import vllm.h as first
+    else:
+        pass
+    from vllm.i import v
+value = [lambda: 0 for _ in ()]
+'''
+
+
+@pytest.mark.parametrize("text", [IMPORTS] + [p.read_text(encoding="utf-8") for p in SOURCES], ids=lambda t: str(len(t)))
+def test_alias_collector_walks_statements_only_with_the_visit_order(text):
+    from porter.upgrade.usage import _AliasCollector
+
+    tree = ast.parse(text)
+    visited, collected = _AliasCollector(frozenset({"vllm", "porter"})), _AliasCollector(frozenset({"vllm", "porter"}))
+    visited.visit(tree)
+    collected.collect(tree)
+    assert list(collected.aliases.items()) == list(visited.aliases.items()) and visited.aliases

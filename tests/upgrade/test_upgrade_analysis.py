@@ -199,5 +199,5 @@ def test_progress_reports_scanning_and_indexing(project, trees):
     run_analysis(request, progress=recorder)
     names = [d for d, _ in recorder.stages]
     assert names[0] == "scanning myplug" and recorder.stages[0][1] == 4  # tests/ excluded
-    assert "indexing upkg 2.0" in names and "indexing upkg 1.0" in names
+    assert "indexing upkg 2.0 and upkg 1.0" in names  # both trees in one parallel batch
     assert recorder.advanced >= 4 + 2

@@ -1,0 +1,149 @@
+"""How the index loads upstream modules on a cold run: both trees in one batch, files identical in
+both parsed once, re-export chains followed in waves (nothing left to parse on demand), and local
+archives hashed by the worker that extracts them, once per file."""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from porter.upgrade import index as index_mod
+from porter.upgrade import sources as sources_mod
+from porter.upgrade.index import TreeIndex, prefetch_many, prefetch_reach
+from porter.upgrade.sources import Sources
+
+from tests.upgrade.upgrade_fixtures import write_tree
+
+SAME = "def helper(a, b=1):\n    return a\n"
+
+
+def _trees(tmp_path):
+    old = write_tree(tmp_path / "old", {
+        "pkg/__init__.py": "from pkg.api import Public\n",
+        "pkg/api.py": "from pkg._impl.core import Public\n",
+        "pkg/_impl/__init__.py": "",
+        "pkg/_impl/core.py": "from pkg._impl.base import Base\n\nclass Public(Base):\n    def run(self, x):\n        pass\n",
+        "pkg/_impl/base.py": "class Base:\n    def setup(self):\n        pass\n",
+        "pkg/same.py": SAME,
+    })
+    new = write_tree(tmp_path / "new", {
+        "pkg/__init__.py": "from pkg.api import *\n",
+        "pkg/api.py": "__all__ = ['Public']\nfrom pkg._impl.core import Public\n",
+        "pkg/_impl/__init__.py": "",
+        "pkg/_impl/core.py": "from pkg._impl.base import Base\n\nclass Public(Base):\n    def run(self, x, y=0):\n        pass\n",
+        "pkg/_impl/base.py": "class Base:\n    def setup(self, strict=False):\n        pass\n",
+        "pkg/same.py": SAME,
+    })
+    return old, new
+
+
+def test_identical_files_in_two_trees_are_parsed_once(tmp_path, monkeypatch):
+    old_root, new_root = _trees(tmp_path)
+    monkeypatch.setattr(index_mod, "_PARALLEL_THRESHOLD", 1)
+    old = TreeIndex(old_root, ["pkg"], tmp_path / "cache")
+    new = TreeIndex(new_root, ["pkg"], tmp_path / "cache")
+    with ThreadPoolExecutor(2) as pool:
+        old.pool = new.pool = pool
+        prefetch_many([(new, ["pkg.same", "pkg.api"]), (old, ["pkg.same", "pkg.api", "pkg.nowhere"])])
+    assert new.stats == {"parsed": 2, "cached": 0}
+    assert old.stats == {"parsed": 1, "cached": 1}  # pkg.same: the new tree's parse
+    assert old.resolve("pkg.same", "helper").definition.signature.names == ("a", "b")
+    assert old.module("pkg.api").imports["Public"].module == "pkg._impl.core"
+
+
+def test_waves_follow_reexports_and_bases_so_nothing_is_parsed_later(tmp_path):
+    old_root, new_root = _trees(tmp_path)
+    old = TreeIndex(old_root, ["pkg"], tmp_path / "cache")
+    new = TreeIndex(new_root, ["pkg"], tmp_path / "cache")
+    assert new.unparsed_reach(["pkg.Public.setup"]) == {"pkg"}  # only what the loaded modules lead to
+    prefetch_reach([new, old], ["pkg"], ["pkg.Public.setup"])
+    loaded = {"pkg", "pkg.api", "pkg._impl.core", "pkg._impl.base"}
+    assert loaded <= set(new._modules) and loaded <= set(old._modules)
+    assert "pkg.same" not in new._modules  # not reached: not parsed
+    before = (dict(new.stats), dict(old.stats))
+    setup = new.resolve_dotted("pkg.Public.setup")
+    assert setup.status == "found" and setup.definition.signature.names == ("self", "strict")
+    assert old.resolve_dotted("pkg.Public.run").definition.signature.names == ("self", "x")
+    assert new.resolve_dotted("pkg.Public.gone").status == "missing"
+    assert (new.stats, old.stats) == before  # the waves left nothing to parse on demand
+
+
+def test_planning_keeps_no_conclusion(tmp_path):
+    _, new_root = _trees(tmp_path)
+    new = TreeIndex(new_root, ["pkg"])
+    new.module("pkg")
+    new.unparsed_reach(["pkg.Public"])  # pkg.api unparsed: this resolution would say "missing"
+    assert new.resolve("pkg", "Public").status == "found"
+
+
+def test_cache_key_names_the_file(tmp_path):
+    """A module `pkg/a.py` and a package `pkg/a/__init__.py` with the same text are different records."""
+    first = write_tree(tmp_path / "one", {"pkg/__init__.py": "", "pkg/a.py": "from .b import c\n"})
+    second = write_tree(tmp_path / "two", {"pkg/__init__.py": "", "pkg/a/__init__.py": "from .b import c\n"})
+    assert TreeIndex(first, ["pkg"], tmp_path / "cache").module("pkg.a").imports["c"].module == "pkg.b"
+    again = TreeIndex(second, ["pkg"], tmp_path / "cache")
+    assert again.module("pkg.a").imports["c"].module == "pkg.a.b" and again.stats["parsed"] == 1
+
+
+def _sdist(path, files):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"pkg-1.0/{name}")
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    path.write_bytes(buf.getvalue())
+    return path
+
+
+def test_archives_are_hashed_by_the_extracting_worker_and_once_per_file(tmp_path, monkeypatch):
+    archive = _sdist(tmp_path / "pkg-1.0.tar.gz", {"pkg/__init__.py": "x = 1\n"})
+    hashed = []
+    real = sources_mod.archive_digest
+    monkeypatch.setattr(sources_mod, "archive_digest", lambda data: hashed.append(len(data)) or real(data))
+    with ThreadPoolExecutor(1) as pool:
+        sources = Sources(tmp_path / "cache")
+        sources.prepare_archives([archive], pool, min_bytes=0)
+        tree = sources.archive_tree(archive, "1.0")
+    assert not tree.from_cache and len(hashed) == 1 and (tree.root / "pkg" / "__init__.py").is_file()
+    warm = Sources(tmp_path / "cache")  # a later run: the digest is remembered for this file
+    with ThreadPoolExecutor(1) as pool:
+        warm.prepare_archives([archive], pool, min_bytes=0)
+        again = warm.archive_tree(archive, "1.0")
+    assert again.from_cache and again.root == tree.root and len(hashed) == 1
+    mtime = archive.stat().st_mtime_ns
+    _sdist(archive, {"pkg/__init__.py": "x = 2\n"})  # rewritten: a new mtime, hashed again
+    os.utime(archive, ns=(mtime + 10**9, mtime + 10**9))
+    changed = Sources(tmp_path / "cache").archive_tree(archive, "1.0")
+    assert changed.root != tree.root and (changed.root / "pkg" / "__init__.py").read_text() == "x = 2\n"
+    assert len(hashed) == 2
+
+
+def test_a_corrupt_archive_in_the_pool_is_reported_where_it_is_resolved(tmp_path):
+    archive = _sdist(tmp_path / "pkg-1.0.tar.gz", {"pkg/__init__.py": "x = 1\n"})
+    broken = tmp_path / "broken-1.0.tar.gz"
+    broken.write_bytes(archive.read_bytes()[:-20])
+    sources = Sources(tmp_path / "cache")
+    with ThreadPoolExecutor(1) as pool:
+        sources.prepare_archives([broken], pool, min_bytes=0)
+        with pytest.raises(Exception, match="not a readable tar archive"):
+            sources.archive_tree(broken, "1.0")
+
+
+def test_new_home_search_in_a_pool_finds_what_the_serial_search_finds(tmp_path, monkeypatch):
+    files = {"pkg/__init__.py": ""}
+    files.update({f"pkg/m{i}.py": f"class Needle{i % 3}:\n    pass\nasync def other{i % 5}():\n    pass\nvalue{i} = 1\n"
+                  for i in range(40)})
+    root = write_tree(tmp_path / "tree", files)
+    names = ["Needle1", "other2", "value7", "absent"]
+    serial = TreeIndex(root, ["pkg"]).find_definitions(names, limit=50)
+    monkeypatch.setattr(index_mod, "_PARALLEL_THRESHOLD", 2)
+    with ThreadPoolExecutor(2) as pool:
+        pooled = TreeIndex(root, ["pkg"], pool=pool).find_definitions(names, limit=50)
+    assert {n: [m for m, _ in v] for n, v in pooled.items()} == {n: [m for m, _ in v] for n, v in serial.items()}
+    assert len(serial["Needle1"]) == 13 and [m for m, _ in serial["value7"]] == ["pkg.m7"] and serial["absent"] == []
