@@ -21,10 +21,9 @@ def _prefixes(dotted: str) -> list[str]:
     return [".".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def referenced_modules(path: str, source: str, prefix: str = "",
-                       skip: Sequence[tuple[int, int]] = ()) -> set[str] | None:
-    """Every module a file's imports load (`import a.b` loads `a` and `a.b`), and dotted string
-    constants; nodes on lines inside a `skip` span are left out."""
+def _references(path: str, source: str, prefix: str = "") -> list[tuple[int, str]] | None:
+    """(line, module) for every module a file's imports load (`import a.b` loads `a` and `a.b`),
+    and for dotted string constants; None when the file does not parse."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -32,23 +31,33 @@ def referenced_modules(path: str, source: str, prefix: str = "",
     module, is_package = module_of(path)
     if prefix:
         module = f"{prefix}.{module}" if module else prefix
-    out: set[str] = set()
+    out: list[tuple[int, str]] = []
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
-        if skip and any(lo <= line <= hi for lo, hi in skip):
-            continue
         if isinstance(node, ast.Import):
             for alias in node.names:
-                out.update(_prefixes(alias.name))
+                out.extend((line, m) for m in _prefixes(alias.name))
         elif isinstance(node, ast.ImportFrom):
             base = _absolute(module, is_package, node.level, node.module) if node.level else node.module or ""
             if base:
-                out.update(_prefixes(base))
-                out.update(f"{base}.{a.name}" for a in node.names if a.name != "*")
+                out.extend((line, m) for m in _prefixes(base))
+                out.extend((line, f"{base}.{a.name}") for a in node.names if a.name != "*")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value \
                 and all(p.isidentifier() for p in node.value.split(".")):
-            out.update(_prefixes(node.value))
+            out.extend((line, m) for m in _prefixes(node.value))
     return out
+
+
+def referenced_modules(path: str, source: str, prefix: str = "",
+                       skip: Sequence[tuple[int, int]] = ()) -> set[str] | None:
+    """Every module a file's imports load, and dotted string constants; nodes on lines inside a
+    `skip` span are left out."""
+    refs = _references(path, source, prefix)
+    return None if refs is None else _outside(refs, skip)
+
+
+def _outside(refs: list[tuple[int, str]], skip: Sequence[tuple[int, int]] = ()) -> set[str]:
+    return {m for line, m in refs if not any(lo <= line <= hi for lo, hi in skip)}
 
 
 def orphaned(before: Mapping[str, str], after: Mapping[str, str], deleted: Mapping[str, Sequence[tuple[int, int]]],
@@ -66,12 +75,15 @@ def orphaned(before: Mapping[str, str], after: Mapping[str, str], deleted: Mappi
     refs_before: dict[str, set[str]] = {}
     refs_after: dict[str, set[str]] = {}
     for path in before:
-        old = referenced_modules(path, before[path], prefix)
-        new = referenced_modules(path, after.get(path, before[path]), prefix)
-        outside = referenced_modules(path, before[path], prefix, deleted.get(path, ())) if path in deleted else set()
-        if old is None or new is None or outside is None:
+        refs = _references(path, before[path], prefix)  # the baseline file, parsed once for both uses
+        if refs is None:
             return []
-        new |= outside
+        old = _outside(refs)
+        new = referenced_modules(path, after[path], prefix) if path in after else set(old)
+        if new is None:
+            return []
+        if path in deleted:
+            new |= _outside(refs, deleted[path])
         refs_before[path], refs_after[path] = old - {module_name(path)}, new - {module_name(path)}
     imported_before = set().union(*refs_before.values()) if refs_before else set()
     # What stays is what the drop cannot have orphaned (files nothing imported: scripts, tests, entry
