@@ -35,6 +35,16 @@ import yaml  # noqa: E402
 BENCH = ROOT / "bench" / "known_fixes"
 INDEX = BENCH / "index.yaml"
 ENV_LAYERS = {"cann", "driver", "hccl", "container", "packaging", "python-env", "host", "build"}
+
+
+def _issue_cases(batch: str, rows: list[tuple[int, int, str]]) -> list[dict]:
+    """vllm-ascend issue threads whose fixing PR names them: (issue, PR, what the trace holds)."""
+    return [{"id": f"vllm-ascend-{n}", "trace": f"bench/known_fixes/traces/vllm-ascend-{n}.txt", "repo": "vllm-ascend",
+             "thread": f"github.com/vllm-project/vllm-ascend/issues/{n}",
+             "fixed_by": f"https://github.com/vllm-project/vllm-ascend/pull/{pr}", "batch": batch, "note": note}
+            for n, pr, note in rows]
+
+
 # Traces collected for this benchmark (bench/known_fixes/traces/): thread, the fix the thread names.
 OWN_CASES = [
     {"id": "vllm-ascend-2033", "trace": "bench/known_fixes/traces/vllm-ascend-2033.txt", "repo": "vllm-ascend",
@@ -51,37 +61,31 @@ OWN_CASES = [
      "note": "CI failure; vllm frames only; the fixing commit names #1572"},
     # Collected in session 3 from issue threads whose fix names the issue (or the issue names the fix);
     # split by thread hash when added, before any of them was scored (`batch` tells them apart).
-    *({"id": f"vllm-ascend-{n}", "trace": f"bench/known_fixes/traces/vllm-ascend-{n}.txt", "repo": "vllm-ascend",
-       "thread": f"github.com/vllm-project/vllm-ascend/issues/{n}",
-       "fixed_by": f"https://github.com/vllm-project/vllm-ascend/pull/{pr}", "batch": "issues-s3", "note": note}
-      for n, pr, note in [
-          (625, 639, "engine frames and error line of the issue (the fix says fix #625)"),
-          (3096, 3113, "error line and engine frames of the issue (the fix says Fixes #3096)"),
-          (1760, 1803, "error line and CLI frames of the issue (the fix names #1760)"),
-          (1276, 1803, "error line of the issue title (a maintainer closed it by pull/1803)"),
-          (10628, 10645, "API-server frames and the issue title; no exception line (the fix says Fixes #10628)"),
-          (7996, 7683, "the issue's description of the failure, no trace (the fix says fix #7996)"),
-          (10305, 10307, "the issue's description of the failure, no trace (the fix says Fixes #10305)"),
-          (11588, 11589, "the issue's failure description and server log line (the fix says Fixes #11588)"),
-          (9816, 9818, "the issue's description of the failure, no trace (the fix says Fixes #9816)"),
-          (10322, 10369, "the issue title, the crash's only text there (the fix says Fixes #10322)"),
-          (11284, 11282, "the issue's observed behaviour, a hang without trace (the fix says Fixes #11284)"),
-          (10640, 11337, "worker frames of the issue, no exception line (the fix says Fixes #10640)"),
-          (11885, 11886, "the issue's description with the code it blames (the fix says Fixes #11885)"),
-          (11553, 11491, "the issue title (the fix says fixes #11553)"),
-          (5445, 5444, "the issue's description of the failure (the fix says Closes .../issues/5445)"),
-      ]),
+    *_issue_cases("issues-s3", [
+        (625, 639, "engine frames and error line of the issue (the fix says fix #625)"),
+        (3096, 3113, "error line and engine frames of the issue (the fix says Fixes #3096)"),
+        (1760, 1803, "error line and CLI frames of the issue (the fix names #1760)"),
+        (1276, 1803, "error line of the issue title (a maintainer closed it by pull/1803)"),
+        (10628, 10645, "API-server frames and the issue title; no exception line (the fix says Fixes #10628)"),
+        (7996, 7683, "the issue's description of the failure, no trace (the fix says fix #7996)"),
+        (10305, 10307, "the issue's description of the failure, no trace (the fix says Fixes #10305)"),
+        (11588, 11589, "the issue's failure description and server log line (the fix says Fixes #11588)"),
+        (9816, 9818, "the issue's description of the failure, no trace (the fix says Fixes #9816)"),
+        (10322, 10369, "the issue title, the crash's only text there (the fix says Fixes #10322)"),
+        (11284, 11282, "the issue's observed behaviour, a hang without trace (the fix says Fixes #11284)"),
+        (10640, 11337, "worker frames of the issue, no exception line (the fix says Fixes #10640)"),
+        (11885, 11886, "the issue's description with the code it blames (the fix says Fixes #11885)"),
+        (11553, 11491, "the issue title (the fix says fixes #11553)"),
+        (5445, 5444, "the issue's description of the failure (the fix says Closes .../issues/5445)"),
+    ]),
     # Session 4: the same search for issues whose fix says `Fix #N` / `Fixes #N`; split by thread hash
     # when added (2 dev, 2 test), before any of them was scored.
-    *({"id": f"vllm-ascend-{n}", "trace": f"bench/known_fixes/traces/vllm-ascend-{n}.txt", "repo": "vllm-ascend",
-       "thread": f"github.com/vllm-project/vllm-ascend/issues/{n}",
-       "fixed_by": f"https://github.com/vllm-project/vllm-ascend/pull/{pr}", "batch": "issues-s4", "note": note}
-      for n, pr, note in [
-          (11395, 11405, "the issue title, its only description of the failure (the fix says Fix #11395)"),
-          (10242, 10241, "the issue title (the fix's PR description says Fixes #10242)"),
-          (5524, 6151, "the issue title (the fix says Fix .../issues/5524)"),
-          (10045, 10043, "the issue title and the log lines it quotes (the fix names #10045)"),
-      ]),
+    *_issue_cases("issues-s4", [
+        (11395, 11405, "the issue title, its only description of the failure (the fix says Fix #11395)"),
+        (10242, 10241, "the issue title (the fix's PR description says Fixes #10242)"),
+        (5524, 6151, "the issue title (the fix says Fix .../issues/5524)"),
+        (10045, 10043, "the issue title and the log lines it quotes (the fix names #10045)"),
+    ]),
     {"id": "vllm-ascend-3236", "trace": "tests/data/corpus/test/vllm-ascend-3236.txt", "repo": "vllm-ascend",
      "thread": "github.com/vllm-project/vllm-ascend/issues/3236", "batch": "issues-s3",
      "fixed_by": "https://github.com/vllm-project/vllm-ascend/pull/3234",
