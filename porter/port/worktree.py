@@ -420,33 +420,31 @@ class FileChange:
     created: bool  # the file did not exist at the base
 
 
+def _numstat(output: str, separator: str) -> list[tuple[int, int, str]]:
+    """(added, deleted, path) rows of `git ... --numstat` output; a binary file (`-`) counts 0 lines."""
+    rows = []
+    for entry in output.split(separator):
+        parts = entry.split("\t")
+        if len(parts) == 3:
+            added, deleted, path = parts
+            rows.append((int(added) if added.isdigit() else 0, int(deleted) if deleted.isdigit() else 0, path))
+    return rows
+
+
 def diff_numstat(repo: Path, base: str, tip: str) -> tuple[FileChange, ...]:
     """The files `base..tip` touched with their lines added and deleted, renames as delete + add."""
     created = set(git(repo, "diff", "--no-renames", "--name-only", "-z", "--diff-filter=A", f"{base}..{tip}")
                   .stdout.split("\0"))
-    changes = []
-    for entry in git(repo, "diff", "--no-renames", "--numstat", "-z", f"{base}..{tip}").stdout.split("\0"):
-        parts = entry.split("\t")
-        if len(parts) != 3:
-            continue
-        added, deleted, path = parts
-        changes.append(FileChange(path, int(added) if added.isdigit() else 0, int(deleted) if deleted.isdigit() else 0,
-                                  path in created))
-    return tuple(changes)
+    numstat = git(repo, "diff", "--no-renames", "--numstat", "-z", f"{base}..{tip}").stdout
+    return tuple(FileChange(path, added, deleted, path in created) for added, deleted, path in _numstat(numstat, "\0"))
 
 
 def commit_sizes(repo: Path, shas: Sequence[str]) -> dict[str, dict[str, int]]:
     """Lines added and deleted and files touched per commit (for the PR material's section headings)."""
     sizes = {}
     for sha in shas:
-        added = deleted = files = 0
-        for line in git(repo, "show", "--numstat", "--format=", sha).stdout.splitlines():
-            parts = line.split("\t")
-            if len(parts) == 3:
-                files += 1
-                added += int(parts[0]) if parts[0].isdigit() else 0
-                deleted += int(parts[1]) if parts[1].isdigit() else 0
-        sizes[sha] = {"added": added, "deleted": deleted, "files": files}
+        rows = _numstat(git(repo, "show", "--numstat", "--format=", sha).stdout, "\n")
+        sizes[sha] = {"added": sum(r[0] for r in rows), "deleted": sum(r[1] for r in rows), "files": len(rows)}
     return sizes
 
 
