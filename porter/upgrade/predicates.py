@@ -117,10 +117,8 @@ class Predicates:
 NO_PREDICATES = Predicates([])
 
 
-def find_predicates(tree: ast.Module, source_text: str = "") -> Predicates:
+def find_predicates(tree: ast.Module) -> Predicates:
     """Every version predicate of a module (names assigned once in their scope from a version test)."""
-    if source_text and not _VERSIONISH.search(source_text):
-        return NO_PREDICATES
     everything = list(ast.walk(tree))
     found = _scope_predicates(tree, (0, 0), everything)
     for node in everything:
