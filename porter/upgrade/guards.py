@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Callable
 
 from packaging.version import InvalidVersion, Version
@@ -205,6 +206,16 @@ def _compare_main(have: MainRef, op: ast.cmpop, literal: Version, flipped: bool)
     return None
 
 
+@lru_cache(maxsize=8192)
+def parse_test(source: str) -> ast.expr | None:
+    """A condition's test as an expression (None: not one). A file's conditions are evaluated once per
+    use, thousands of times for a few hundred texts: each text is parsed once; the trees are only read."""
+    try:
+        return ast.parse(source, mode="eval").body
+    except SyntaxError:
+        return None
+
+
 def evaluate_condition(
     cond: Condition,
     conventions: GuardConventions,
@@ -216,9 +227,8 @@ def evaluate_condition(
         return cond.negated  # the TYPE_CHECKING body never runs; its else branch always does
     if cond.kind != "if":
         return True  # try bodies, handlers and suppress blocks run (their fate is decided by drift)
-    try:
-        expr = ast.parse(cond.source, mode="eval").body
-    except SyntaxError:
+    expr = parse_test(cond.source)
+    if expr is None:
         return None
     value = _Evaluator(conventions, target, hasattr_fn, aliases or {}).eval(expr)
     if value is None:

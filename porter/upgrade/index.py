@@ -254,8 +254,19 @@ def signature_of(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Signature:
         params.append(Param(arg.arg, "kwonly", default is not None))
     if a.kwarg:
         params.append(Param(a.kwarg.arg, "varkw", True))
-    returns = ast.unparse(fn.returns) if fn.returns is not None else None
+    returns = None if fn.returns is None else _annotation_text(fn.returns)
     return Signature(tuple(params), returns)
+
+
+def _annotation_text(node: ast.expr) -> str:
+    """ast.unparse of an annotation; a plain or dotted name (most of them) without the unparser."""
+    if node.__class__ is ast.Name:
+        return node.id  # type: ignore[attr-defined]
+    if node.__class__ is ast.Attribute:
+        dotted = dotted_name(node)
+        if dotted is not None:
+            return dotted
+    return ast.unparse(node)
 
 
 def _shape(body: list[ast.stmt]) -> str:
@@ -366,12 +377,31 @@ def _self_reads(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
             and isinstance(node.value, ast.Name) and node.value.id == self_name}
 
 
+_BLOCK_NODES = (ast.stmt, ast.excepthandler, ast.match_case)  # what holds statements: expressions never do
+
+
+def _statements(node: ast.AST):
+    """The statements under `node` (nested functions and classes included) in ast.walk's order: the
+    walk restricted to statements, handlers and match cases, whose order among themselves it keeps."""
+    from collections import deque
+
+    todo = deque([node])
+    pop, extend = todo.popleft, todo.extend
+    while todo:
+        node = pop()
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if value.__class__ is list and value and isinstance(value[0], _BLOCK_NODES):
+                extend(value)
+        yield node
+
+
 def _self_attrs(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     if not fn.args.args:
         return []
     self_name = fn.args.args[0].arg
     out: list[str] = []
-    for node in walk(fn):
+    for node in _statements(fn):  # assignments are statements
         targets: list[ast.AST] = []
         if isinstance(node, ast.Assign):
             targets = list(node.targets)
@@ -651,10 +681,15 @@ def _names_matching(pattern: bytes, flags: int, paths: list[str]) -> list[set[st
     return out
 
 
-def _parse_job(job: tuple[str, str, str]) -> tuple[str, bytes]:
-    name, relpath, abspath = job
+def _parse_job(job: tuple[str, str, str, str]) -> tuple[str, bytes]:
+    """Parse one module in a worker and write its cache entry there (`cache_path`, "" for none): the
+    entries are written side by side, not one after another by the waiting parent."""
+    name, relpath, abspath, cache_path = job
     source = Path(abspath).read_bytes()
-    return name, pickle.dumps(parse_module(name, relpath, source), protocol=pickle.HIGHEST_PROTOCOL)
+    blob = pickle.dumps(parse_module(name, relpath, source), protocol=pickle.HIGHEST_PROTOCOL)
+    if cache_path:
+        atomic_write_bytes(Path(cache_path), blob, durable=False)
+    return name, blob
 
 
 # ---------------------------------------------------------------- the tree
@@ -1077,7 +1112,7 @@ def prefetch_many(requests: Iterable[tuple[TreeIndex, Iterable[str]]], progress:
     """Load the modules each index of `requests` wants in one batch: cache hits here, the rest
     parsed in parallel (the first index's shared pool, else a pool of its own). A module whose
     file is byte-identical in two trees (same name, path and text: one cache key) is parsed once."""
-    jobs: dict[str, tuple[str, str, str]] = {}  # cache key -> parse job
+    jobs: dict[str, tuple[str, str, str, str]] = {}  # cache key -> parse job
     waiting: list[tuple[TreeIndex, str, str]] = []  # (index, module, cache key)
     pool = None
     for index, names in requests:
@@ -1088,7 +1123,7 @@ def prefetch_many(requests: Iterable[tuple[TreeIndex, Iterable[str]]], progress:
             key = index._cache_key(name, path.read_bytes(), relpath)
             cache_path = index._cache_path(key)
             if key in jobs or cache_path is None or not cache_path.is_file():
-                jobs.setdefault(key, (name, relpath, str(path)))
+                jobs.setdefault(key, (name, relpath, str(path), str(cache_path or "")))
                 waiting.append((index, name, key))
                 continue
             index.module(name)
@@ -1110,16 +1145,12 @@ def prefetch_many(requests: Iterable[tuple[TreeIndex, Iterable[str]]], progress:
     finally:
         if own is not None:
             own.shutdown()
-    written: set[str] = set()
+    counted: set[str] = set()
     for index, name, key in waiting:
-        blob = parsed[key]
-        index._modules[name] = pickle.loads(blob)
-        if key not in written:
+        index._modules[name] = pickle.loads(parsed[key])  # its cache entry was written by the worker
+        if key not in counted:
             index.stats["parsed"] += 1
-            cache_path = index._cache_path(key)
-            if cache_path is not None:
-                atomic_write_bytes(cache_path, blob, durable=False)
-            written.add(key)
+            counted.add(key)
         else:
             index.stats["cached"] += 1  # the same file of the other tree: parsed once
         if progress:

@@ -13,6 +13,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from porter.upgrade.index import walk
+
 _VERSIONISH = re.compile(r"version|VERSION")
 _TESTS = (ast.Call, ast.Compare, ast.BoolOp, ast.UnaryOp)  # a test, not a version string or tuple
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
@@ -117,11 +119,26 @@ class Predicates:
 NO_PREDICATES = Predicates([])
 
 
+def _candidate_lines(nodes: list[ast.AST]) -> list[int]:
+    """Lines of the assignments that could be predicates (`name = <test>` whose text names a version):
+    a scope holding none of them has no predicate, so its (costly) scope analysis is skipped."""
+    return [node.lineno for node in nodes
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, _TESTS) and _VERSIONISH.search(ast.unparse(node.value))]
+
+
 def find_predicates(tree: ast.Module) -> Predicates:
     """Every version predicate of a module (names assigned once in their scope from a version test)."""
-    everything = list(ast.walk(tree))
-    found = _scope_predicates(tree, (0, 0), everything)
-    for node in everything:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            found += _scope_predicates(node, (node.lineno, node.end_lineno or node.lineno), None)
+    everything = list(walk(tree))  # ast.walk's order
+    lines = _candidate_lines(everything)
+    if not lines:
+        return NO_PREDICATES
+    spans = [(node, (node.lineno, node.end_lineno or node.lineno)) for node in everything
+             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    # A module-level candidate lies outside every function.
+    outside = any(not any(lo <= line <= hi for _, (lo, hi) in spans) for line in lines)
+    found = _scope_predicates(tree, (0, 0), everything) if outside else []
+    for node, (lo, hi) in spans:
+        if any(lo <= line <= hi for line in lines):
+            found += _scope_predicates(node, (lo, hi), None)
     return Predicates(found) if found else NO_PREDICATES

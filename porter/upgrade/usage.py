@@ -796,9 +796,13 @@ _PARALLEL_THRESHOLD = 48  # uncached files below which a process pool costs more
 
 
 def _scan_job(job: tuple) -> bytes:
-    rel, path, packages, plugin_packages, singletons, prefix = job
-    return pickle.dumps(scan_source(rel, Path(path).read_bytes(), packages, plugin_packages, dict(singletons), prefix),
+    """Scan one file in a worker and write its cache entry there (`cache_path`, "" for none)."""
+    rel, path, packages, plugin_packages, singletons, prefix, cache_path = job
+    blob = pickle.dumps(scan_source(rel, Path(path).read_bytes(), packages, plugin_packages, dict(singletons), prefix),
                         protocol=pickle.HIGHEST_PROTOCOL)
+    if cache_path:
+        atomic_write_bytes(Path(cache_path), blob, durable=False)
+    return blob
 
 
 def scan_plugin(
@@ -847,7 +851,8 @@ def scan_plugin(
     if len(pending) >= _PARALLEL_THRESHOLD and (workers > 1 or pool is not None):
         from concurrent.futures import ProcessPoolExecutor
 
-        jobs = [(rel, str(path), packages, plugin_packages, singleton_items, module_prefix) for rel, path, _ in pending]
+        jobs = [(rel, str(path), packages, plugin_packages, singleton_items, module_prefix, str(cache_path or ""))
+                for rel, path, cache_path in pending]
         if pool is not None:
             blobs = list(pool.map(_scan_job, jobs, chunksize=8))
         else:
@@ -858,11 +863,10 @@ def scan_plugin(
     for (rel, path, cache_path), blob in zip(pending, blobs):
         if blob is None:
             usage = scan_source(rel, path.read_bytes(), packages, plugin_packages, dict(singleton_items), module_prefix)
-            blob = pickle.dumps(usage, protocol=pickle.HIGHEST_PROTOCOL)
+            if cache_path is not None:
+                atomic_write_bytes(cache_path, pickle.dumps(usage, protocol=pickle.HIGHEST_PROTOCOL), durable=False)
         else:
-            usage = pickle.loads(blob)
-        if cache_path is not None:
-            atomic_write_bytes(cache_path, blob, durable=False)
+            usage = pickle.loads(blob)  # the worker wrote its cache entry
         results[rel] = usage
         if progress:
             progress(1)
