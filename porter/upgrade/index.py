@@ -167,6 +167,12 @@ def walk(node: ast.AST):
         yield node
 
 
+# Nodes whose only child nodes are contexts (Name.ctx) or none at all (a Constant's value is not a
+# node): their generic visit does nothing unless the visitor visits contexts, so it is skipped.
+_CONTEXTS = (ast.Load, ast.Store, ast.Del)
+_CHILDLESS = frozenset({ast.Name, ast.Constant, ast.alias, ast.Global, ast.Nonlocal})
+
+
 def _noop(visitor: Any, node: ast.AST) -> None:
     return None
 
@@ -191,7 +197,8 @@ class FastVisitor(ast.NodeVisitor):
         if method is _VISIT_CONSTANT_SHIM and not any(hasattr(self, n) for n in _LEGACY_CONSTANT_VISITS):
             method = None  # a Constant has no child nodes: the shim would only call generic_visit
         if method is None:
-            method = _generic if kind._fields else _noop
+            childless = kind in _CHILDLESS and not any(hasattr(self, f"visit_{c.__name__}") for c in _CONTEXTS)
+            method = _generic if kind._fields and not childless else _noop
         type(self)._dispatch[kind] = method
         return method
 
@@ -380,7 +387,7 @@ def _self_reads(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
 _BLOCK_NODES = (ast.stmt, ast.excepthandler, ast.match_case)  # what holds statements: expressions never do
 
 
-def _statements(node: ast.AST):
+def statements(node: ast.AST):
     """The statements under `node` (nested functions and classes included) in ast.walk's order: the
     walk restricted to statements, handlers and match cases, whose order among themselves it keeps."""
     from collections import deque
@@ -401,7 +408,7 @@ def _self_attrs(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
         return []
     self_name = fn.args.args[0].arg
     out: list[str] = []
-    for node in _statements(fn):  # assignments are statements
+    for node in statements(fn):  # assignments are statements
         targets: list[ast.AST] = []
         if isinstance(node, ast.Assign):
             targets = list(node.targets)

@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from porter.upgrade.index import walk
+from porter.upgrade.index import statements, walk
 
 _VERSIONISH = re.compile(r"version|VERSION")
 _TESTS = (ast.Call, ast.Compare, ast.BoolOp, ast.UnaryOp)  # a test, not a version string or tuple
@@ -129,15 +129,15 @@ def _candidate_lines(nodes: list[ast.AST]) -> list[int]:
 
 def find_predicates(tree: ast.Module) -> Predicates:
     """Every version predicate of a module (names assigned once in their scope from a version test)."""
-    everything = list(walk(tree))  # ast.walk's order
-    lines = _candidate_lines(everything)
+    blocks = list(statements(tree))  # assignments and functions are statements; ast.walk's order
+    lines = _candidate_lines(blocks)
     if not lines:
         return NO_PREDICATES
-    spans = [(node, (node.lineno, node.end_lineno or node.lineno)) for node in everything
+    spans = [(node, (node.lineno, node.end_lineno or node.lineno)) for node in blocks
              if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
     # A module-level candidate lies outside every function.
     outside = any(not any(lo <= line <= hi for _, (lo, hi) in spans) for line in lines)
-    found = _scope_predicates(tree, (0, 0), everything) if outside else []
+    found = _scope_predicates(tree, (0, 0), list(walk(tree))) if outside else []  # ast.walk order
     for node, (lo, hi) in spans:
         if any(lo <= line <= hi for line in lines):
             found += _scope_predicates(node, (lo, hi), None)
