@@ -1145,23 +1145,20 @@ def prefetch_many(requests: Iterable[tuple[TreeIndex, Iterable[str]]], progress:
         return
     own = ProcessPoolExecutor(max_workers=workers) if pool is None else None
     keys = list(jobs)
-    parsed: dict[str, bytes] = {}
+    waiters: dict[str, list[tuple[TreeIndex, str]]] = {}
+    for index, name, key in waiting:
+        waiters.setdefault(key, []).append((index, name))
     try:
+        # Each result is loaded as it arrives, while the workers parse the rest.
         for key, (_, blob) in zip(keys, (own or pool).map(_parse_job, [jobs[k] for k in keys], chunksize=8)):
-            parsed[key] = blob
+            for i, (index, name) in enumerate(waiters[key]):
+                index._modules[name] = pickle.loads(blob)  # its cache entry was written by the worker
+                index.stats["parsed" if i == 0 else "cached"] += 1  # the same file of the other tree: parsed once
+                if progress:
+                    progress(1)
     finally:
         if own is not None:
             own.shutdown()
-    counted: set[str] = set()
-    for index, name, key in waiting:
-        index._modules[name] = pickle.loads(parsed[key])  # its cache entry was written by the worker
-        if key not in counted:
-            index.stats["parsed"] += 1
-            counted.add(key)
-        else:
-            index.stats["cached"] += 1  # the same file of the other tree: parsed once
-        if progress:
-            progress(1)
 
 
 def prefetch_reach(indexes: Iterable[TreeIndex], modules: Iterable[str], symbols: Iterable[str],

@@ -19,7 +19,6 @@ import os
 import re
 import shutil
 import stat
-import tarfile
 import tempfile
 import time
 import urllib.error

@@ -854,7 +854,7 @@ def scan_plugin(
         jobs = [(rel, str(path), packages, plugin_packages, singleton_items, module_prefix, str(cache_path or ""))
                 for rel, path, cache_path in pending]
         if pool is not None:
-            blobs = list(pool.map(_scan_job, jobs, chunksize=8))
+            blobs: Iterable[bytes | None] = pool.map(_scan_job, jobs, chunksize=8)  # loaded below as they arrive
         else:
             with ProcessPoolExecutor(max_workers=workers) as own:
                 blobs = list(own.map(_scan_job, jobs, chunksize=8))
