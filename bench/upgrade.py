@@ -3,7 +3,8 @@
     .venv/bin/pip install griffe            # benchmark-only dependency (or: pip install --target DIR griffe
                                             # and put DIR on PYTHONPATH; the griffe processes inherit it)
     .venv/bin/python bench/upgrade.py [--plugin-version 0.18.0] [--baseline 0.18.0] [--target 0.22.1]
-                                      [--later-plugin 0.23.0.post1] [--repeat 1]
+                                      [--later-plugin 0.23.0.post1] [--repeat 1] [--out upgrade-load1-2.json]
+                                      [--findings-out /tmp/findings.json]
 
 Sources: the sdists in the shared cache /work/cache/pypi (`<name>-<version>.tar.gz`; downloaded
 there from pip's configured index when missing). Figures:
@@ -193,12 +194,9 @@ def porter_modules_seconds(tree: Path, modules: list[str]) -> float:
     return time.perf_counter() - t0
 
 
-def findings_digest(cli_json: str) -> str:
-    """sha256 of the CLI's --json analysis without what legitimately differs between runs (timings,
-    cache statistics, tree roots under the temporary cache, from_cache, the notices naming cache
-    paths): equal digests, equal findings."""
-    import hashlib
-
+def stable_findings(cli_json: str) -> dict:
+    """The CLI's --json without what legitimately differs between runs (timings, cache statistics,
+    tree roots under the temporary cache, from_cache, the notices naming cache paths)."""
     doc = json.loads(cli_json)
     analysis = doc.get("analysis", doc)
     for key in ("timings", "index", "notices"):
@@ -208,15 +206,25 @@ def findings_digest(cli_json: str) -> str:
             for volatile in ("root", "from_cache"):
                 analysis[key].pop(volatile, None)
     doc.pop("porter_version", None)
-    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+    return doc
 
 
-def porter_cli(args: list[str], cache: Path) -> tuple[float, float, str]:
-    """(wall, CPU with children, findings digest) of one `porter` CLI run in a process of its own."""
+def findings_digest(cli_json: str) -> str:
+    """sha256 of stable_findings(): equal digests, equal findings."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(stable_findings(cli_json), sort_keys=True).encode()).hexdigest()
+
+
+def porter_cli(args: list[str], cache: Path, keep: Path | None = None) -> tuple[float, float, str]:
+    """(wall, CPU with children, findings digest) of one `porter` CLI run in a process of its own;
+    `keep`: where to write its stable findings (indented JSON, to diff two porter versions)."""
     env = dict(os.environ, PORTER_CACHE_DIR=str(cache), PORTER_OFFLINE="1", PYTHONPATH=_pythonpath())
     wall, cpu, code, out, err = _timed_process([sys.executable, "-m", "porter", *args], env, cwd=ROOT)
     if code not in (0, 1):
         raise SystemExit(f"porter failed ({code}): {err[-2000:]}")
+    if keep is not None:
+        keep.write_text(json.dumps(stable_findings(out), sort_keys=True, indent=1) + "\n", encoding="utf-8")
     return wall, cpu, findings_digest(out)
 
 
@@ -357,7 +365,9 @@ def main() -> None:
     parser.add_argument("--baseline", default="0.18.0")
     parser.add_argument("--target", default="0.22.1")
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--out", default="upgrade.json", help="file name under bench/results/")
+    parser.add_argument("--out", default="upgrade.json", help="file name under bench/results/ (say the load: upgrade-load1-2.json)")
+    parser.add_argument("--findings-out", type=Path, default=None,
+                        help="write the first cold run's --json findings here (stable parts, indented) to diff two porter versions")
     args = parser.parse_args()
 
     t0 = time.perf_counter()
@@ -370,23 +380,25 @@ def main() -> None:
            "--upstream-path", f"{args.baseline}={base_a}", "--upstream-path", f"{args.target}={target_a}", "--dry-run", "--json"]
 
     e2e_cold, e2e_warm, griffe_runs, cold, warm = [], [], [], [], []
-    cold_cpu, griffe_cpu, digests, pairs = [], [], set(), []
+    cold_cpu, warm_cpu, griffe_cpu, digests, pairs = [], [], [], set(), []
     report = None
     for _ in range(args.repeat):
         # porter and griffe back to back, so each pair ran under about the same load
         load_before = os.getloadavg()[0]
         with tempfile.TemporaryDirectory(prefix="porter-bench-") as cache:
-            wall, cpu, digest = porter_cli(cli, Path(cache))
+            wall, cpu, digest = porter_cli(cli, Path(cache), args.findings_out if not pairs else None)
             e2e_cold.append(wall)
             cold_cpu.append(cpu)
             digests.add(digest)
-            wall_warm, _, digest_warm = porter_cli(cli, Path(cache))
+            wall_warm, cpu_warm, digest_warm = porter_cli(cli, Path(cache))
             e2e_warm.append(wall_warm)
+            warm_cpu.append(cpu_warm)
             digests.add(digest_warm)
         g_wall, g_cpu = griffe_e2e(base_a, target_a)
         griffe_runs.append(g_wall)
         griffe_cpu.append(g_cpu)
-        pairs.append({"porter_cold_s": round(wall, 3), "porter_cold_cpu_s": round(cpu, 3), "griffe_s": round(g_wall, 3),
+        pairs.append({"porter_cold_s": round(wall, 3), "porter_cold_cpu_s": round(cpu, 3), "porter_warm_s": round(wall_warm, 3),
+                      "porter_warm_cpu_s": round(cpu_warm, 3), "griffe_s": round(g_wall, 3),
                       "griffe_cpu_s": round(g_cpu, 3), "ratio": round(wall / g_wall, 3),
                       "load_avg_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)]})
         print(f"  run {len(pairs)}: porter cold {wall:.2f} s (CPU {cpu:.2f} s), griffe {g_wall:.2f} s "
@@ -429,6 +441,7 @@ def main() -> None:
         "end_to_end": {"porter_cold_cli_seconds": [round(x, 3) for x in e2e_cold],
                        "porter_cold_cli_cpu_seconds": [round(x, 3) for x in cold_cpu],
                        "porter_warm_cli_seconds": [round(x, 3) for x in e2e_warm],
+                       "porter_warm_cli_cpu_seconds": [round(x, 3) for x in warm_cpu],
                        "griffe_extract_and_load_both_seconds": [round(x, 3) for x in griffe_runs],
                        "griffe_cpu_seconds": [round(x, 3) for x in griffe_cpu],
                        "ratio": round(min(e2e_cold) / min(griffe_runs), 3),
@@ -461,7 +474,7 @@ def main() -> None:
           f"(median of {len(pairs)} back-to-back pairs {e2e['ratio_median_of_pairs']}; CPU {min(cold_cpu):.2f} s vs "
           f"{min(griffe_cpu):.2f} s: {e2e['cpu_ratio']})")
     print(f"- findings: {len(digests)} distinct --json digest(s) over all porter CLI runs: {', '.join(d[:16] for d in sorted(digests))}")
-    print(f"- warm: porter CLI {min(e2e_warm):.2f} s (process start included); in-process {min(warm):.3f} s; "
+    print(f"- warm: porter CLI {min(e2e_warm):.2f} s (CPU {min(warm_cpu):.2f} s; process start included); in-process {min(warm):.3f} s; "
           f"in-process cold {min(cold):.2f} s")
     print(f"- like for like (same {like['baseline']['modules']} + {like['target']['modules']} modules, one process each): "
           f"porter {like_porter:.2f} s, griffe {like_griffe:.2f} s: ratio {result['like_for_like']['ratio']}")
