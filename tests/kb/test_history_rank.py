@@ -112,3 +112,18 @@ def test_report_words_in_a_fix_description_add_to_its_title_coverage():
     ranked = rank([fix, title_only, *noise], TraceFacts((), "", ""), {}, None, {}, report=report, error_text=report)[0]
     assert [c.sha for c in ranked][:2] == [fix.sha, title_only.sha]  # on a tie the older (title_only) would lead
     assert ranked[0].score > ranked[1].score
+
+
+def test_a_snake_case_name_matches_its_camel_case_spelling_and_other_names_match_as_written():
+    from porter.kb.history.candidates import name_form, names_in
+
+    text = "[Bugfix] Reset all unused positions to prevent out-of-bounds in GatherV3"
+    assert names_in("gather_v3", text, name_form(text))
+    # no inner underscore: as written only (`_builder` is the word builder, `blockIdx` another variable)
+    assert not names_in("_builder", "use the builder here", name_form("use the builder here"))
+    assert not names_in("blockIdx", "fix block_idx overflow", name_form("fix block_idx overflow"))
+    fix = _commit("h", "[Bugfix] Reset unused positions to prevent out-of-bounds in GatherV3 (#9)")
+    noise = [_commit(str(n % 10), f"[Misc] tidy module {n} (#{n})") for n in range(20)]
+    errors = "[W618 12:04:37] Warning: EZ9999: Inner Error! due to gather_v3 error"
+    ranked = rank([fix, *noise], TraceFacts((), "", ""), {}, None, {}, error_text=errors)[0]
+    assert [c.sha for c in ranked] == [fix.sha] and "message names `gather_v3`" in ranked[0].evidence

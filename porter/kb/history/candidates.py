@@ -124,7 +124,7 @@ _REPORT_STOP = frozenset(
 
 
 def _stem(word: str) -> str:
-    w = word.lower().rstrip(".")
+    w = name_form(word).rstrip(".")  # `gather_v3` ~ `GatherV3`
     for suffix in ("ing", "ed", "es", "s"):
         if len(w) > len(suffix) + 3 and w.endswith(suffix):
             return w[: -len(suffix)]
@@ -329,6 +329,21 @@ class QuoteMask:
         return not any(t in n for t in self.lines)
 
 
+def name_form(text: str) -> str:
+    """Case and underscores folded: a CANN log's `gather_v3` is the `GatherV3` a commit names."""
+    return text.lower().replace("_", "")
+
+
+def names_in(name: str, text: str, folded: str) -> bool:
+    """The text names it, as written or, for a snake_case name (an inner underscore), in another
+    casing (`gather_v3` ~ `GatherV3`). A name without one is matched as written: folding `_builder`
+    or `blockIdx` would match the English word or another variable."""
+    if name in text:
+        return True
+    core = name.strip("_")
+    return "_" in core and len(core) >= 6 and name_form(core) in folded
+
+
 def message_text(commit: CommitRecord, mask: QuoteMask | None = None) -> str:
     text = f"{commit.subject}\n{commit.body}\n" + "\n".join(commit.error_strings)
     if mask is None:
@@ -342,7 +357,8 @@ def _name_points(df: int) -> float:
 
 def name_frequency(commits: Iterable[CommitRecord], names: Sequence[str]) -> dict[str, int]:
     """How many commit messages mention each name."""
-    return commit_frequency(commits, names, message_text, lambda text, n: n in text)
+    return commit_frequency(commits, names, lambda c: (t := message_text(c), name_form(t)),
+                            lambda texts, n: names_in(n, *texts))
 
 @dataclass(frozen=True)
 class Frequencies:
@@ -445,7 +461,8 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
             if best_t >= TEMPLATE_MIN:
                 msg += TEMPLATE_POINTS
                 evidence.append(f"message quotes an error of the same form ({best_t:.0f}% template match)")
-    hits = [n for n in q.names if n in text]
+    folded = name_form(text)
+    hits = [n for n in q.names if names_in(n, text, folded)]
     if hits:
         # a name few commits mention (`decode_hs_or_q_c`) says more than one many do (`torch_npu`)
         msg += min(sum(_name_points(freq.names.get(n, 1)) for n in hits), NAME_CAP) + EXTRA_HIT_POINTS * (len(hits) - 1)
