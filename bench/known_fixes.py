@@ -101,6 +101,8 @@ OWN_CASES = [
         (3891, 3897, "the issue title (the error message) and worker frames (the fix says Fix #3891)"),
         (7308, 7427, "the issue's description of the failure with the log values it quotes (the fix says Fix .../issues/7308)"),
         (10684, 10775, "the issue's description of the failure (the fix says Fixes #10684)"),
+        (473, 476, "the issue title and its install log up to the cut; no error line (the fix says Closes .../issues/473)"),
+        (9891, 9911, "the issue title and its serve flags (the fix says Fixes #9891)"),
     ]),
     *_issue_cases("issues-s5", [
         (6289, 6290, "the issue's summary and the exception it quotes (the fix says Closes #6289)"),
@@ -118,6 +120,9 @@ OWN_ENV_CASES = [
     {"id": "vllm-ascend-1356", "trace": "bench/known_fixes/traces/vllm-ascend-1356.txt",
      "thread": "github.com/vllm-project/vllm-ascend/issues/1356", "layer": "python-env", "batch": "issues-s5",
      "note": "a package the user's environment lacks (the issue is labelled question; no fix)"},
+    {"id": "vllm-ascend-5635", "trace": "bench/known_fixes/traces/vllm-ascend-5635.txt",
+     "thread": "github.com/vllm-project/vllm-ascend/issues/5635", "layer": "cann", "batch": "issues-s5",
+     "note": "Mooncake KV transfer fails; a maintainer: needs CANN newer than 8.3RC1 and use_ascend_direct in the connector config"},
 ]
 
 
