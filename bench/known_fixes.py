@@ -107,6 +107,7 @@ OWN_CASES = [
     *_issue_cases("issues-s5", [
         (6289, 6290, "the issue's summary and the exception it quotes (the fix says Closes #6289)"),
         (5214, 5200, "the issue title and the Ray worker frames it pastes, no exception line (the fix says Fixes .../issues/5214)"),
+        (6233, 6246, "the issue's reproduction: the socket path, the files and functions it blames (the fix says Closes #6233)"),
     ], repo="verl"),
     {"id": "vllm-ascend-3236", "trace": "tests/data/corpus/test/vllm-ascend-3236.txt", "repo": "vllm-ascend",
      "thread": "github.com/vllm-project/vllm-ascend/issues/3236", "batch": "issues-s3",
