@@ -127,3 +127,18 @@ def test_a_snake_case_name_matches_its_camel_case_spelling_and_other_names_match
     errors = "[W618 12:04:37] Warning: EZ9999: Inner Error! due to gather_v3 error"
     ranked = rank([fix, *noise], TraceFacts((), "", ""), {}, None, {}, error_text=errors)[0]
     assert [c.sha for c in ranked] == [fix.sha] and "message names `gather_v3`" in ranked[0].evidence
+
+
+def test_command_line_flags_are_names_and_a_log_records_source_lines_are_not():
+    from porter.kb.history.candidates import where_free
+
+    assert distinctive_names("--enable-prompt-tokens-details with --port 7000") == ["--enable-prompt-tokens-details"]
+    log = "E0106 06:43:02 5793 ascend_direct_transport.cpp:820] Failed to connect [W106 compiler_depend.ts:117] Warning"
+    assert "ascend_direct_transport" not in where_free(log) and "compiler_depend" not in where_free(log)
+    fix = _commit("i", "[BugFix] Include zero cached prompt token details (#9)",
+                  body="Treat num_cached_tokens=0 as valid when `--enable-prompt-tokens-details` is enabled")
+    transport = _commit("j", "[Bugfix] Fix kv_port conflict with AscendDirectTransport (#8)")
+    noise = [_commit(str(n % 10), f"[Misc] tidy module {n} (#{n})") for n in range(20)]
+    report = "Does the model support enabling --enable-prompt-tokens-details?"
+    ranked = rank([fix, transport, *noise], TraceFacts((), "", ""), {}, None, {}, error_text=report + "\n" + log)[0]
+    assert [c.sha for c in ranked] == [fix.sha]  # the log's `ascend_direct_transport.cpp` names no code

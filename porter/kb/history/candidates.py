@@ -68,10 +68,12 @@ _CODE_SPAN = re.compile(r"`([^`\n]{8,200})`")
 _STATEMENT = re.compile(r"[\w\])]\s*(?:[-+*/]?=|\(|\[)|\w\.\w+\(")  # an assignment, a call or a subscript: a code line, not a name
 _PATH = re.compile(r"\S*/\S*")
 _QUALIFIER = re.compile(r"\b\w+::")
+_SOURCE_LINE = re.compile(r"\b[\w.-]+\.(?:cpp|cc|cxx|c|h|hpp|ts|py|cu):\d+")  # `ascend_direct_transport.cpp:820]`: a log's place
 _TOKEN = re.compile(r"[A-Za-z_][\w.-]*\w")
 _QUOTED = re.compile(r"'[^']{0,200}'|\"[^\"]{0,200}\"")
 _NUM = re.compile(r"\b0x[0-9a-fA-F]+\b|\b\d+(?:\.\d+)?\b")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
+_FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9]+(?:-[a-z0-9]+)+")
 _COMMON_WORDS = frozenset(
     "self none nonetype object attribute argument arguments expected unexpected keyword positional given "
     "takes missing required module named import cannot from found support supported tensor tensors shape "
@@ -102,8 +104,9 @@ def template(message: str) -> str:
 
 
 def distinctive_names(message: str) -> list[str]:
-    """Identifiers in an exception message that point at code (snake_case, CamelCase, dotted)."""
-    out: dict[str, None] = {}
+    """Identifiers in an exception message that point at code (snake_case, CamelCase, dotted), and
+    command-line flags (`--enable-prompt-tokens-details`): an option's name is as specific as code's."""
+    out: dict[str, None] = dict.fromkeys(_FLAG.findall(message))
     for name in _NAME.findall(message):
         low = name.lower()
         if low in _COMMON_WORDS or name in BUILTIN_NAMES or (name.startswith("__") and name.endswith("__")):
@@ -140,10 +143,10 @@ def title_words(title: str) -> frozenset[str]:
 
 
 def where_free(message: str) -> str:
-    """The message without the places it prints: file paths (`torch_npu/csrc/.../CopyKernel.cpp:274`)
-    and C++ namespace qualifiers (`c10_npu::acl::`) say where the code lives, not what failed;
-    every error of that library prints them."""
-    return _QUALIFIER.sub("", _PATH.sub(" ", message))
+    """The message without the places it prints: file paths (`torch_npu/csrc/.../CopyKernel.cpp:274`),
+    source lines a log record names (`compiler_depend.ts:117`) and C++ namespace qualifiers
+    (`c10_npu::acl::`) say where the code lives, not what failed; every error of that library prints them."""
+    return _QUALIFIER.sub("", _SOURCE_LINE.sub(" ", _PATH.sub(" ", message)))
 
 
 def specific_tokens(message: str) -> tuple[str, ...]:
@@ -197,7 +200,7 @@ def _query(facts: TraceFacts, extra_text: str = "", report: str = "", quoted: Se
     # a message without code names (`list index out of range`): the error lines around it may name the code
     exc_name = facts.exception_type.rsplit(".", 1)[-1]
     names = tuple(distinctive_names(where_free(facts.exception_message))
-                  or [n for n in distinctive_names(_LOG_FIELD.sub(" ", extra_text)) if n != exc_name])
+                  or [n for n in distinctive_names(_LOG_FIELD.sub(" ", where_free(extra_text))) if n != exc_name])
     return _Query(frames, tuple(line_key(f.source) if f.source else None for f in frames),
                   facts.exception_type.rsplit(".", 1)[-1], " ".join(facts.exception_message.lower().split()),
                   tpl if len(words) >= MIN_TEMPLATE_WORDS else "",
