@@ -8,8 +8,7 @@ file are relative to that file's directory.
 from __future__ import annotations
 
 import os
-import tomllib
-from dataclasses import dataclass, field
+from porter.record import field, record
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +67,7 @@ def xdg_dir(var: str, fallback: str) -> Path:
     return Path(base) if base else Path.home() / fallback
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PorterConfig:
     project_root: Path | None
     knowledge_dir: Path
@@ -118,8 +117,16 @@ def find_project_root(start: Path) -> tuple[Path | None, dict[str, Any], str | N
         pyproject = directory / "pyproject.toml"
         if pyproject.is_file():
             try:
-                doc = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+                text = pyproject.read_text(encoding="utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(f"{pyproject}: invalid TOML: {exc}") from exc
+            if "porter" not in text and "\\u" not in text and "\\U" not in text:
+                continue  # no [tool.porter] can be written without the word (or a \u escape): tomllib costs ~15 ms to import
+            import tomllib
+
+            try:
+                doc = tomllib.loads(text)
+            except tomllib.TOMLDecodeError as exc:
                 raise InputError(f"{pyproject}: invalid TOML: {exc}") from exc
             section = doc.get("tool", {}).get("porter")
             if section is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from porter.record import field, record
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from porter import __version__
@@ -61,7 +61,7 @@ def print_whole(console: Console, renderable: Any) -> None:
         console._width = saved
 
 
-@dataclass
+@record
 class Reporter:
     json_mode: bool = False
     quiet: bool = False

@@ -20,7 +20,7 @@ entropy scan is line-by-line Python over every plugin and is far from our 50 MB-
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from porter.record import record
 from typing import Any
 
 from porter.jsonable import plain
@@ -144,7 +144,7 @@ def _redact_inline_pem(text: str) -> str:
     return "".join(out)
 
 
-@dataclass
+@record
 class Redactor:
     """Stateful line redactor (a PEM block spans lines). `line()` returns None for a line that lies
     wholly inside a private-key block; text before BEGIN and after END on a line is kept."""

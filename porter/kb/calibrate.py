@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from porter.record import record
 from pathlib import Path
 
 FEATURES = ("score_logit", "items_hit", "matched_chars", "competitors", "margin", "structured", "max_weight", "entry_record", "bias")
@@ -32,7 +32,7 @@ def entry_record(right: int, answers: int) -> float:
     return math.log(p / (1 - p))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Calibration:
     weights: tuple[float, ...]
     fitted_on: str = ""

@@ -13,7 +13,7 @@ first error line), the package whose frames raised it, and the next command to r
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from porter.record import record
 
 from porter.kb.extract import PACKAGE_LAYER, Signals, package_of
 
@@ -70,7 +70,7 @@ def causal_order(matches: list, effective) -> list:
     return ordered
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Triage:
     layer: str
     causal_line: int

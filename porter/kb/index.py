@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from operator import methodcaller
-from dataclasses import dataclass
+from porter.record import record
 from typing import Iterable
 
 from porter.kb.normalize import fuzzy_form
@@ -330,7 +330,7 @@ class _Sig:
         return {k: v for k, v in m.groupdict().items() if v} if m else {}
 
 
-@dataclass
+@record
 class CompiledKB:
     entries: tuple[KBEntry, ...]
     sigs: list[_Sig]

@@ -14,7 +14,7 @@ import io
 import os
 import pickle
 import zlib
-from dataclasses import dataclass, field
+from porter.record import field, record
 from pathlib import Path
 
 from porter.kb.schema import SCHEMA_VERSION, KBEntry, Problem, parse_entry
@@ -22,7 +22,7 @@ from porter.kb.schema import SCHEMA_VERSION, KBEntry, Problem, parse_entry
 ENGINE_VERSION = f"{SCHEMA_VERSION}.11"  # bump when the cached representation changes
 
 
-@dataclass
+@record
 class LoadedKB:
     entries: list[KBEntry]
     problems: list[Problem] = field(default_factory=list)

@@ -15,7 +15,7 @@ token index and the extractor. That is what keeps a 50 MB log fast.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from porter.record import field, record
 from itertools import accumulate, repeat
 from operator import add
 from typing import BinaryIO, Iterable, Iterator, Mapping
@@ -49,7 +49,7 @@ SEVERITY_RANK_PENALTY = {"warning": 0.15, "info": 0.3}  # ranking only; confiden
 
 
 # -- results --------------------------------------------------------------------------------------
-@dataclass(frozen=True)
+@record(frozen=True)
 class MatchedLine:
     line: int
     text: str
@@ -61,7 +61,7 @@ class MatchedLine:
         return {"line": self.line, "text": self.text, "signature": self.signature, "kind": self.kind, "weight": self.weight}
 
 
-@dataclass
+@record
 class Match:
     entry: KBEntry
     confidence: float
@@ -76,7 +76,7 @@ class Match:
         return sum(len(m.signature) for m in self.lines)
 
 
-@dataclass
+@record
 class Diagnosis:
     status: str  # match | unknown
     matches: list[Match]  # top-k above the threshold (empty when unknown)
