@@ -8,6 +8,7 @@ file are relative to that file's directory.
 from __future__ import annotations
 
 import os
+import re
 from porter.record import field, record
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,21 @@ class PorterConfig:
         }
 
 
+_TOOL_KEY = r"""(?:tool|"tool"|'tool')"""
+# every way TOML can define tool.porter: a [tool] or [tool.porter...] header (or [[...]]), or a
+# `tool = {...}` / `tool.porter... =` key (searched on every line, inside a table or not)
+_TOOL_PORTER = re.compile(
+    rf"""^[ \t]*(?:\[\[?[ \t]*{_TOOL_KEY}[ \t]*(?:\]|\.[ \t]*(?:porter|"porter"|'porter')[ \t]*[\].])|{_TOOL_KEY}[ \t]*[.=])""",
+    re.M,
+)
+
+
+def may_define_tool_porter(text: str) -> bool:
+    """False only when `text` (a pyproject.toml) cannot define a [tool.porter] table; keys
+    written with \\u escapes are not recognised, so their presence answers True."""
+    return "\\u" in text or "\\U" in text or _TOOL_PORTER.search(text) is not None
+
+
 def find_project_root(start: Path) -> tuple[Path | None, dict[str, Any], str | None]:
     """Walk up from `start` to the first porter.yaml or pyproject.toml with [tool.porter]."""
     start = start.resolve()
@@ -120,8 +136,8 @@ def find_project_root(start: Path) -> tuple[Path | None, dict[str, Any], str | N
                 text = pyproject.read_text(encoding="utf-8")
             except UnicodeDecodeError as exc:
                 raise InputError(f"{pyproject}: invalid TOML: {exc}") from exc
-            if "porter" not in text and "\\u" not in text and "\\U" not in text:
-                continue  # no [tool.porter] can be written without the word (or a \u escape): tomllib costs ~15 ms to import
+            if not may_define_tool_porter(text):
+                continue  # tomllib costs ~15 ms to import: parse only a file that can hold [tool.porter]
             import tomllib
 
             try:
