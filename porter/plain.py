@@ -116,13 +116,7 @@ class PlainPage:
 
     def print(self, text: str, soft_wrap: bool = False) -> None:
         checked(text)
-        if not soft_wrap:
-            self.lines.extend(wrap(text, self.width))
-            return
-        for line in text.split("\n"):  # not folded, but rich still drops whitespace beyond the width
-            if len(line) > self.width:
-                line = line[: len(line) - min(len(line) - len(line.rstrip()), len(line) - self.width)]
-            self.lines.append(line)
+        self.lines.extend(text.split("\n") if soft_wrap else wrap(text, self.width))
 
     def panel(self, title: str, body: str) -> None:
         """rich Panel(body, title=title, title_align="left", expand=True), rounded box, padding (0, 1)."""
