@@ -120,6 +120,40 @@ def may_define_tool_porter(text: str) -> bool:
     return "\\u" in text or "\\U" in text or _TOOL_PORTER.search(text) is not None
 
 
+def _tool_porter_section(pyproject: Path, text: str) -> Any:
+    """`[tool.porter]` of `text` (None when absent). Importing tomllib and parsing a pyproject
+    costs more than the rest of a warm `porter diagnose`'s start-up, so the section is memoised
+    as JSON in the user cache, keyed by the file's content (an edit is a new key)."""
+    import json
+    import zlib
+
+    data = text.encode("utf-8")
+    cache_home = Path(os.environ.get("PORTER_CACHE_DIR") or xdg_dir("XDG_CACHE_HOME", ".cache") / "porter")
+    memo = cache_home / "config" / f"pyproject-{zlib.crc32(data):08x}{zlib.adler32(data):08x}{len(data):x}.json"
+    try:
+        found = json.loads(memo.read_text(encoding="utf-8"))
+        if isinstance(found, dict) and found.get("memo") == 1:
+            return found["section"]
+    except (OSError, ValueError, KeyError):
+        pass
+    import tomllib
+
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{pyproject}: invalid TOML: {exc}") from exc
+    section = doc.get("tool", {}).get("porter")
+    try:
+        encoded = json.dumps({"memo": 1, "section": section})
+        if json.loads(encoded)["section"] == section:  # TOML dates and times have no JSON form: not memoised
+            from porter.fsutil import atomic_write_bytes
+
+            atomic_write_bytes(memo, encoded.encode("utf-8"), durable=False)
+    except (OSError, TypeError, ValueError):
+        pass  # a read-only cache only costs speed
+    return section
+
+
 def find_project_root(start: Path) -> tuple[Path | None, dict[str, Any], str | None]:
     """Walk up from `start` to the first porter.yaml or pyproject.toml with [tool.porter]."""
     start = start.resolve()
@@ -138,13 +172,7 @@ def find_project_root(start: Path) -> tuple[Path | None, dict[str, Any], str | N
                 raise InputError(f"{pyproject}: invalid TOML: {exc}") from exc
             if not may_define_tool_porter(text):
                 continue  # tomllib costs ~15 ms to import: parse only a file that can hold [tool.porter]
-            import tomllib
-
-            try:
-                doc = tomllib.loads(text)
-            except tomllib.TOMLDecodeError as exc:
-                raise InputError(f"{pyproject}: invalid TOML: {exc}") from exc
-            section = doc.get("tool", {}).get("porter")
+            section = _tool_porter_section(pyproject, text)
             if section is not None:
                 if not isinstance(section, dict):
                     raise InputError(f"{pyproject}: [tool.porter] must be a table")
