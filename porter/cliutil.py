@@ -6,13 +6,13 @@ from __future__ import annotations
 import errno
 
 from contextlib import contextmanager
-from porter.record import field, record
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from porter.config import PorterConfig, load_config
 from porter.errors import EnvironmentProblem, ExitCode, Interrupted, PorterError, UsageError
 from porter.output import Reporter
+from porter.record import field, record
 
 if TYPE_CHECKING:
     import typer

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 import re
-from porter.record import field, record
 from pathlib import Path
 from typing import Any
 
 from porter.errors import InputError
+from porter.record import field, record
 from porter.yamlio import load_yaml_file
 
 # The repository this package was installed from (editable installs): bundled knowledge lives here.

@@ -11,8 +11,9 @@ the function the typer command calls.
 
 from __future__ import annotations
 
-from porter.record import field, record
 from pathlib import Path
+
+from porter.record import field, record
 
 _FLAGS = {"--json", "--explain", "-q", "--quiet", "--trust-project"}
 _VALUED = {"--top", "-k", "--env", "--kb", "--config", "--format"}

@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import sys
 from contextlib import contextmanager
-from porter.record import field, record
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from porter import __version__
 from porter.errors import PorterError
 from porter.jsonable import plain
+from porter.record import field, record
 from porter.redact import redact_data, redact_text
 
 if TYPE_CHECKING:

@@ -20,10 +20,10 @@ entropy scan is line-by-line Python over every plugin and is far from our 50 MB-
 from __future__ import annotations
 
 import re
-from porter.record import record
 from typing import Any
 
 from porter.jsonable import plain
+from porter.record import record
 
 MASK = "[REDACTED]"
 PEM_MASK = "[REDACTED PRIVATE KEY]"

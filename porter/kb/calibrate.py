@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import json
 import math
-from porter.record import record
 from pathlib import Path
+
+from porter.record import record
 
 FEATURES = ("score_logit", "items_hit", "matched_chars", "competitors", "margin", "structured", "max_weight", "entry_record", "bias")
 ABSTAIN_BELOW = 0.3  # a match whose calibrated confidence is lower is reported as a near miss, not an answer

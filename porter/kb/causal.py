@@ -13,9 +13,9 @@ first error line), the package whose frames raised it, and the next command to r
 from __future__ import annotations
 
 import re
-from porter.record import record
 
 from porter.kb.extract import PACKAGE_LAYER, Signals, package_of
+from porter.record import record
 
 CAUSAL_MARGIN = 0.2  # an earlier candidate this close in (severity-adjusted) confidence is the cause
 # Within one error block the specific reason follows the generic code (CANN prints `EE1001 ...`

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter, deque
-from porter.record import field, record
 
 from porter.kb.normalize import strip_prefix
+from porter.record import field, record
 
 MAX_BLOCKS_HEAD = 8
 MAX_BLOCKS_TAIL = 24

@@ -7,8 +7,9 @@ raises on bad data, so `porter kb lint` can report every problem of every file a
 from __future__ import annotations
 
 import re
-from porter.record import asdict, record
 from typing import Any
+
+from porter.record import asdict, record
 
 SCHEMA_VERSION = 1
 
