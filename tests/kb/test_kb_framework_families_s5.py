@@ -1,0 +1,91 @@
+"""Framework-layer families added for issue 13 (session 5): they fire on the sibling wordings of their class,
+capture the variable part for the fix text, stay quiet on look-alike lines, and a loader error printed before or
+after vLLM's 'Failed to infer device type' outranks that downstream line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from porter.kb.families import capture_names, fill
+from porter.kb.loader import load_entries
+from porter.kb.matcher import diagnose_text
+
+ROOT = Path(__file__).resolve().parents[2]
+PATTERNS = ROOT / "knowledge" / "patterns"
+TRACES = ROOT / "tests" / "data" / "traces"
+
+pytestmark = pytest.mark.skipif(not any(PATTERNS.rglob("*.yaml")), reason="no knowledge-base entries in this checkout")
+
+
+@pytest.fixture(scope="module")
+def kb():
+    return load_entries(PATTERNS).compiled(calibrated=False)
+
+
+def _top(kb, text: str):
+    return diagnose_text(kb, text).top
+
+
+@pytest.mark.parametrize("method", ["fp8", "awq", "gptq", "mxfp4", "deepseek_v4_fp8"])
+def test_unsupported_quantization_family_names_the_method(kb, method):
+    line = f"pydantic_core._pydantic_core.ValidationError: Value error, {method} quantization is currently not supported in npu."
+    top = _top(kb, line)
+    assert top is not None and top.entry.id == "VASC-048"
+    assert top.captures["method"] == method
+    assert method in fill(top.entry.root_cause, top.captures, capture_names(top.entry.signatures))
+
+
+def test_unsupported_quantization_on_cuda_is_not_the_npu_entry(kb):
+    top = _top(kb, "ValueError: fp8 quantization is currently not supported in rocm.")
+    assert top is None or top.entry.id != "VASC-048"
+
+
+def test_graph_capture_invalidated_and_stream_exhaustion_are_told_apart(kb):
+    text = (TRACES / "vllm-ascend" / "VASC-049-model-adapter-troubleshooting.txt").read_text()
+    assert _top(kb, text).entry.id == "VASC-049"
+    begin = ("capture_begin:../torch_npu/csrc/core/npu/NPUGraph.cpp:230 NPU function error: "
+             "c10_npu::acl::AclmdlRICaptureBegin(capture_stream_, capture_mode), error code is 207008\n"
+             "[Error]: Stream resources are insufficient.\n")
+    ids = [m.entry.id for m in diagnose_text(kb, begin).matches]
+    assert "VASC-011" in ids and "VASC-049" not in ids
+
+
+def test_dynamo_contiguous_needs_both_lines(kb):
+    text = (TRACES / "vllm-ascend" / "VASC-050-model-adapter-troubleshooting.txt").read_text()
+    assert _top(kb, text).entry.id == "VASC-050"
+    alone = "RuntimeError: NPU contiguous operator only supported contiguous memory format."
+    top = _top(kb, alone)
+    assert top is None or top.entry.id != "VASC-050"
+
+
+def test_vllm_module_attribute_drift_is_a_family(kb):
+    top = _top(kb, "AttributeError: module 'vllm.envs' has no attribute 'VLLM_TORCH_PROFILER_DIR'")
+    assert top is not None and top.entry.id == "VLLM-013"
+    assert (top.captures["name"], top.captures["attribute"]) == ("vllm.envs", "VLLM_TORCH_PROFILER_DIR")
+    assert "upstream-vllm-api-drift" in top.entry.causes
+    # compiled CUDA ops missing on NPU are not API drift
+    top = _top(kb, "AttributeError: module 'vllm._custom_ops' has no attribute 'silu_and_mul'")
+    assert top is None or top.entry.id != "VLLM-013"
+
+
+LOADER_ERRORS = {
+    "PYENV-010": ("ImportError: /usr/local/lib/python3.10/site-packages/sklearn/__check_build/../../scikit_learn.libs/"
+                  "libgomp-d22c30c5.so.1.0.0: cannot allocate memory in static TLS block"),
+    "PYENV-012": ("ImportError: /lib/aarch64-linux-gnu/libc.so.6: version `GLIBC_2.34' not found (required by "
+                  "/usr/local/lib/python3.10/site-packages/torch_npu/lib/libtorch_npu.so)"),
+}
+
+
+@pytest.mark.parametrize("cause", sorted(LOADER_ERRORS))
+@pytest.mark.parametrize("downstream", ["RuntimeError: Failed to infer device type", "Failed to import torch_npu."])
+@pytest.mark.parametrize("loader_first", [True, False])
+def test_loader_error_outranks_the_plugin_symptom(cause, downstream, loader_first):
+    """With calibrated confidences the plugin symptom can score above the loader error (glibc: 0.47 vs 0.49);
+    the loader error is still the diagnosis, whether it is printed before or after the symptom."""
+    calibrated = load_entries(PATTERNS).compiled()
+    loader = LOADER_ERRORS[cause]
+    text = "\n".join([loader, downstream] if loader_first else [downstream, loader]) + "\n"
+    ids = [m.entry.id for m in diagnose_text(calibrated, text).matches]
+    assert len(ids) >= 2 and ids[0] == cause, ids
