@@ -24,6 +24,11 @@ def kb():
     return load_entries(PATTERNS).compiled(calibrated=False)
 
 
+@pytest.fixture(scope="module")
+def calibrated():
+    return load_entries(PATTERNS).compiled()
+
+
 def _top(kb, text: str):
     return diagnose_text(kb, text).top
 
@@ -81,10 +86,9 @@ LOADER_ERRORS = {
 @pytest.mark.parametrize("cause", sorted(LOADER_ERRORS))
 @pytest.mark.parametrize("downstream", ["RuntimeError: Failed to infer device type", "Failed to import torch_npu."])
 @pytest.mark.parametrize("loader_first", [True, False])
-def test_loader_error_outranks_the_plugin_symptom(cause, downstream, loader_first):
+def test_loader_error_outranks_the_plugin_symptom(calibrated, cause, downstream, loader_first):
     """With calibrated confidences the plugin symptom can score above the loader error (glibc: 0.47 vs 0.49);
     the loader error is still the diagnosis, whether it is printed before or after the symptom."""
-    calibrated = load_entries(PATTERNS).compiled()
     loader = LOADER_ERRORS[cause]
     text = "\n".join([loader, downstream] if loader_first else [downstream, loader]) + "\n"
     ids = [m.entry.id for m in diagnose_text(calibrated, text).matches]
