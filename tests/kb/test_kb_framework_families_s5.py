@@ -93,3 +93,34 @@ def test_loader_error_outranks_the_plugin_symptom(calibrated, cause, downstream,
     text = "\n".join([loader, downstream] if loader_first else [downstream, loader]) + "\n"
     ids = [m.entry.id for m in diagnose_text(calibrated, text).matches]
     assert len(ids) >= 2 and ids[0] == cause, ids
+
+
+@pytest.mark.parametrize("line, module", [
+    ("ImportError: No module named 'flash_attn'", "flash_attn"),
+    ("ModuleNotFoundError: No module named 'xformers'", "xformers"),
+    ("ImportError: This modeling file requires the following packages that were not found in your environment: "
+     "flash_attn. Run `pip install flash_attn`", "flash_attn"),
+])
+def test_cuda_only_package_family_names_the_package(kb, line, module):
+    top = _top(kb, line)
+    assert top is not None and top.entry.id == "RL-001"
+    assert top.captures["module"] == module
+
+
+@pytest.mark.parametrize("line", [
+    # vLLM's notice on every NPU start (its CUDA ops are not built there): not a failure
+    "WARNING 09-24 17:02:47 [_custom_ops.py:20] Failed to import from vllm._C with ModuleNotFoundError(\"No module named 'vllm._C'\")",
+    # an ordinary missing package is not a CUDA-only one
+    "ModuleNotFoundError: No module named 'flash_attn_foo'",
+])
+def test_cuda_only_package_family_stays_quiet_on_look_alikes(kb, line):
+    top = _top(kb, line)
+    assert top is None or top.entry.id != "RL-001"
+
+
+def test_v0_engine_rejection_needs_the_plugin_line(kb):
+    text = (TRACES / "vllm-ascend" / "VASC-051-vllm-ascend-1960.txt").read_text()
+    assert _top(kb, text).entry.id == "VASC-051"
+    warning = ("WARNING 07-22 07:01:33 [arg_utils.py:1735] ['XLMRobertaForSequenceClassification'] is not supported "
+               "by the V1 Engine. Falling back to V0.")
+    assert _top(kb, warning) is None
