@@ -124,3 +124,12 @@ def test_v0_engine_rejection_needs_the_plugin_line(kb):
     warning = ("WARNING 07-22 07:01:33 [arg_utils.py:1735] ['XLMRobertaForSequenceClassification'] is not supported "
                "by the V1 Engine. Falling back to V0.")
     assert _top(kb, warning) is None
+
+
+def test_remote_processor_signature_mismatch_is_not_vllm_drift(kb):
+    text = (TRACES / "transformers" / "HF-013-model-adapter-troubleshooting.txt").read_text()
+    top = _top(kb, text)
+    assert top is not None and top.entry.id == "HF-013"
+    assert top.captures["arg"] == "skip_tensor_conversion"
+    # a vLLM hook's signature TypeError stays with the vLLM drift family
+    assert _top(kb, "TypeError: rejection_sample() got an unexpected keyword argument 'synthetic_mode'").entry.id == "VLLM-012"
