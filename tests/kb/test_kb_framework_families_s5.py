@@ -133,3 +133,12 @@ def test_remote_processor_signature_mismatch_is_not_vllm_drift(kb):
     assert top.captures["arg"] == "skip_tensor_conversion"
     # a vLLM hook's signature TypeError stays with the vLLM drift family
     assert _top(kb, "TypeError: rejection_sample() got an unexpected keyword argument 'synthetic_mode'").entry.id == "VLLM-012"
+
+
+def test_core_class_drift_covers_request_and_runner_objects(kb):
+    top = _top(kb, "AttributeError: 'Request' object has no attribute 'num_cached_tokens'")
+    assert top is not None and top.entry.id == "VLLM-013"
+    assert top.captures["attribute"] == "num_cached_tokens"
+    # the plugin's own classes are plugin bugs, not upstream drift
+    top = _top(kb, "AttributeError: 'AscendFooMetadataBuilder' object has no attribute 'block_size'")
+    assert top is None or top.entry.id != "VLLM-013"
