@@ -142,3 +142,21 @@ def test_core_class_drift_covers_request_and_runner_objects(kb):
     # the plugin's own classes are plugin bugs, not upstream drift
     top = _top(kb, "AttributeError: 'AscendFooMetadataBuilder' object has no attribute 'block_size'")
     assert top is None or top.entry.id != "VLLM-013"
+
+
+def test_signature_drift_quoted_across_a_line_wrap(kb):
+    text = ("This also fix the CI issue about `TypeError: AttentionGroup.__init__()\n"
+            "missing 1 required positional argument: 'kv_cache_spec'`\n")
+    top = _top(kb, text)
+    assert top is not None and top.entry.id == "VLLM-012"
+    assert top.captures["name"] == "AttentionGroup.__init__"
+    # either half alone is not a diagnosis
+    assert _top(kb, "missing 1 required positional argument: 'kv_cache_spec'\n") is None
+    assert _top(kb, "TypeError: AttentionGroup.__init__()\n") is None
+
+
+def test_mock_patch_on_a_moved_vllm_attribute_is_drift(kb):
+    line = "AttributeError: <module 'vllm.v1.spec_decode.eagle' ...> does not have the attribute 'CpuGpuBuffer'"
+    top = _top(kb, line)
+    assert top is not None and top.entry.id == "VLLM-013"
+    assert top.captures["attribute"] == "CpuGpuBuffer"
