@@ -297,7 +297,7 @@ class DriftAnalyzer:
         if use.kind in ("attribute", "monkeypatch"):
             if use.detail.get("via") == "instance":
                 use = replace(use, symbol=self._through_fields(use.symbol))
-            res = self._open_ancestry(self.target.resolve_dotted(use.symbol))
+            res = self.target.resolve_dotted(use.symbol)
             return self._existence(use, res, unresolved, strict=False)
         if use.kind == "call":
             if use.symbol in self._patched:
@@ -316,20 +316,6 @@ class DriftAnalyzer:
         if use.kind == "patch":
             return self._patch(use), False
         return [], False
-
-    def _open_ancestry(self, res: Resolution) -> Resolution:
-        """A member missing from a class whose ancestors derive from a class outside the tree
-        (CustomOp -> torch.nn.Module): that class may provide it (`register_parameter`), so the
-        member is unknown, as it is for a class with such a base of its own."""
-        if res.status != "missing" or "." not in res.name:
-            return res
-        owner = self.target.class_of(f"{res.module}.{res.name.rsplit('.', 1)[0]}")
-        if owner is None:
-            return res
-        for klass, _ in self.target.mro(*owner)[1:]:
-            if any(not self.target.is_upstream(b) and b.rsplit(".", 1)[-1] not in _PLAIN_BASES for b in klass.bases):
-                return replace(res, status="unknown", reason=f"{klass.name} derives from a class outside the tree")
-        return res
 
     def _through_fields(self, dotted: str) -> str:
         """`T.a.b` where `a` is a field or property of T annotated with class A: `A.b` (followed as far as
@@ -1096,8 +1082,6 @@ class DriftAnalyzer:
         key = lambda r: (rank[r.severity], order[r.family], r.symbol, r.detail.get("parameter", ""), r.detail.get("method", ""))  # noqa: E731
         return sorted(records, key=key), sorted(notes, key=key)
 
-
-_PLAIN_BASES = frozenset({"object", "ABC", "Generic", "Protocol", "NamedTuple", "TypedDict", "Enum", "IntEnum", "str", "int"})  # add no members worth checking
 
 _PLATFORM_SEGMENTS = {"tpu", "rocm", "xpu", "cpu", "cuda", "hpu", "neuron", "nvidia", "amd"}
 

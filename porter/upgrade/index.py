@@ -25,6 +25,9 @@ from porter.fsutil import atomic_write_bytes
 
 INDEX_VERSION = 10
 _PARALLEL_THRESHOLD = 48  # below this many uncached modules a process pool costs more than it saves
+# Bases outside the tree that add no members a plugin reads off the class: a class deriving only from
+# these (and from classes of the tree) has exactly the members the tree shows.
+PLAIN_BASES = frozenset({"object", "ABC", "Generic", "Protocol", "NamedTuple", "TypedDict", "Enum", "IntEnum", "str", "int"})
 
 
 # ---------------------------------------------------------------- records
@@ -927,8 +930,9 @@ class TreeIndex:
                 return Resolution("unknown", res.module, res.name, reason="attribute of a non-class value")
             member = self.class_member(definition, res.defined_in or res.module, attr)
             if member is None:
-                if self.class_has_dynamic_members(definition, res.defined_in or res.module):
-                    return Resolution("unknown", res.module, res.name, reason="class defines __getattr__")
+                why = self.open_members(definition, res.defined_in or res.module)
+                if why is not None:
+                    return Resolution("unknown", res.module, res.name, reason=why)
                 return Resolution("missing", res.module, f"{res.name}.{attr}",
                                   reason=f"{res.name} has no member {attr}")
             definition = member
@@ -961,10 +965,23 @@ class TreeIndex:
                 return Definition(attr, "variable", klass.line)
         return None
 
-    def class_has_dynamic_members(self, cls: Definition, module: str) -> bool:
-        return any(k.member("__getattr__") is not None for k, _ in self.mro(cls, module)) or any(
-            not self.is_upstream(b) and b not in ("object", "ABC", "abc.ABC") for b in cls.bases
-        )
+    def open_members(self, cls: Definition, module: str) -> str | None:
+        """Why a member the class and its ancestors in the tree do not define may still exist at run
+        time, or None when they are all there is: some class of its MRO defines `__getattr__`, derives
+        from a class outside the tree (CustomOp -> torch.nn.Module provides `register_parameter`) that
+        is not a plain base, or from an upstream name that is not a class of the tree."""
+        for klass, _ in self.mro(cls, module):
+            if klass.member("__getattr__") is not None:
+                return f"{klass.name} defines __getattr__"
+            for base in klass.bases:
+                if base.rsplit(".", 1)[-1] in PLAIN_BASES:
+                    continue
+                if not self.is_upstream(base):
+                    return f"{klass.name} derives from {base}, a class outside the tree"
+                if self.class_of(base) is None:
+                    return f"{klass.name} derives from {base}, which is not a class of the tree"
+        return None
+
 
     def class_reads(self, cls: Definition, module: str) -> frozenset[str]:
         """`self.<attr>` read by the class's methods other than `__init__`. Walking every method body

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable
 from porter.fsutil import atomic_write_bytes
 from porter.upgrade.bindings import branch_names, reads
 from porter.upgrade.guards import Condition
-from porter.upgrade.index import FastVisitor, Signature, body_span, body_text, dotted_name, gc_paused, signature_of, walk
+from porter.upgrade.index import PLAIN_BASES, FastVisitor, Signature, body_span, body_text, dotted_name, gc_paused, signature_of, walk
 from porter.upgrade.models import Site
 from porter.upgrade.predicates import NO_PREDICATES, Predicates, find_predicates
 
@@ -413,8 +413,9 @@ class _UseVisitor(FastVisitor):
                          defines_init="__init__" in methods, calls_super_init=calls_super_init, bodies=bodies)
             else:
                 self.visit(base)
-        if upstream_base is not None and all(self.upstream_dotted(b.value if isinstance(b, ast.Subscript) else b)
-                                             or dotted_name(b) in ("object", "ABC", "Generic") for b in node.bases):
+        bases = [b.value if isinstance(b, ast.Subscript) else b for b in node.bases]  # Generic[T] -> Generic
+        if upstream_base is not None and all(self.upstream_dotted(b) or (dotted_name(b) or "").rsplit(".", 1)[-1] in PLAIN_BASES
+                                             for b in bases):
             # Every base is upstream: a `self.x` the class neither defines nor sets comes from upstream.
             facts = {"base": upstream_base, "cls": node.name, "known": plugin_methods | assigned, "seen": Counter()}
         self.self_types.append(self_types)
