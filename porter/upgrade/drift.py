@@ -300,6 +300,8 @@ class DriftAnalyzer:
             res = self.target.resolve_dotted(use.symbol)
             return self._existence(use, res, unresolved, strict=False)
         if use.kind == "call":
+            if use.detail.get("via") == "instance":
+                use = replace(use, symbol=self._through_fields(use.symbol))
             if use.symbol in self._patched:
                 return [], False  # the plugin replaced it: the call runs the plugin's function
             if not use.detail.get("bound") and not use.detail.get("via_super"):
@@ -330,7 +332,8 @@ class DriftAnalyzer:
         cls, where, i = res.definition, res.defined_in or res.module, 1
         while i < len(rest) - 1:
             hit = next(((k.member(rest[i]), km) for k, km in index.mro(cls, where) if k.member(rest[i]) is not None), None)
-            field_cls = self._annotated_class(index, *hit) if hit else None
+            # a class-body field or property, else what an __init__ of the ancestry assigns to self.<attr>
+            field_cls = self._annotated_class(index, *hit) if hit else index.attribute_class(cls, where, rest[i])
             if field_cls is None:
                 break
             cls, where = field_cls
@@ -585,6 +588,9 @@ class DriftAnalyzer:
         definition = res.definition
         where = res.defined_in or res.module
         if definition.kind == "class":
+            generated = index.dataclass_init(definition, where)
+            if generated is not None:
+                return generated, "class"
             init = index.class_member(definition, where, "__init__")
             if init is None or init.signature is None:
                 return None, "class"
@@ -615,8 +621,11 @@ class DriftAnalyzer:
         loc = self._location(use, None)
         findings: list[Finding] = []
         keywords = use.detail.get("keywords", [])
+        # What the call already got wrong at the baseline is not drift, except in main-lane code, which
+        # was written for the target: there the target alone decides (no comparison, no positional shift).
+        ref = None if main_lane else old_sig
         for kw in keywords:
-            if not new_sig.accepts_keyword(kw) and (old_sig is None or old_sig.accepts_keyword(kw)):
+            if not new_sig.accepts_keyword(kw) and (ref is None or ref.accepts_keyword(kw)):
                 findings.append(Finding(DriftFamily.SIGNATURE, use.symbol, loc, severity,
                                         f"{label}{new_sig.render()} no longer accepts keyword '{kw}'",
                                         evidence=(f"target: {new_sig.render()}",) + ((f"baseline: {old_sig.render()}",) if old_sig else ()),
@@ -626,7 +635,7 @@ class DriftAnalyzer:
         if not use.detail.get("star_args") and not use.detail.get("star_kwargs"):
             positional = use.detail.get("positional", 0)
             covered = set(keywords) | {p.name for p in new_sig.params[:positional]}
-            old_missing = set(old_sig.required_names()) - (set(keywords) | {p.name for p in old_sig.params[:positional]}) if old_sig else set()
+            old_missing = set(ref.required_names()) - (set(keywords) | {p.name for p in ref.params[:positional]}) if ref else set()
             for name in new_sig.required_names():
                 if name not in covered and name not in old_missing:
                     findings.append(Finding(DriftFamily.SIGNATURE, use.symbol, loc, severity,
@@ -635,7 +644,7 @@ class DriftAnalyzer:
                                             detail={"change": "new_required_parameter", "parameter": name,
                                                     "old_signature": old_sig.render() if old_sig else None,
                                                     "new_signature": new_sig.render()}, subject=f"req:{name}"))
-            shifted = _positional_shift(old_sig, new_sig, positional, keywords) if old_sig else None
+            shifted = _positional_shift(ref, new_sig, positional, keywords) if ref else None
             if shifted:
                 param, duplicate = shifted
                 findings.append(Finding(DriftFamily.SIGNATURE, use.symbol, loc, severity if duplicate else Severity.RISKY,
@@ -645,8 +654,8 @@ class DriftAnalyzer:
                                         detail={"change": "positional_shift", "parameter": param,
                                                 "old_signature": old_sig.render(), "new_signature": new_sig.render()},
                                         subject="positional_shift"))
-            capacity, old_capacity = new_sig.positional_capacity(), old_sig.positional_capacity() if old_sig else None
-            if capacity is not None and positional > capacity and (old_sig is None or old_capacity is None or positional <= old_capacity):
+            capacity, old_capacity = new_sig.positional_capacity(), ref.positional_capacity() if ref else None
+            if capacity is not None and positional > capacity and (ref is None or old_capacity is None or positional <= old_capacity):
                 findings.append(Finding(DriftFamily.SIGNATURE, use.symbol, loc, severity,
                                         f"{label}{new_sig.render()} takes {capacity} positional arguments; the call passes {positional}",
                                         detail={"change": "positional_removed", "new_signature": new_sig.render(),

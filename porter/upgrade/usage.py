@@ -470,6 +470,9 @@ class _UseVisitor(FastVisitor):
                 found = self.self_types[-1].get(node.attr)
                 if found:
                     return found
+                facts = self.self_class[-1] if self.self_class else None
+                if facts and node.attr not in facts["known"] and not node.attr.startswith("__"):
+                    return f"{facts['base']}.{node.attr}"  # set by the upstream base (its __init__): typed by drift
             dotted = self.upstream_dotted(node)
             if dotted:
                 return self.singletons.get(dotted)
