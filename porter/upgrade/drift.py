@@ -871,23 +871,25 @@ class DriftAnalyzer:
                 evidence=(f"target: {module} imports {name} from {new.defined_in}", f"baseline: defined in {module}"),
                 detail={"change": "patch_alias", "defined_in": new.defined_in}, subject="alias"))
         definition = new.definition
+        called = self._dispatched(self.target, use.symbol, definition)  # what callers pass to the patched name
         repl = use.detail.get("replacement_signature")
         decorators = [d.rsplit(".", 1)[-1] for d in use.detail.get("replacement_decorators", [])]
-        if repl is not None and definition is not None and definition.kind == "function" and definition.signature \
+        if repl is not None and called is not None and called.kind == "function" and called.signature \
                 and not decorators:
-            problems = _replacement_mismatch(repl, definition.signature)
-            old_def = old.definition if old is not None and old.status == "found" else None
+            problems = _replacement_mismatch(repl, called.signature)
+            old_def = (self._dispatched(self.baseline, use.symbol, old.definition)  # type: ignore[arg-type]
+                       if old is not None and old.status == "found" else None)
             old_problems = _replacement_mismatch(repl, old_def.signature) if old_def is not None and old_def.signature else None
             fresh = [p for p in problems if old_problems is None or p not in old_problems]
             if fresh:
                 findings.append(Finding(
                     DriftFamily.MONKEYPATCH, use.symbol, loc, Severity.BREAKING if old_problems is not None else Severity.RISKY,
                     f"replacement {use.detail.get('replacement')}{repl.render()} no longer fits {use.symbol}"
-                    f"{definition.signature.render()}: {'; '.join(fresh)}",
-                    evidence=(f"target: {definition.signature.render()}",)
+                    f"{called.signature.render()}: {'; '.join(fresh)}",
+                    evidence=(f"target: {called.signature.render()}",)
                     + ((f"baseline: {old_def.signature.render()}",) if old_def is not None and old_def.signature else ()),
                     detail={"change": "patch_signature", "problems": fresh, "replacement_signature": repl.render(),
-                            "new_signature": definition.signature.render()}, subject="patch_signature"))
+                            "new_signature": called.signature.render()}, subject="patch_signature"))
         if use.detail.get("replacement_kind") == "class" and definition is not None and definition.kind == "class":
             bases = {b.rsplit(".", 1)[-1] for b in use.detail.get("replacement_bases", [])}
             old_def = old.definition if old is not None and old.status == "found" else None
@@ -910,6 +912,21 @@ class DriftAnalyzer:
             if finding is not None:
                 findings.append(finding)
         return findings
+
+    @staticmethod
+    def _dispatched(index: TreeIndex, dotted: str, member: Definition | None) -> Definition | None:
+        """`Cls.forward_oot` that is CustomOp's `(self, *args, **kwargs)` only passes on what `forward`
+        was called with: the class's concrete `forward_native` / `forward_cuda` says what that is, so a
+        replacement installed over it must take those arguments."""
+        sig = member.signature if member is not None else None
+        if not dotted.endswith(".forward_oot") or sig is None or not (sig.has_varargs and sig.has_varkw):
+            return member
+        owner = index.class_of(dotted.rsplit(".", 1)[0])
+        for sibling in ("forward_native", "forward_cuda") if owner is not None else ():
+            other = index.class_member(owner[0], owner[1], sibling)  # type: ignore[index]
+            if other is not None and other.signature is not None and not (other.signature.has_varargs and other.signature.has_varkw):
+                return other
+        return member
 
     def _drop_uncalled_optional(self, per_use: list[tuple[Use, Guard, list[Finding], bool]]) -> list[tuple[Use, Guard, list[Finding], bool]]:
         """An override that lacks a parameter the base gained *with a default* breaks only when an
