@@ -280,11 +280,13 @@ class DriftAnalyzer:
 
     def check(self, use: Use, verdicts: dict[str, Verdict], unresolved: set[str]) -> tuple[list[Finding], bool]:
         if use.symbol.startswith(FACTORY):
-            function, _, member = use.symbol[len(FACTORY):].rpartition(".")
-            cls = self._factory_class(function)
-            if cls is None:
+            # `fn().a.b`: the longest prefix that is an upstream function with a usable return annotation
+            parts = use.symbol[len(FACTORY):].split(".")
+            typed = next((f"{cls}.{'.'.join(parts[cut:])}" for cut in range(len(parts) - 1, 0, -1)
+                          if (cls := self._factory_class(".".join(parts[:cut]))) is not None), None)
+            if typed is None:
                 return [], False  # no usable return annotation: the receiver stays untyped
-            use = replace(use, symbol=f"{cls}.{member}")
+            use = replace(use, symbol=typed)
         if use.kind == "import":
             res = self.target.resolve(use.detail["module"], use.detail["name"])
             verdicts.setdefault(use.symbol, Verdict(use.symbol, res.status, use.detail["module"], use.detail["name"]))

@@ -645,9 +645,11 @@ class _UseVisitor(FastVisitor):
         while isinstance(inner, ast.Attribute):
             attrs.append(inner.attr)
             inner = inner.value
-            receiver = self.receiver_type(inner) if isinstance(inner, (ast.Name, ast.Attribute)) else None
-            # ctx = get_forward_context(); ctx.virtual_engine: one member of what the factory returns
-            if receiver is not None and (not receiver.startswith(FACTORY) or len(attrs) == 1):
+            receiver = (self.receiver_type(inner) if isinstance(inner, (ast.Name, ast.Attribute))
+                        else self.type_of_value(inner) if isinstance(inner, ast.Call) else None)
+            # ctx = get_forward_context(); ctx.virtual_engine, or get_forward_context().dp_metadata.x: members of
+            # what the factory returns, typed by drift (fields followed through their annotations)
+            if receiver is not None:
                 return ".".join([receiver, *reversed(attrs)])
         return None
 

@@ -3,7 +3,9 @@
     gives `<attr>` its class (`self.cache = Cache(...)`, `self.cfg: Config = ...`, `self.pool = pool`
     with `pool: Pool`): the member is checked on that class at the target;
   * a call of an upstream dataclass (no `__init__` of its own): its keywords and positionals are
-    checked against the fields, those of dataclass ancestors included, at the target."""
+    checked against the fields, those of dataclass ancestors included, at the target;
+  * `factory().field.member`: what an upstream function's return annotation names, followed through
+    the annotated fields of that class."""
 
 from __future__ import annotations
 
@@ -65,6 +67,25 @@ OLD = {
                 return 1
     """,
     "upkg/sched.py": SCHED_OLD,
+    "upkg/context.py": """
+        from dataclasses import dataclass
+        from typing import Optional
+
+
+        class Meta:
+            def __init__(self):
+                self.cu_tokens = []
+                self.max_tokens = 0
+
+
+        @dataclass
+        class Ctx:
+            meta: Optional[Meta] = None
+
+
+        def get_ctx() -> Ctx:
+            return Ctx()
+    """,
 }
 NEW = {
     "upkg/__init__.py": '__version__ = "2.0"\n',
@@ -85,10 +106,35 @@ NEW = {
     "upkg/sched.py": SCHED_OLD.replace("        free_ids: list = field(default_factory=list)\n",
                                        "        free_hashes: list = field(default_factory=list)\n")
                               .replace("        req_ids: list\n", "        req_ids: list\n        budget: int\n"),
+    "upkg/context.py": """
+        from dataclasses import dataclass
+        from typing import Optional
+
+
+        class Meta:
+            def __init__(self):
+                self.max_tokens = 0
+
+
+        @dataclass
+        class Ctx:
+            meta: Optional[Meta] = None
+
+
+        def get_ctx() -> Ctx:
+            return Ctx()
+    """,
 }
 PLUGIN = {
     "myplug/__init__.py": "",
     "myplug/utils.py": "def upkg_version_is(v):\n    return False\n",
+    "myplug/ctx.py": """
+        from upkg.context import get_ctx
+
+
+        def tokens():
+            return get_ctx().meta.cu_tokens, get_ctx().meta.max_tokens
+    """,
     "myplug/sched.py": """
         from upkg.sched import Output, Scheduler
         from myplug.utils import upkg_version_is
@@ -175,3 +221,8 @@ def test_the_generated_init_orders_fields_as_dataclasses_does(tmp_path):
     assert index.attribute_class(*index.class_of("upkg.sched.Scheduler"), "pool")[0].name == "Pool"
     assert index.attribute_class(*index.class_of("upkg.sched.Scheduler"), "plain") is None
 
+
+
+def test_a_field_chain_off_what_a_factory_returns_is_checked(report):
+    assert _sites(report, "upkg.context.Meta.cu_tokens") == [(Severity.BREAKING, [("myplug/ctx.py", 5)])]
+    assert not [r for r in report.records + report.notes if "max_tokens" in r.symbol]
