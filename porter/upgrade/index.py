@@ -28,6 +28,20 @@ _PARALLEL_THRESHOLD = 48  # below this many uncached modules a process pool cost
 # Bases outside the tree that add no members a plugin reads off the class: a class deriving only from
 # these (and from classes of the tree) has exactly the members the tree shows.
 PLAIN_BASES = frozenset({"object", "ABC", "Generic", "Protocol", "NamedTuple", "TypedDict", "Enum", "IntEnum", "str", "int"})
+# Outside bases whose members are known: torch.nn.Module's API (its __getattr__ serves only what an
+# instance registers, `self.x = Parameter(...)` in a method, which the index reads as instance state).
+_NN_MODULE = frozenset({
+    "forward", "training", "parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children",
+    "modules", "named_modules", "register_buffer", "register_parameter", "add_module", "register_module", "state_dict",
+    "load_state_dict", "to", "to_empty", "cuda", "cpu", "xpu", "npu", "half", "float", "double", "bfloat16", "type",
+    "eval", "train", "apply", "zero_grad", "requires_grad_", "extra_repr", "get_submodule", "get_parameter", "get_buffer",
+    "get_extra_state", "set_extra_state", "share_memory", "compile", "register_forward_hook", "register_forward_pre_hook",
+    "register_full_backward_hook", "register_full_backward_pre_hook", "register_backward_hook",
+    "register_state_dict_pre_hook", "register_load_state_dict_post_hook", "register_load_state_dict_pre_hook",
+    "_parameters", "_buffers", "_modules", "_apply", "_call_impl", "_load_from_state_dict", "_save_to_state_dict",
+    "_get_name", "__call__", "__init__", "__setattr__", "__getattr__", "__delattr__", "__dir__", "__setstate__",
+})
+KNOWN_OUTSIDE_BASES = {"torch.nn.Module": _NN_MODULE, "torch.nn.modules.module.Module": _NN_MODULE, "nn.Module": _NN_MODULE}
 
 
 # ---------------------------------------------------------------- records
@@ -1066,18 +1080,21 @@ class TreeIndex:
                 return member
             if attr in klass.instance_attrs:
                 return Definition(attr, "variable", klass.line)
+            if any(attr in KNOWN_OUTSIDE_BASES.get(b, ()) for b in klass.bases):
+                return Definition(attr, "function", klass.line)  # nn.Module.register_parameter and the like
         return None
 
     def open_members(self, cls: Definition, module: str) -> str | None:
         """Why a member the class and its ancestors in the tree do not define may still exist at run
         time, or None when they are all there is: some class of its MRO defines `__getattr__`, derives
-        from a class outside the tree (CustomOp -> torch.nn.Module provides `register_parameter`) that
-        is not a plain base, or from an upstream name that is not a class of the tree."""
+        from a class outside the tree that is neither a plain base nor one whose members are known
+        (torch.nn.Module's are: `class_member` answers them), or from an upstream name that is not a
+        class of the tree."""
         for klass, _ in self.mro(cls, module):
             if klass.member("__getattr__") is not None:
                 return f"{klass.name} defines __getattr__"
             for base in klass.bases:
-                if base.rsplit(".", 1)[-1] in PLAIN_BASES:
+                if base.rsplit(".", 1)[-1] in PLAIN_BASES or base in KNOWN_OUTSIDE_BASES:
                     continue
                 if not self.is_upstream(base):
                     return f"{klass.name} derives from {base}, a class outside the tree"

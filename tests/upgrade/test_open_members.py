@@ -1,7 +1,8 @@
 """Whether a member a class lacks in the tree may still exist at run time is one check over the whole
 MRO inside the index (`TreeIndex.open_members`), used by every resolution: a `__getattr__` or a base
 outside the tree anywhere in the ancestry makes the member unknown (no finding), a plain base
-(`Generic[T]`, `ABC`, `Enum`) does not, so a member that really went away from such a class breaks."""
+(`Generic[T]`, `ABC`, `Enum`) does not, so a member that really went away from such a class breaks;
+torch.nn.Module's members are known, so a CustomOp-style layer stays checkable."""
 
 from __future__ import annotations
 
@@ -15,6 +16,22 @@ from tests.upgrade.upgrade_fixtures import write_tree
 
 OLD = {
     "upkg/__init__.py": '__version__ = "1.0"\n',
+    "upkg/layers.py": """
+        import torch.nn as nn
+
+
+        class CustomOp(nn.Module):
+            def forward(self, *args, **kwargs):
+                return None
+
+
+        class Rotary(CustomOp):
+            def positions(self):
+                return 0
+
+            def cos_sin(self):
+                return 0
+    """,
     "upkg/ops.py": """
         import threading
         from abc import ABC
@@ -66,6 +83,19 @@ OLD = {
 }
 NEW = {
     "upkg/__init__.py": '__version__ = "2.0"\n',
+    "upkg/layers.py": """
+        import torch.nn as nn
+
+
+        class CustomOp(nn.Module):
+            def forward(self, *args, **kwargs):
+                return None
+
+
+        class Rotary(CustomOp):
+            def positions(self):
+                return 0
+    """,
     "upkg/ops.py": """
         import threading
         from abc import ABC
@@ -119,6 +149,13 @@ NEW = {
 }
 PLUGIN = {
     "myplug/__init__.py": "",
+    "myplug/layer_use.py": """
+        from upkg.layers import Rotary
+
+
+        def run():
+            return Rotary.positions, Rotary.register_parameter, Rotary.cos_sin
+    """,
     "myplug/use.py": """
         from upkg.ops import Box, Fused, Proxy, Tall
 
@@ -174,3 +211,13 @@ def test_every_class_of_the_ancestry_is_asked_not_only_the_class_itself(tmp_path
     assert index.resolve_dotted("upkg.ops.Fused.size").status == "unknown"
     assert index.resolve_dotted("upkg.ops.Made.extra").status == "unknown"
     assert index.resolve_dotted("upkg.ops.Box.put").status == "missing"
+
+
+def test_a_layer_deriving_from_torch_nn_module_keeps_its_members_checked(report, tmp_path):
+    gone = [r for r in report.records if r.symbol == "upkg.layers.Rotary.cos_sin"]
+    assert len(gone) == 1 and gone[0].severity is Severity.BREAKING
+    assert not [r for r in report.records + report.notes if r.symbol in ("upkg.layers.Rotary.positions",
+                                                                         "upkg.layers.Rotary.register_parameter")]
+    index = TreeIndex(write_tree(tmp_path / "open-new2", NEW), ["upkg"])
+    assert index.open_members(*index.class_of("upkg.layers.Rotary")) is None
+    assert index.resolve_dotted("upkg.layers.Rotary.register_parameter").status == "found"
