@@ -288,9 +288,21 @@ def _module_prefix(root: Path, packages: tuple[str, ...]) -> str:
     return root.name if root.name in packages and (root / "__init__.py").is_file() else ""
 
 
-def _lanes(spec: PluginSpec, plugin_tree: Tree, upstream: str, target: Tree, baseline: Tree | None) -> Lanes:
-    """The lanes after this move. The plugin's current release lane: its release-tag file, else the baseline."""
-    from porter.upgrade.lanes import read_release_tag
+def _module_sizes(index: TreeIndex) -> dict[str, int]:
+    sizes = {}
+    for module, path in index.files.items():
+        try:
+            sizes[module] = path.stat().st_size
+        except OSError:
+            continue
+    return sizes
+
+
+def _lanes(spec: PluginSpec, plugin_tree: Tree, upstream: str, target: Tree, baseline: Tree | None,
+           target_index: TreeIndex | None = None, baseline_index: TreeIndex | None = None) -> Lanes:
+    """The lanes after this move. The plugin's current release lane: its release-tag file, else the baseline.
+    The move is a patch release when the baseline tree is that release and few modules differ from the target."""
+    from porter.upgrade.lanes import is_patch_release, read_release_tag
 
     lanes_spec = spec.raw.get("lanes") or {}
     current = None
@@ -298,7 +310,10 @@ def _lanes(spec: PluginSpec, plugin_tree: Tree, upstream: str, target: Tree, bas
         current = read_release_tag(plugin_tree.root, lanes_spec["release_tag_file"])
     if current is None and baseline is not None:
         current = baseline.version
-    return Lanes.for_move(upstream, target.version, target.label if target.version is None else str(target.version), current)
+    patch = (baseline is not None and baseline.version == current and target_index is not None
+             and baseline_index is not None and is_patch_release(_module_sizes(baseline_index), _module_sizes(target_index)))
+    return Lanes.for_move(upstream, target.version, target.label if target.version is None else str(target.version), current,
+                          patch_release=patch)
 
 
 def _load_pickle(path: Path) -> Any:
@@ -408,7 +423,7 @@ def _run_analysis(request: AnalysisRequest, progress: Any, pool: Any) -> Analysi
     t0 = time.perf_counter()
     versions = {upstream_name: target.version}
     conventions = guard_conventions(registry, spec)
-    lanes = _lanes(spec, plugin_tree, upstream_name, target, baseline)
+    lanes = _lanes(spec, plugin_tree, upstream_name, target, baseline, target_index, baseline_index)
     versions_key = dict(versions, lanes=repr(lanes))
     result_key = _result_key(plugin_tree.root, excludes, upstream.packages, target_index, baseline_index, conventions, versions_key)
     result_path = Path(config.cache_dir) / "results" / result_key[:2] / f"{result_key}.pkl"

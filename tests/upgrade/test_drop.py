@@ -341,3 +341,59 @@ def test_imports_a_module_level_collapse_leaves_join_the_import_header():
                           "from vllm_ascend.ops import thing\nfrom vllm_ascend.utils import weak_ref_tensors\n\n\ndef f():\n")
     assert "isort" not in new  # the fence had nothing left to fence
     assert "    from vllm.new import g\n    return g" in new  # a function's imports stay where they were
+
+
+PATCH = '''from vllm_ascend.utils import vllm_version_is
+from vllm.x import Y
+
+if vllm_version_is("0.17.0"):
+    KWARGS = {}
+else:
+    KWARGS = {"inherited_fds": []}
+
+if not vllm_version_is("0.15.0"):
+    STALE = Y
+
+
+def f(x):
+    return x.run(**KWARGS) if vllm_version_is("v0.17.0") else x.run()
+'''
+
+
+def _patch_verdicts(patch_release: bool, broken=frozenset()):
+    from packaging.version import Version
+
+    from porter.upgrade.guards import GuardConventions
+    from porter.upgrade.lanes import Lanes, guard_verdicts
+    from porter.upgrade.usage import scan_source
+
+    usage = scan_source("m.py", PATCH.encode(), ["vllm"], ["vllm_ascend"])
+    lanes = Lanes.for_move("vllm", Version("0.17.1"), "0.17.1", Version("0.17.0"), patch_release=patch_release)
+    verdicts = guard_verdicts(usage.guard_blocks, set(broken), GuardConventions({"vllm_version_is": "vllm"}), lanes)
+    return {v.line: v for v in verdicts}
+
+
+def test_a_patch_release_keeps_the_old_release_branch_behind_a_retargeted_guard():
+    feature = _patch_verdicts(False)
+    assert [feature[n].verdict for n in (4, 9, 14)] == ["collapse", "collapse", "collapse"]
+    patch = _patch_verdicts(True)
+    assert patch[4].verdict == "retarget" and "patch release" in patch[4].reason
+    assert patch[14].verdict == "retarget"  # a ternary naming the release as v0.17.0
+    assert patch[9].verdict == "collapse"  # an older release's guard: dead whatever the target
+    # The old-release branch itself breaks at the patch release: the target took main's change.
+    assert _patch_verdicts(True, {("m.py", 4, False)})[4].verdict == "collapse"
+    result = drop_source(PATCH, "m.py", patch.values())
+    compile(result.source, "m.py", "exec")
+    assert 'if vllm_version_is("0.17.1"):\n    KWARGS = {}' in result.source
+    assert 'if vllm_version_is("0.17.1") else x.run()' in result.source and "\nSTALE = Y\n" in result.source
+
+
+def test_a_patch_release_is_told_from_a_feature_release_by_the_modules_it_changes():
+    from porter.upgrade.lanes import is_patch_release
+
+    old = {f"vllm.m{i}": 100 + i for i in range(200)} | {"vllm._version": 10}
+    patch = dict(old, **{"vllm.m1": 5, "vllm.m2": 6, "vllm._version": 11})
+    assert is_patch_release(old, patch)
+    assert is_patch_release(old, dict(patch, **{f"vllm.generated{i}": 1 for i in range(300)}))  # wheel-only modules
+    assert not is_patch_release(old, {m: s + 1 for m, s in old.items()})
+    assert not is_patch_release(old, {f"other.m{i}": 1 for i in range(200)})
