@@ -17,6 +17,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from porter.upgrade.lanes import GuardVerdict
+from porter.upgrade.predicates import helper_renames
 
 
 @dataclass(frozen=True)
@@ -389,6 +390,9 @@ def drop_source(source: str, path: str, decisions: Mapping[int, GuardVerdict] | 
     if not wanted:
         return DropResult(path, source, ())
     module = cst.parse_module(source)
+    # A helper imported under another name (`vllm_version_is as is_vllm`) is retargeted by that name.
+    renamed = {local for local, name in helper_renames(list(ast.walk(ast.parse(source)))).items() if name in version_functions}
+    version_functions = frozenset(version_functions) | renamed
     transformer = _DropTransformer(path, wanted, frozenset(version_functions))
     new_source = MetadataWrapper(module).visit(transformer).code
     predicates = _predicate_names(wanted, source)

@@ -397,3 +397,37 @@ def test_a_patch_release_is_told_from_a_feature_release_by_the_modules_it_change
     assert is_patch_release(old, dict(patch, **{f"vllm.generated{i}": 1 for i in range(300)}))  # wheel-only modules
     assert not is_patch_release(old, {m: s + 1 for m, s in old.items()})
     assert not is_patch_release(old, {f"other.m{i}": 1 for i in range(200)})
+
+
+ALIASED = '''from vllm_ascend.utils import vllm_version_is as is_vllm
+from vllm.x import Y
+
+if is_vllm("0.10.0"):
+    A = 1
+else:
+    A = Y
+
+
+def f():
+    return 1 if not is_vllm("0.10.0") else 2
+'''
+
+
+def test_a_version_helper_imported_under_another_name_is_a_guard():
+    from packaging.version import Version
+
+    from porter.upgrade.guards import GuardConventions
+    from porter.upgrade.lanes import Lanes, guard_verdicts
+    from porter.upgrade.usage import scan_source
+
+    usage = scan_source("m.py", ALIASED.encode(), ["vllm"], ["vllm_ascend"])
+    lanes = Lanes.for_move("vllm", Version("0.10.1"), "0.10.1", Version("0.10.0"))
+    conventions = GuardConventions({"vllm_version_is": "vllm"})
+    verdicts = {v.line: v for v in guard_verdicts(usage.guard_blocks, set(), conventions, lanes)}
+    assert verdicts[4].verdict == "collapse" and verdicts[11].verdict == "collapse"
+    result = drop_source(ALIASED, "m.py", verdicts.values())
+    assert result.source == "from vllm.x import Y\n\nA = Y\n\n\ndef f():\n    return 1\n"
+    # The main-lane branch breaks at the target: the guard is retargeted under its local name.
+    verdicts = {v.line: v for v in guard_verdicts(usage.guard_blocks, {("m.py", 4, True)}, conventions, lanes)}
+    assert verdicts[4].verdict == "retarget"
+    assert 'if is_vllm("0.10.1"):' in drop_source(ALIASED, "m.py", verdicts.values()).source
