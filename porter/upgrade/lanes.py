@@ -161,8 +161,10 @@ def _retargetable(source: str, conventions: GuardConventions) -> bool:
     return False
 
 
-def _names_only(source: str, conventions: GuardConventions, release: Version | MainRef | None) -> bool:
-    """Does every version-helper call in the test name `release` (the release the move replaces)?"""
+def _names_only(source: str, conventions: GuardConventions, release: Version | MainRef | None,
+                series: bool = False) -> bool:
+    """Does every version-helper call in the test name `release` (the release the move replaces), or
+    with `series` a release of its major.minor series (0.14.0 for 0.14.1)?"""
     if not isinstance(release, Version):
         return False
     try:
@@ -172,6 +174,8 @@ def _names_only(source: str, conventions: GuardConventions, release: Version | M
     named = [parse_version(node.args[0].value) for node in ast.walk(expr)
              if isinstance(node, ast.Call) and ast.unparse(node.func).rsplit(".", 1)[-1] in conventions.version_functions
              and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)]
+    if series:
+        return bool(named) and all(v is not None and v.release[:2] == release.release[:2] and v <= release for v in named)
     return bool(named) and all(v == release for v in named)
 
 
@@ -182,9 +186,12 @@ def guard_verdicts(
     lanes: Lanes,
     aliases_of: dict[str, dict[str, str]] | None = None,
     hasattr_fn: HasAttr | None = None,
+    installs_unchanged: dict[tuple[str, int], tuple[str, ...]] | None = None,
 ) -> list[GuardVerdict]:
     """A verdict per version guard. `broken` holds (path, line, negated) of every branch with a use
-    that does not resolve at the target (negated=False: the body; True: the else branch)."""
+    that does not resolve at the target (negated=False: the body; True: the else branch).
+    `installs_unchanged`: guards whose body installs plugin modules that no upstream change between
+    the releases touches (path, line) -> modules."""
     out: list[GuardVerdict] = []
     aliases_of = aliases_of or {}
     blocks = list(blocks)
@@ -217,6 +224,16 @@ def guard_verdicts(
                 f"{lanes.target_label} is a patch release of the release this guard names: it keeps that release's "
                 f"behaviour and the release branch resolves there, so retarget the guard to {lanes.retarget_to}"),
                 **common))
+            continue
+        installed = (installs_unchanged or {}).get((block.path, block.line))
+        if (installed and kept == "else" and not block.has_else and not dropped_breaks and lanes.retarget_to
+                and _retargetable(block.source, conventions)
+                and _names_only(block.source, conventions, lanes.replaced_release, series=True)):
+            # A release-only patch: upstream did not change what it patches, so the new release still needs it.
+            out.append(GuardVerdict(verdict="retarget", kept=kept, retarget_to=lanes.retarget_to, reason=(
+                f"the release-only branch installs {', '.join(installed[:3])}, and nothing upstream it uses changed "
+                f"between {lanes.replaced_release} and {lanes.target_label}: the release lane still needs it, "
+                f"retarget the guard to {lanes.retarget_to}"), **common))
             continue
         why = f"dead at {lanes.target_label} and at main: collapse (keep the {'if' if kept == 'body' else 'else'} branch)"
         if kept_breaks:

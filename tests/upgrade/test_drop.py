@@ -431,3 +431,77 @@ def test_a_version_helper_imported_under_another_name_is_a_guard():
     verdicts = {v.line: v for v in guard_verdicts(usage.guard_blocks, {("m.py", 4, True)}, conventions, lanes)}
     assert verdicts[4].verdict == "retarget"
     assert 'if is_vllm("0.10.1"):' in drop_source(ALIASED, "m.py", verdicts.values()).source
+
+
+RELEASE_PATCH_UPSTREAM = {
+    "upkg/__init__.py": '__version__ = "{v}"\n',
+    "upkg/sched.py": """
+        class Scheduler:
+            def schedule(self):
+                budget = self.budget()
+                out = []
+                for i in range(budget):
+                    if i % 2:
+                        out.append(i * {body})
+                    else:
+                        out.append(i)
+                return out
+
+            def budget(self):
+                return 4
+        """,
+    "upkg/engine.py": "{engine}",
+}
+RELEASE_PATCH_PLUGIN = {
+    "myplug/__init__.py": "from myplug import patches\n",
+    "myplug/utils.py": "def upkg_version_is(v):\n    return False\n",
+    "myplug/patches.py": """
+        import os
+        from myplug.utils import upkg_version_is
+
+        if os.getenv("BALANCE") and upkg_version_is("1.0"):
+            import myplug.patch_balance  # noqa: F401
+
+        if upkg_version_is("1.0"):
+            import myplug.patch_engine  # noqa: F401
+        """,
+    "myplug/patch_balance.py": """
+        import upkg.sched
+        from upkg.sched import Scheduler
+
+
+        class BalanceScheduler(Scheduler):
+            def schedule(self):
+                budget = self.budget()
+                out = []
+                for i in range(budget):
+                    if i % 2:
+                        out.append(i * 2)
+                    else:
+                        out.append(i)
+                return out
+
+
+        upkg.sched.Scheduler = BalanceScheduler
+        """,
+    "myplug/patch_engine.py": "import upkg.engine\nfrom upkg.engine import step\n\nupkg.engine.step = lambda: step() + 1\n",
+}
+
+
+def test_a_release_only_patch_nothing_upstream_broke_is_retargeted_and_one_that_broke_collapses(project, tmp_path):
+    from porter.config import load_config
+    from porter.upgrade.analyze import AnalysisRequest, run_analysis
+
+    def upstream(version: str, body: str, engine: str) -> dict[str, str]:
+        return {p: t.format(v=version, body=body, engine=engine) for p, t in RELEASE_PATCH_UPSTREAM.items()}
+
+    old = write_tree(tmp_path / "rp-old", upstream("1.0", "2", "def step():\n    return 1\n"))
+    # 2.0: the scheduler body moved on (a copied-body sync hint only); the engine's `step` is gone.
+    new = write_tree(tmp_path / "rp-new", upstream("2.0", "3", "def run():\n    return 1\n"))
+    plugin = write_tree(tmp_path / "rp-plugin", RELEASE_PATCH_PLUGIN)
+    report = run_analysis(AnalysisRequest(plugin="myplug", target="2.0", baseline="1.0", plugin_path=plugin,
+                                          upstream_paths={"1.0": old, "2.0": new}, config=load_config()))
+    verdicts = {g.line: g for g in report.dead_guards if g.path == "myplug/patches.py"}
+    assert verdicts[4].verdict == "retarget" and "myplug.patch_balance" in verdicts[4].reason
+    assert any(c.detail.get("change") == "copied_body_changed" for c in report.copies)
+    assert verdicts[7].verdict == "collapse"  # its patch reads a name 2.0 removed: the release took the change
