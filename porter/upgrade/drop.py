@@ -64,6 +64,12 @@ class _Retarget(cst.CSTTransformer):
             return updated.with_changes(args=[arg, *updated.args[1:]])
         return updated
 
+    def leave_BooleanOperation(self, original: cst.BooleanOperation, updated: cst.BooleanOperation) -> cst.BaseExpression:
+        # `is("0.10.1.1") or is("0.10.1")` retargeted names the new release twice: once is enough.
+        if updated.left.deep_equals(updated.right):
+            return updated.left.with_changes(lpar=updated.lpar, rpar=updated.rpar) if updated.lpar else updated.left
+        return updated
+
 
 def _statements(block: cst.BaseSuite) -> list[cst.BaseStatement]:
     if isinstance(block, cst.IndentedBlock):

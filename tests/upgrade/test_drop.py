@@ -505,3 +505,10 @@ def test_a_release_only_patch_nothing_upstream_broke_is_retargeted_and_one_that_
     assert verdicts[4].verdict == "retarget" and "myplug.patch_balance" in verdicts[4].reason
     assert any(c.detail.get("change") == "copied_body_changed" for c in report.copies)
     assert verdicts[7].verdict == "collapse"  # its patch reads a name 2.0 removed: the release took the change
+
+
+def test_a_retargeted_guard_naming_two_releases_names_the_new_one_once():
+    source = 'from m import vllm_version_is\n\nif vllm_version_is("0.10.1.1") or vllm_version_is("0.10.1"):\n    A = 1\nelse:\n    A = 2\n'
+    verdict = GuardVerdict("m.py", 3, 6, "", "retarget", "", retarget_to="0.10.2", kept="else")
+    result = drop_source(source, "m.py", [verdict])
+    assert 'if vllm_version_is("0.10.2"):\n    A = 1\nelse:\n    A = 2\n' in result.source
