@@ -298,11 +298,22 @@ def _module_sizes(index: TreeIndex) -> dict[str, int]:
     return sizes
 
 
-def _lanes(spec: PluginSpec, plugin_tree: Tree, upstream: str, target: Tree, baseline: Tree | None,
-           target_index: TreeIndex | None = None, baseline_index: TreeIndex | None = None) -> Lanes:
-    """The lanes after this move. The plugin's current release lane: its release-tag file, else the baseline.
-    The move is a patch release when the baseline tree is that release and few modules differ from the target."""
-    from porter.upgrade.lanes import is_patch_release, read_release_tag
+def _with_patch_release(lanes: Lanes, baseline: Tree | None, target_index: TreeIndex, baseline_index: TreeIndex | None) -> Lanes:
+    """The lanes, marked as a patch-release move when the baseline tree is the current release and few
+    modules differ from the target. A pure function of the trees the result key already hashes, so it
+    is computed only when the result is (a warm run skips the file stats)."""
+    from dataclasses import replace
+
+    from porter.upgrade.lanes import is_patch_release
+
+    if baseline is None or baseline_index is None or baseline.version != lanes.replaced_release or not lanes.retarget_to:
+        return lanes
+    return replace(lanes, patch_release=is_patch_release(_module_sizes(baseline_index), _module_sizes(target_index)))
+
+
+def _lanes(spec: PluginSpec, plugin_tree: Tree, upstream: str, target: Tree, baseline: Tree | None) -> Lanes:
+    """The lanes after this move. The plugin's current release lane: its release-tag file, else the baseline."""
+    from porter.upgrade.lanes import read_release_tag
 
     lanes_spec = spec.raw.get("lanes") or {}
     current = None
@@ -310,10 +321,7 @@ def _lanes(spec: PluginSpec, plugin_tree: Tree, upstream: str, target: Tree, bas
         current = read_release_tag(plugin_tree.root, lanes_spec["release_tag_file"])
     if current is None and baseline is not None:
         current = baseline.version
-    patch = (baseline is not None and baseline.version == current and target_index is not None
-             and baseline_index is not None and is_patch_release(_module_sizes(baseline_index), _module_sizes(target_index)))
-    return Lanes.for_move(upstream, target.version, target.label if target.version is None else str(target.version), current,
-                          patch_release=patch)
+    return Lanes.for_move(upstream, target.version, target.label if target.version is None else str(target.version), current)
 
 
 def _load_pickle(path: Path) -> Any:
@@ -423,13 +431,14 @@ def _run_analysis(request: AnalysisRequest, progress: Any, pool: Any) -> Analysi
     t0 = time.perf_counter()
     versions = {upstream_name: target.version}
     conventions = guard_conventions(registry, spec)
-    lanes = _lanes(spec, plugin_tree, upstream_name, target, baseline, target_index, baseline_index)
+    lanes = _lanes(spec, plugin_tree, upstream_name, target, baseline)
     versions_key = dict(versions, lanes=repr(lanes))
     result_key = _result_key(plugin_tree.root, excludes, upstream.packages, target_index, baseline_index, conventions, versions_key)
     result_path = Path(config.cache_dir) / "results" / result_key[:2] / f"{result_key}.pkl"
     result = _load_pickle(result_path)
     cache_state = "hit" if result is not None else "miss"
     if result is None:
+        lanes = _with_patch_release(lanes, baseline, target_index, baseline_index)
         result = compute_drift(files, target_index, baseline_index, conventions, TargetVersions(versions),
                                stage=lambda description, total: _stage(progress, description, total), lanes=lanes)
         atomic_write_bytes(result_path, pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL), durable=False)

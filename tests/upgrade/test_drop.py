@@ -512,3 +512,19 @@ def test_a_retargeted_guard_naming_two_releases_names_the_new_one_once():
     verdict = GuardVerdict("m.py", 3, 6, "", "retarget", "", retarget_to="0.10.2", kept="else")
     result = drop_source(source, "m.py", [verdict])
     assert 'if vllm_version_is("0.10.2"):\n    A = 1\nelse:\n    A = 2\n' in result.source
+
+
+def test_a_patch_release_target_is_recognised_from_the_trees(project, tmp_path):
+    from porter.config import load_config
+    from porter.upgrade.analyze import AnalysisRequest, run_analysis
+
+    filler = {f"upkg/m{i}.py": f"def f{i}():\n    return {i}\n" for i in range(30)}
+    files = {p: t.format(v="{v}", body="2", engine="def step():\n    return 1\n") for p, t in RELEASE_PATCH_UPSTREAM.items()}
+    old = write_tree(tmp_path / "pp-old", {**filler, **{p: t.replace("{v}", "1.0") for p, t in files.items()}})
+    patch = write_tree(tmp_path / "pp-patch", {**filler, **{p: t.replace("{v}", "1.0.1") for p, t in files.items()}})
+    plugin = write_tree(tmp_path / "pp-plugin", RELEASE_PATCH_PLUGIN)
+    report = run_analysis(AnalysisRequest(plugin="myplug", target="1.0.1", baseline="1.0", plugin_path=plugin,
+                                          upstream_paths={"1.0": old, "1.0.1": patch}, config=load_config()))
+    verdicts = {g.line: g for g in report.dead_guards if g.path == "myplug/patches.py"}
+    assert verdicts[7].verdict == "retarget" and "patch release" in verdicts[7].reason
+    assert verdicts[7].retarget_to == "1.0.1"
