@@ -71,6 +71,13 @@ class _Retarget(cst.CSTTransformer):
         return updated
 
 
+# Expressions that need no parentheses wherever the ternary they replace stood (on one line, or inside
+# their own brackets: a line break elsewhere needs the parentheses).
+_BRACKETED = (cst.Dict, cst.List, cst.Set)
+_ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.SimpleString, cst.Integer, cst.Float,
+          cst.FormattedString, *_BRACKETED)
+
+
 def _statements(block: cst.BaseSuite) -> list[cst.BaseStatement]:
     if isinstance(block, cst.IndentedBlock):
         return list(block.body)
@@ -152,6 +159,8 @@ class _DropTransformer(cst.CSTTransformer):
         if decision.verdict == "collapse":
             self.edits.append(DropEdit(self.path, line, end, "collapse", guard, kept=decision.kept))
             kept = updated.body if decision.kept == "body" else updated.orelse
+            if isinstance(kept, _ATOMS) and (isinstance(kept, _BRACKETED) or "\n" not in cst.Module([]).code_for_node(kept)):
+                return kept  # `@(cache if old else deco)` -> `@deco`: parentheses around an atom say nothing
             return kept.with_changes(lpar=updated.lpar, rpar=updated.rpar) if updated.lpar else kept
         return updated
 

@@ -528,3 +528,16 @@ def test_a_patch_release_target_is_recognised_from_the_trees(project, tmp_path):
     verdicts = {g.line: g for g in report.dead_guards if g.path == "myplug/patches.py"}
     assert verdicts[7].verdict == "retarget" and "patch release" in verdicts[7].reason
     assert verdicts[7].retarget_to == "1.0.1"
+
+
+def test_a_collapsed_ternary_drops_parentheses_an_atom_does_not_need():
+    source = ('from m import vllm_version_is\n\n\n@(cache if vllm_version_is("0.10.0") else deco)\ndef f():\n'
+              '    return g(**({"a": 1} if vllm_version_is("0.10.0") else {"b": 2}))\n\n\n'
+              'X = ("a"\n     "b" if vllm_version_is("0.10.0") else "c"\n     "d")\n'
+              'Y = (a + b if vllm_version_is("0.10.0") else a - b) * 2\n')
+    lines = [4, 6, 9, 12]
+    verdicts = [GuardVerdict("m.py", n, n, "", "collapse", "", kind="ifexp", kept="else") for n in lines]
+    result = drop_source(source, "m.py", verdicts)
+    compile(result.source, "m.py", "exec")
+    assert "@deco\ndef f():\n    return g(**{\"b\": 2})\n" in result.source
+    assert 'X = ("c"\n     "d")\n' in result.source and "Y = (a - b) * 2\n" in result.source
