@@ -71,6 +71,8 @@ class _Retarget(cst.CSTTransformer):
         return updated
 
 
+DEFAULT_LINE_LENGTH = 79  # PEP 8 (yapf's and flake8's default): a project without a formatter setting
+
 # Expressions that need no parentheses wherever the ternary they replace stood (on one line, or inside
 # their own brackets: a line break elsewhere needs the parentheses).
 _BRACKETED = (cst.Dict, cst.List, cst.Set)
@@ -349,9 +351,10 @@ class _RemoveImports(cst.CSTTransformer):
 
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self, path: str, unused: set[str]):
+    def __init__(self, path: str, unused: set[str], line_length: int = DEFAULT_LINE_LENGTH):
         self.path = path
         self.unused = unused
+        self.line_length = line_length
         self.edits: list[DropEdit] = []
 
     def _bound(self, alias: cst.ImportAlias) -> str | None:
@@ -379,7 +382,19 @@ class _RemoveImports(cst.CSTTransformer):
         if len(keep) == len(updated.names):
             return updated
         keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        return updated.with_changes(names=keep)
+        return self._one_line(original, updated.with_changes(names=keep))
+
+    def _one_line(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom:
+        """A wrapped `from m import (a, b,\n c)` that fits on one line after the removal is written on
+        one line, as the plugin's formatter (isort, ruff, yapf) would; never when a comment sits inside."""
+        code = cst.Module([]).code_for_node(updated)
+        if ("\n" not in code and updated.lpar is None) or "#" in cst.Module([]).code_for_node(original):
+            return updated
+        names = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for a in updated.names]
+        names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        flat = updated.with_changes(names=names, lpar=None, rpar=None)
+        column = self.get_metadata(PositionProvider, original).start.column
+        return flat if column + len(cst.Module([]).code_for_node(flat)) <= self.line_length else updated
 
     def leave_Import(self, original: cst.Import, updated: cst.Import):
         keep = self._filter(original, updated.names, require_asname=True)
@@ -397,8 +412,9 @@ class _RemoveImports(cst.CSTTransformer):
 
 
 def drop_source(source: str, path: str, decisions: Mapping[int, GuardVerdict] | Iterable[GuardVerdict],
-                version_functions: Iterable[str] = ("vllm_version_is",)) -> DropResult:
-    """Apply the collapse/retarget verdicts (keyed by the guard's first line) to one file's source."""
+                version_functions: Iterable[str] = ("vllm_version_is",), line_length: int = DEFAULT_LINE_LENGTH) -> DropResult:
+    """Apply the collapse/retarget verdicts (keyed by the guard's first line) to one file's source;
+    `line_length`: the plugin's formatter limit (an import left short enough is joined on one line)."""
     if not isinstance(decisions, Mapping):
         decisions = {d.line: d for d in decisions}
     wanted = {line: d for line, d in decisions.items() if d.verdict in ("collapse", "retarget")}
@@ -422,7 +438,7 @@ def drop_source(source: str, path: str, decisions: Mapping[int, GuardVerdict] | 
         # Imported names the module read before the drop and reads nowhere now: only deleted branches used them.
         unused = (_import_bound_names(new_source) - after) & before
         if unused:
-            remover = _RemoveImports(path, unused)
+            remover = _RemoveImports(path, unused, line_length)
             new_source = MetadataWrapper(cst.parse_module(new_source)).visit(remover).code
             edits.extend(remover.edits)
     return DropResult(path, new_source, tuple(sorted(edits, key=lambda e: (e.line, e.action))))

@@ -541,3 +541,19 @@ def test_a_collapsed_ternary_drops_parentheses_an_atom_does_not_need():
     compile(result.source, "m.py", "exec")
     assert "@deco\ndef f():\n    return g(**{\"b\": 2})\n" in result.source
     assert 'X = ("c"\n     "d")\n' in result.source and "Y = (a - b) * 2\n" in result.source
+
+
+def test_an_import_left_short_by_the_drop_is_joined_on_one_line(tmp_path):
+    from porter.upgrade.drop_run import formatter_line_length
+
+    source = ('from vllm_ascend.utils import (ACL_FORMAT_FRACTAL_ND, is_enable_nz,\n'
+              '                               vllm_version_is)\n'
+              'from vllm.a import (b,  # why b\n                   c)\n\n'
+              'if vllm_version_is("0.11.0"):\n    X = 1\nelse:\n    X = ACL_FORMAT_FRACTAL_ND + is_enable_nz + b\n')
+    verdict = GuardVerdict("m.py", 6, 9, "", "collapse", "", kept="else")
+    new = drop_source(source, "m.py", [verdict]).source
+    assert new.startswith("from vllm_ascend.utils import ACL_FORMAT_FRACTAL_ND, is_enable_nz\n"
+                          "from vllm.a import (b,  # why b\n                   c)\n")  # untouched
+    assert "from vllm_ascend.utils import (ACL" in drop_source(source, "m.py", [verdict], line_length=40).source
+    (tmp_path / "pyproject.toml").write_text("[tool.ruff]\nline-length = 120\n", encoding="utf-8")
+    assert formatter_line_length(tmp_path) == 120 and formatter_line_length(tmp_path / "none") == 79
