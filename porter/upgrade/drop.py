@@ -80,6 +80,44 @@ _ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.SimpleString, cs
           cst.FormattedString, *_BRACKETED)
 
 
+def _indent_width(block: cst.BaseSuite) -> int:
+    """Columns one level of the block's indentation takes (what a collapse removes); 0: not indented."""
+    if not isinstance(block, cst.IndentedBlock):
+        return 0
+    return len(block.indent) if block.indent is not None else 4  # None: the module's default indentation
+
+
+class _DedentDocstrings(cst.CSTTransformer):
+    """The continuation lines of the docstrings in code a collapse moved one level left move with it
+    (a docstring's indentation is not part of its text; other strings are left as they are)."""
+
+    def __init__(self, width: int):
+        self.width = width
+
+    def _fixed(self, node: cst.CSTNode, body: cst.BaseSuite) -> cst.CSTNode:
+        if not isinstance(body, cst.IndentedBlock) or not body.body:
+            return node
+        first = body.body[0]
+        if not (isinstance(first, cst.SimpleStatementLine) and len(first.body) == 1 and isinstance(first.body[0], cst.Expr)
+                and isinstance(first.body[0].value, cst.SimpleString)):
+            return node
+        string = first.body[0].value
+        lines = string.value.split("\n")
+        pad = " " * self.width
+        if len(lines) < 2 or string.quote not in ('"""', "'''") or not all(
+                line.startswith(pad) or not line.strip() for line in lines[1:]):
+            return node
+        text = "\n".join([lines[0], *(line[self.width:] if line.strip() else line for line in lines[1:])])
+        new_first = first.with_changes(body=[first.body[0].with_changes(value=string.with_changes(value=text))])
+        return node.with_changes(body=body.with_changes(body=[new_first, *body.body[1:]]))
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        return self._fixed(updated, updated.body)
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        return self._fixed(updated, updated.body)
+
+
 def _statements(block: cst.BaseSuite) -> list[cst.BaseStatement]:
     if isinstance(block, cst.IndentedBlock):
         return list(block.body)
@@ -131,6 +169,7 @@ class _DropTransformer(cst.CSTTransformer):
             if is_elif:
                 return cst.Else(body=updated.body)  # `elif dead_true:` -> `else:`
             kept = _statements(updated.body)
+            width = _indent_width(updated.body)
         else:
             orelse = updated.orelse
             if is_elif:
@@ -140,12 +179,15 @@ class _DropTransformer(cst.CSTTransformer):
             if isinstance(orelse, cst.If):  # `if dead: ... elif x: ...` -> `if x: ...`
                 return orelse.with_changes(leading_lines=updated.leading_lines)
             kept = _statements(orelse.body)
+            width = _indent_width(orelse.body)
         if not kept:
             return cst.RemovalSentinel.REMOVE
+        kept = [k.visit(_DedentDocstrings(width)) if width else k for k in kept]
         first = kept[0]
         if hasattr(first, "leading_lines"):
-            # Comments above the `if` stay above the code that replaces it.
-            kept[0] = first.with_changes(leading_lines=[*updated.leading_lines, *first.leading_lines])
+            # Comments above the `if` stay above the code that replaces it; blank lines as a formatter keeps them.
+            kept[0] = _at_most_two_blank(first.with_changes(leading_lines=[*updated.leading_lines, *first.leading_lines]),
+                                         2 if self.depth == 0 else 1)
         if self.depth == 0 and all(_import_module(k) is not None for k in kept):  # a branch of imports only
             self.lifted.update(id(k) for k in kept)
         return cst.FlattenSentinel(kept)
@@ -297,12 +339,13 @@ def _drop_empty_isort_fences(module: cst.Module) -> cst.Module:
     return module.with_changes(body=body)
 
 
-def _at_most_two_blank(stmt: cst.BaseStatement) -> cst.BaseStatement:
-    """PEP 8: no more than two blank lines in a row above a module-level statement."""
+def _at_most_two_blank(stmt: cst.BaseStatement, most: int = 2) -> cst.BaseStatement:
+    """PEP 8: no more than two blank lines in a row above a module-level statement (`most`=1: inside a
+    class or function, as black and ruff keep them)."""
     lines, out, run = list(getattr(stmt, "leading_lines", ())), [], 0
     for line in lines:
         run = run + 1 if line.comment is None else 0
-        if run <= 2:
+        if run <= most:
             out.append(line)
     return stmt.with_changes(leading_lines=out) if len(out) != len(lines) else stmt
 

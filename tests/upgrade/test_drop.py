@@ -557,3 +557,37 @@ def test_an_import_left_short_by_the_drop_is_joined_on_one_line(tmp_path):
     assert "from vllm_ascend.utils import (ACL" in drop_source(source, "m.py", [verdict], line_length=40).source
     (tmp_path / "pyproject.toml").write_text("[tool.ruff]\nline-length = 120\n", encoding="utf-8")
     assert formatter_line_length(tmp_path) == 120 and formatter_line_length(tmp_path / "none") == 79
+
+
+def test_code_a_collapse_moves_left_takes_its_docstrings_and_blank_lines_with_it():
+    source = '''from m import vllm_version_is
+
+
+class A:
+    x = 1
+
+    if not vllm_version_is("0.16.0"):
+
+        class Runner:
+            """
+            Runs things.
+
+              Indented example.
+            """
+
+            def go(self):
+                """One line."""
+                s = """
+                data
+                """
+                return s
+
+
+def f():
+    return 1
+'''
+    verdict = GuardVerdict("m.py", 7, 22, "", "collapse", "", kept="body")
+    new = drop_source(source, "m.py", [verdict]).source
+    compile(new, "m.py", "exec")
+    assert '    x = 1\n\n    class Runner:\n        """\n        Runs things.\n\n          Indented example.\n        """\n' in new
+    assert '            s = """\n                data\n                """\n' in new  # not a docstring: its text stays
