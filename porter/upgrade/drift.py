@@ -88,35 +88,6 @@ _RETARGET = "the dead branch is the one that resolves at {target}: retarget the 
 _COLLAPSE = "dead at {target}: collapse"
 
 
-def _upstream_passes(job: tuple[str, set[str], list[tuple[str, str, int | None]]]) -> set[tuple[str, str]]:
-    """(method, parameter) pairs of `pending` that a call `x.method(...)` in the file passes, by keyword
-    or at its position (a job for a worker: the file is read and parsed there)."""
-    import ast as _ast
-
-    path, found, pending = job
-    try:
-        with open(path, "rb") as fh:
-            text = fh.read()
-    except OSError:
-        return set()
-    wanted = [(m, p, pos) for m, p, pos in pending if m in found and (p.encode() in text or pos is not None)]
-    if not wanted:
-        return set()
-    try:
-        tree = _ast.parse(text)
-    except (SyntaxError, ValueError):
-        return set()
-    passed: set[tuple[str, str]] = set()
-    for node in walk(tree):  # ast.walk's order, faster
-        if isinstance(node, _ast.Call) and isinstance(node.func, _ast.Attribute) and node.func.attr in found:
-            keywords = {k.arg for k in node.keywords}
-            positional = 0 if any(isinstance(a, _ast.Starred) for a in node.args) else len(node.args)
-            for m, p, pos in wanted:
-                if m == node.func.attr and (p in keywords or (pos is not None and positional > pos)):
-                    passed.add((m, p))
-    return passed
-
-
 class DriftAnalyzer:
     def __init__(
         self,
@@ -964,6 +935,7 @@ class DriftAnalyzer:
     def _drop_uncalled_optional(self, per_use: list[tuple[Use, Guard, list[Finding], bool]]) -> list[tuple[Use, Guard, list[Finding], bool]]:
         """An override that lacks a parameter the base gained *with a default* breaks only when an
         upstream caller passes it: keep those findings only where the target's code does."""
+        import ast as _ast
         import re as _re
 
         pending = {(f.detail["method"], p, f.detail.get("positions", {}).get(p)) for _, _, fs, _ in per_use for f in fs
@@ -972,11 +944,27 @@ class DriftAnalyzer:
             return per_use
         methods = sorted({m for m, _, _ in pending})
         call = re.compile(rb"\.(" + b"|".join(re.escape(m.encode()) for m in methods) + rb")\(")
-        jobs = [(str(path), found, sorted(pending, key=repr)) for _, path, found in self.target.matches(call)]
-        pool = self.target.pool if len(jobs) > 1 else None  # the files that call one of the methods, side by side
         passed: set[tuple[str, str]] = set()
-        for found in (pool.map(_upstream_passes, jobs) if pool is not None else map(_upstream_passes, jobs)):
-            passed |= found
+        for _, path, found in self.target.matches(call):  # the files that call one of the methods
+            try:
+                text = path.read_bytes()
+            except OSError:
+                continue
+            wanted = [(m, p, pos) for m, p, pos in pending if m in found and (m, p) not in passed
+                      and (p.encode() in text or pos is not None)]
+            if not wanted:
+                continue
+            try:
+                tree = _ast.parse(text)
+            except (SyntaxError, ValueError):
+                continue
+            for node in walk(tree):  # ast.walk's order, faster
+                if isinstance(node, _ast.Call) and isinstance(node.func, _ast.Attribute) and node.func.attr in found:
+                    keywords = {k.arg for k in node.keywords}
+                    positional = 0 if any(isinstance(a, _ast.Starred) for a in node.args) else len(node.args)
+                    for m, p, pos in wanted:
+                        if m == node.func.attr and (p in keywords or (pos is not None and positional > pos)):
+                            passed.add((m, p))
         out = []
         for use, guard, findings, broken in per_use:
             kept = []
