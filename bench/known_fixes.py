@@ -7,8 +7,8 @@
   * the plugin-bug cases of tests/data/corpus (their `fixed_by` PR or commit) and the traces under
     bench/known_fixes/traces/ (OWN_CASES below), each fix resolved to a commit of the repository's
     branches (main first; `on_main` tells; fixes found nowhere are listed with the reason, unscored);
-  * environment-fault cases (the KB's territory, no plugin fix): tests/data/heldout and the corpus
-    cases of environment layers that no plugin commit fixed.
+  * environment-fault cases (the KB's territory, no plugin fix): tests/data/heldout, the corpus
+    cases of environment layers that no plugin commit fixed, and OWN_ENV_CASES below.
 The split is by thread, fixed before any tuning: test when sha256(thread) % 3 == 0.
 A case is `leaky` when most of its trace lines appear verbatim in the fixing commit's message
 (traces quoted from the PR description itself): reported apart, never only together.
