@@ -52,3 +52,55 @@ def test_error_entries_are_never_gated(fixture_kb):
     fixture_kb.add(entry("TNPU-002", "torch-npu", [{"literal": "Warning: device do not support double dtype", "weight": 0.8}]))
     diag = diagnose_text(fixture_kb.compiled(), "[W compiler_depend.ts:1] Warning: device do not support double dtype now\n")
     assert diag.top is not None and diag.top.entry.id == "TNPU-002"
+
+
+# -- the bundled KB: vendor error-code reference wordings -------------------------------------------------------
+@pytest.fixture(scope="module")
+def kb():
+    from porter.kb.loader import load_entries
+
+    if not any(PATTERNS.rglob("*.yaml")):
+        pytest.skip("no knowledge-base entries in this checkout")
+    return load_entries(PATTERNS).compiled(calibrated=False)
+
+
+def _top(kb, text: str):
+    return diagnose_text(kb, text).top
+
+
+def test_ranktable_family_reads_every_documented_wording_and_fills_the_fix(kb):
+    from porter.kb.families import capture_names, fill
+
+    for text in ("EI0004: The ranktable or rank is invalid,Reason:[The ranktable path does not exist]. Please check the "
+                 "configured ranktable. [RANK_TABLE_FILE]\n",
+                 "EI0014: The ranktable information check failed, Reason:[device ip is invalid].\n",
+                 "EI0014: Value 3 for ranktable variable server_count is invalid. Expected value: 2.\n"):
+        top = _top(kb, text)
+        assert top is not None and top.entry.id == "HCCL-011", text
+    top = _top(kb, "EI0014: Value 3 for ranktable variable server_count is invalid. Expected value: 2.\n")
+    assert {k: top.captures[k] for k in ("value", "variable", "expected")} == {"value": "3", "variable": "server_count", "expected": "2"}
+    filled = [fill(step, top.captures, capture_names(top.entry.signatures)) for step in top.entry.fix]
+    assert any("set server_count to 2 (it is 3)" in step for step in filled)
+
+
+def test_tls_inconsistency_still_goes_to_the_tls_entry_not_the_ranktable_family(kb):
+    text = ('[ERROR] HCCL(94774,all_reduce_test):2025-10-27-11:51:32.570.490 [topoinfo_exchange_agent.cc:831] '
+            '[94774][InitGroupStage][RanktableCheck]Some ranks tlsStatus are inconsistent. The tlsStatus of '
+            'inconsistent ranks are [Disable].\n')
+    assert _top(kb, text).entry.id == "HCCL-020"
+
+
+def test_invalid_device_id_in_the_runtime_reference_wording(kb):
+    top = _top(kb, "EE1001: The argument is invalid.Reason: Invalid device ID 8. Set drv devId to 8. "
+                   "The valid device range is [0, 7).\n")
+    assert top is not None and top.entry.id == "DRV-006" and top.captures["number"] == "8"
+
+
+def test_hccl_stage_keywords_of_newer_cann_map_to_the_timeout_entries(kb):
+    exec_timeout = ("[ERROR] HCCL(858209,all_reduce_test):2025-12-10-19:52:32.589.097 [task_exception_handler.cc:27] "
+                    "[858274][TaskExecStage][Timeout][HOST]Task run failed, base information is streamID:[1740], "
+                    "taskID[23], tag[AllReduce_127.0.0.1%enp_60000_0_1765367469951573]\n")
+    assert _top(kb, exec_timeout).entry.id == "HCCL-003"
+    link_timeout = ("[ERROR] HCCL(137309,all_reduce_test):2025-12-24-16:19:45.416.014 [hccl_socket_manager.cc:813] "
+                    "[137400][InitChannelStage][Timeout] wait socket establish timeout, role[0] rank[0] timeout[120 s]\n")
+    assert _top(kb, link_timeout).entry.id == "HCCL-002"
