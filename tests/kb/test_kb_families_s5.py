@@ -104,3 +104,14 @@ def test_hccl_stage_keywords_of_newer_cann_map_to_the_timeout_entries(kb):
     link_timeout = ("[ERROR] HCCL(137309,all_reduce_test):2025-12-24-16:19:45.416.014 [hccl_socket_manager.cc:813] "
                     "[137400][InitChannelStage][Timeout] wait socket establish timeout, role[0] rank[0] timeout[120 s]\n")
     assert _top(kb, link_timeout).entry.id == "HCCL-002"
+
+
+def test_driver_and_hccl_codes_of_the_error_code_reference_decode_by_name():
+    from porter.kb.codes import decode, load_tables
+
+    tables, problems = load_tables(ROOT / "knowledge" / "codes")
+    assert not problems
+    for code, name in (("EL0009", "Insufficient Stream Resources"), ("EI0011", "Resource_Error_Insufficient_Device_Memory"),
+                       ("EE1002", "Execution_Error_Stream_Synchronize_Timeout")):
+        info = decode(tables, code)
+        assert info is not None and info.exact and info.name == name
