@@ -115,3 +115,18 @@ def test_driver_and_hccl_codes_of_the_error_code_reference_decode_by_name():
                        ("EE1002", "Execution_Error_Stream_Synchronize_Timeout")):
         info = decode(tables, code)
         assert info is not None and info.exact and info.name == name
+
+
+def test_port_bind_failures_of_every_cann_release_reach_the_port_entries(kb):
+    assert _top(kb, "EI0020: Failed to enable listening for the host network adapter socket. Reason: bind failed\n").entry.id == "HCCL-015"
+    device_port = ("[ERROR] HCCL(1009464,all_reduce_test):2025-03-15-00:41:48.470.172 [hccl_socket.cc:110] [1009464]"
+                   "[InitGroupStage][RanktableDetect] socket type[0], listen on ip[192.168.2.199] and specific port[16666] "
+                   "fail. Please check the port status and whether the port is being used by other process.\n")
+    assert _top(kb, device_port).entry.id == "HCCL-015"
+    retry = "[OpRetryConnection][RecvAckTag] Recv unmatched ack  [1381978191] expect [64]\ncall trace: hcclRet -> 4\n"
+    assert _top(kb, retry).entry.id == "HCCL-004"
+
+
+def test_transport_init_error_of_cann_9_points_at_the_device_nic_checks(kb):
+    top = _top(kb, "EI0009: Device 3 transport init error. Reason: link down.\n")
+    assert top is not None and top.entry.id == "HCCL-006" and top.captures["device"] == "3"
