@@ -412,7 +412,7 @@ def _rank_key(m: Match) -> tuple:
 
 
 def failure_shown(m: Match, signals: Signals) -> bool:
-    """Does the log show a failure, beyond the advice lines a warning-class entry matched? An
+    """Does the log show a failure, beyond the warning lines an entry matched? An
     exception, an error code, an error-ish matched line, or an error-ish line elsewhere."""
     if signals.exceptions or signals.codes:
         return True
@@ -426,13 +426,13 @@ def failure_shown(m: Match, signals: Signals) -> bool:
 
 
 def _advice_only(firm: list[Match], signals: Signals) -> tuple[list[Match], list[Match]]:
-    """A warning-class entry that matched only lines the program itself labels as warnings (an
-    op falling back to CPU) describes a working run unless the log also fails: without a
-    failure it is advice, kept as a near miss. A warning entry for a hang or a bad setting
-    matches other lines and stays a diagnosis."""
+    """An entry that matched only lines the program itself labels as warnings (an op falling
+    back to CPU, a CANN function torch_npu could not find and works around) describes a working
+    run unless the log also fails: without a failure it is advice, kept as a near miss. An entry
+    for a hang or a bad setting matches other lines and stays a diagnosis."""
     kept, advice = [], []
     for m in firm:
-        warned = m.entry.severity != "error" and m.lines and all(_WARNING_LINE.search(ml.text) for ml in m.lines)
+        warned = m.lines and all(_WARNING_LINE.search(ml.text) for ml in m.lines)
         if warned and not failure_shown(m, signals):
             m.explain["advice"] = ADVICE_NOTE
             advice.append(m)
