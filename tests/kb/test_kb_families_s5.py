@@ -116,3 +116,14 @@ def test_port_bind_failures_of_every_cann_release_reach_the_port_entries(kb):
     assert _top(kb, device_port).entry.id == "HCCL-015"
     retry = "[OpRetryConnection][RecvAckTag] Recv unmatched ack  [1381978191] expect [64]\ncall trace: hcclRet -> 4\n"
     assert _top(kb, retry).entry.id == "HCCL-004"
+
+
+def test_an_unreadable_rank_table_path_is_the_rank_table_entry_with_the_path_in_the_fix(kb):
+    from porter.kb.families import capture_names, fill
+
+    text = ("[ERROR] HCCL(1104629,test_one_side):2025-10-28-17:45:13.679.684 [param_check.cc:66] [1104629][InitGroupStage]"
+            "[RanktableConfig]errNo[0x0000000005010001] path /data/cluster/rank_table_16.json is not a valid real path\n")
+    top = _top(kb, text)
+    assert top is not None and top.entry.id == "HCCL-011"
+    filled = [fill(step, top.captures, capture_names(top.entry.signatures)) for step in top.entry.fix]
+    assert any("/data/cluster/rank_table_16.json must exist" in step for step in filled)
