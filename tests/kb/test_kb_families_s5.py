@@ -127,3 +127,9 @@ def test_an_unreadable_rank_table_path_is_the_rank_table_entry_with_the_path_in_
     assert top is not None and top.entry.id == "HCCL-011"
     filled = [fill(step, top.captures, capture_names(top.entry.signatures)) for step in top.entry.fix]
     assert any("/data/cluster/rank_table_16.json must exist" in step for step in filled)
+
+
+def test_a_driver_too_old_for_cann_is_recognised_from_the_runtime_reference_wording(kb):
+    top = _top(kb, "EE1015: rtsDeviceGetCapability failed. Reason: The driver version capacity is insufficient. Upgrade the driver.\n")
+    assert top is not None and top.entry.id == "CANN-014" and top.captures["call"] == "rtsDeviceGetCapability"
+    assert "driver-too-old-for-cann" in top.entry.causes
