@@ -133,3 +133,12 @@ def test_a_driver_too_old_for_cann_is_recognised_from_the_runtime_reference_word
     top = _top(kb, "EE1015: rtsDeviceGetCapability failed. Reason: The driver version capacity is insufficient. Upgrade the driver.\n")
     assert top is not None and top.entry.id == "CANN-014" and top.captures["call"] == "rtsDeviceGetCapability"
     assert "driver-too-old-for-cann" in top.entry.causes
+
+
+def test_hccl_unavailable_at_communicator_init_from_torch_npu_is_the_leftover_job_entry(kb):
+    text = ("RuntimeError: create:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:89 HCCL function error: "
+            "HcclCommInitRootInfo(numRanks, &rootInfo, rank, &(comm->hcclComm_)), error code is 7\n")
+    top = _top(kb, text)
+    assert top is not None and top.entry.id == "HCCL-010" and top.captures["call"] == "HcclCommInitRootInfo"
+    other_code = text.replace("error code is 7", "error code is 11")
+    assert _top(kb, other_code) is None or _top(kb, other_code).entry.id != "HCCL-010"
