@@ -142,3 +142,17 @@ def test_hccl_unavailable_at_communicator_init_from_torch_npu_is_the_leftover_jo
     assert top is not None and top.entry.id == "HCCL-010" and top.captures["call"] == "HcclCommInitRootInfo"
     other_code = text.replace("error code is 7", "error code is 11")
     assert _top(kb, other_code) is None or _top(kb, other_code).entry.id != "HCCL-010"
+
+
+def test_tensors_split_between_npu_and_cpu_in_the_per_argument_wording_of_newer_torch(kb):
+    for text, arg in (("RuntimeError: Expected all tensors to be on the same device, but got index is on cpu, different from "
+                       "other tensors on npu:0 (when checking argument in method wrapper__index_select)\n", "index"),
+                      ("RuntimeError: Expected all tensors to be on the same device, but got mat2 is on npu:0, different "
+                       "from other tensors on cpu (when checking argument in method wrapper__mm)\n", "mat2")):
+        top = _top(kb, text)
+        assert top is not None and top.entry.id == "TNPU-012" and top.captures["arg"] == arg
+    # two NPUs, no CPU: another placement fault, not this entry's cause
+    two_npus = ("RuntimeError: Expected all tensors to be on the same device, but got mat2 is on npu:1, different from "
+                "other tensors on npu:0 (when checking argument in method wrapper__mm)\n")
+    top = _top(kb, two_npus)
+    assert top is None or top.entry.id != "TNPU-012"
