@@ -156,3 +156,15 @@ def test_tensors_split_between_npu_and_cpu_in_the_per_argument_wording_of_newer_
                 "other tensors on npu:0 (when checking argument in method wrapper__mm)\n")
     top = _top(kb, two_npus)
     assert top is None or top.entry.id != "TNPU-012"
+
+
+@pytest.mark.parametrize("text, entry_id", [
+    ("RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a driver\n", "TNPU-009"),
+    ("RuntimeError: No CUDA GPUs are available\n", "TNPU-009"),
+    ("RuntimeError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!\n", "HCCL-001"),
+    ("RuntimeError: DataLoader worker (pid 12345) is killed by signal: Bus error. It is possible that dataloader's workers "
+     "are out of shared memory. Please try to raise your shared memory limit.\n", "CTR-010"),
+])
+def test_sibling_wordings_of_cuda_only_calls_and_small_shm_reach_their_class_entries(kb, text, entry_id):
+    top = _top(kb, text)
+    assert top is not None and top.entry.id == entry_id
