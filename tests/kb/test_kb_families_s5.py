@@ -168,3 +168,15 @@ def test_tensors_split_between_npu_and_cpu_in_the_per_argument_wording_of_newer_
 def test_sibling_wordings_of_cuda_only_calls_and_small_shm_reach_their_class_entries(kb, text, entry_id):
     top = _top(kb, text)
     assert top is not None and top.entry.id == entry_id
+
+
+def test_an_undefined_symbol_inside_the_cann_toolkit_is_the_mixed_cann_entry_with_the_library(kb):
+    text = ("ImportError: /usr/local/Ascend/ascend-toolkit/latest/lib64/libascendcl.so: undefined symbol: "
+            "_ZN2ge9GEFinalizeEv\n")
+    top = _top(kb, text)
+    assert top is not None and top.entry.id == "TNPU-007"
+    assert top.captures["library"] == "libascendcl.so"
+    # torch_npu's own library against another torch is a different entry
+    torch_side = ("ImportError: /usr/local/python3.10/lib/python3.10/site-packages/torch_npu/lib/libtorch_npu.so: "
+                  "undefined symbol: _ZN3c1010Dispatcher17runRecordFunctionERN2at14RecordFunctionE\n")
+    assert _top(kb, torch_side).entry.id == "TNPU-010"
