@@ -180,3 +180,9 @@ def test_an_undefined_symbol_inside_the_cann_toolkit_is_the_mixed_cann_entry_wit
     torch_side = ("ImportError: /usr/local/python3.10/lib/python3.10/site-packages/torch_npu/lib/libtorch_npu.so: "
                   "undefined symbol: _ZN3c1010Dispatcher17runRecordFunctionERN2at14RecordFunctionE\n")
     assert _top(kb, torch_side).entry.id == "TNPU-010"
+
+
+def test_master_port_in_use_in_the_c10d_wording_without_the_port(kb):
+    text = ("RuntimeError: The server socket has failed to listen on any local network address. useIpv6: 0, code: -98, "
+            "name: EADDRINUSE, message: address already in use\n")
+    assert _top(kb, text).entry.id == "HCCL-018"
