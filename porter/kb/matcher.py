@@ -16,7 +16,6 @@ token index and the extractor. That is what keeps a 50 MB log fast.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from itertools import accumulate, repeat
 from operator import add
 from typing import BinaryIO, Iterable, Iterator, Mapping
@@ -30,6 +29,7 @@ from porter.kb.index import TOKEN as _TOKEN
 from porter.kb.index import CompiledKB, candidate_lines, distinct_lines, prefilter_needles, presence_key, present_needles, squeeze  # CompiledKB re-exported too
 from porter.kb.normalize import fuzzy_form, iter_batches, strip_prefix
 from porter.kb.schema import KBEntry
+from porter.record import field, record
 
 MATCH_THRESHOLD = 0.5  # signature confidence at which an entry is a diagnosis
 FUZZY_MAX_CONFIDENCE = 0.55  # fuzzy evidence never outranks a firm signature hit
@@ -53,7 +53,7 @@ _WARNING_LINE = re.compile(r"(?i:\b\w{0,40}warn(?:ing)?s?\b|\bCAUTION\b)|^\s{0,8
 
 
 # -- results --------------------------------------------------------------------------------------
-@dataclass(frozen=True)
+@record(frozen=True)
 class MatchedLine:
     line: int
     text: str
@@ -65,7 +65,7 @@ class MatchedLine:
         return {"line": self.line, "text": self.text, "signature": self.signature, "kind": self.kind, "weight": self.weight}
 
 
-@dataclass
+@record
 class Match:
     entry: KBEntry
     confidence: float
@@ -80,7 +80,7 @@ class Match:
         return sum(len(m.signature) for m in self.lines)
 
 
-@dataclass
+@record
 class Diagnosis:
     status: str  # match | unknown
     matches: list[Match]  # top-k above the threshold (empty when unknown)
