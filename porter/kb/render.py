@@ -336,5 +336,7 @@ def _plain_diagnosis(page, payload: dict[str, Any], explain: bool) -> None:
             page.print(f"  {m['confidence']:.2f}  {_bare(m['id'])}  {m['title']}  ({_bare(m['method'])})")
             for note in m.get("version_notes", []):
                 page.print(f"        version: {note}")
+            if m.get("advice"):
+                page.print(f"        advice: {m['advice']}")
             if explain and "explain" in m:
                 page.print(f"        score: {m['explain']}")

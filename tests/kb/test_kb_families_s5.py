@@ -186,3 +186,25 @@ def test_master_port_in_use_in_the_c10d_wording_without_the_port(kb):
     text = ("RuntimeError: The server socket has failed to listen on any local network address. useIpv6: 0, code: -98, "
             "name: EADDRINUSE, message: address already in use\n")
     assert _top(kb, text).entry.id == "HCCL-018"
+
+
+def test_the_advice_note_prints_the_same_with_and_without_rich():
+    import io
+
+    from rich.console import Console
+
+    from porter.kb.loader import load_kb
+    from porter.kb.render import diagnose_payload, plain_diagnosis, render_diagnosis
+
+    kb = load_kb(PATTERNS).compiled()
+    diag = diagnose_text(kb, "step 1/2 start\n" + CAUTION + "step 1/2 done, loss 2.31\n")
+    payload = diagnose_payload(diag, "advice.log", {"entries": 1})
+    assert payload["status"] == "unknown" and payload["near_misses"][0]["advice"] == ADVICE_NOTE
+    for width in (47, 80, 131):
+        console = Console(file=io.StringIO(), width=width, soft_wrap=False, highlight=False)
+        with console.capture() as captured:
+            render_diagnosis(console, payload, False)
+        rich = captured.get()
+        assert "advice:" in rich
+        plain = plain_diagnosis(payload, False, width)
+        assert plain is not None and plain == rich
