@@ -160,3 +160,37 @@ def test_mock_patch_on_a_moved_vllm_attribute_is_drift(kb):
     top = _top(kb, line)
     assert top is not None and top.entry.id == "VLLM-013"
     assert top.captures["attribute"] == "CpuGpuBuffer"
+
+
+def test_signature_drift_needs_a_vllm_symbol_or_vllm_frames(kb):
+    # another project's signature TypeError (a PaddleSpeech vocoder) is not vLLM drift ...
+    line = "TypeError: __init__() got an unexpected keyword argument 'pad_params'\n"
+    top = _top(kb, line)
+    assert top is None or top.entry.id != "VLLM-012"
+    # ... unless it is raised through vLLM or plugin frames
+    framed = ('Traceback (most recent call last):\n'
+              '  File "/usr/lib/python3.11/site-packages/vllm/model_executor/model_loader/utils.py", line 64, in initialize_model\n'
+              '    return model_class(vllm_config=vllm_config, prefix=prefix)\n' + line)
+    top = _top(kb, framed)
+    assert top is not None and top.entry.id == "VLLM-012"
+    # a plugin subclass named NPU*/Ascend* counts as a vLLM symbol on its own
+    top = _top(kb, "TypeError: NPUOffloadingSpec.__init__() takes 2 positional arguments but 3 were given\n")
+    assert top is not None and top.entry.id == "VLLM-012" and top.captures["name"] == "NPUOffloadingSpec.__init__"
+    # frames alone (an ordinary RuntimeError inside vllm_ascend) are no signature drift
+    frames_only = ('Traceback (most recent call last):\n'
+                   '  File "/usr/lib/python3.11/site-packages/vllm_ascend/ops/layernorm.py", line 74, in forward_oot\n'
+                   '    x, residual = torch_npu.npu_add_rms_norm(x, residual, w, eps)\n'
+                   '  File "/usr/lib/python3.11/site-packages/vllm/model_executor/custom_op.py", line 44, in forward\n'
+                   '    return self._forward_method(*args, **kwargs)\n'
+                   'RuntimeError: The size of tensor a (4096) must match the size of tensor b (3584)\n')
+    top = _top(kb, frames_only)
+    assert top is None or top.entry.id != "VLLM-012"
+
+
+def test_context_already_set_alone_is_not_the_sglang_main_guard(kb):
+    # gpustack, Ray and launchers print it whenever a second set_start_method() runs
+    top = _top(kb, "- gpustack.cmd.start - CRITICAL - context has already been set\n")
+    assert top is None or top.entry.id != "SGL-001"
+    trace = (TRACES / "sglang" / "SGL-001-engine-toplevel-spawn.txt").read_text()
+    top = _top(kb, trace)
+    assert top is not None and top.entry.id == "SGL-001"
