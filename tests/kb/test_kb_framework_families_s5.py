@@ -194,3 +194,26 @@ def test_context_already_set_alone_is_not_the_sglang_main_guard(kb):
     trace = (TRACES / "sglang" / "SGL-001-engine-toplevel-spawn.txt").read_text()
     top = _top(kb, trace)
     assert top is not None and top.entry.id == "SGL-001"
+
+
+@pytest.mark.parametrize("line", [
+    "narrow length 4096 > dim 2048",
+    "ValueError: Your setup doesn't support bf16/gpu. You need torch>=1.10, using Ampere GPU with cuda>=11.0",
+    "ImportError: cannot import name 'LLM' from 'vllm'",
+    "ImportError: cannot import name 'SamplingParams' from 'vllm'",
+    "ERROR: No matching distribution found for cmake",
+    "AttributeError: '_OpNamespace' '_C_ascend' object has no attribute 'npu_foo'",
+])
+def test_lines_several_causes_print_carry_no_high_weight(kb, line):
+    # an answer from such a line alone stays below 0.9 before calibration (the discriminators say what decides)
+    top = _top(kb, line + "\n")
+    assert top is None or top.confidence < 0.9, (top.entry.id, top.confidence)
+
+
+def test_vllm_ascend_c_import_reason_decides(kb):
+    missing = "ERROR camem: Failed to import vllm_ascend_C:libvllm_ascend_kernels.so: cannot open shared object file\n"
+    top = _top(kb, missing)
+    assert top is not None and top.entry.id == "VASC-009"
+    abi = "ERROR camem: Failed to import vllm_ascend_C:/x/vllm_ascend_C.so: undefined symbol: _ZN3c104cuda9SetDeviceEi\n"
+    top = _top(kb, abi)
+    assert top is None or top.entry.id != "VASC-009"
