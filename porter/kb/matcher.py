@@ -15,7 +15,6 @@ token index and the extractor. That is what keeps a 50 MB log fast.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from itertools import accumulate, repeat
 from operator import add
 from typing import BinaryIO, Iterable, Iterator, Mapping
@@ -29,6 +28,7 @@ from porter.kb.index import TOKEN as _TOKEN
 from porter.kb.index import CompiledKB, candidate_lines, distinct_lines, prefilter_needles, presence_key, present_needles, squeeze  # CompiledKB re-exported too
 from porter.kb.normalize import fuzzy_form, iter_batches, strip_prefix
 from porter.kb.schema import KBEntry
+from porter.record import field, record
 
 MATCH_THRESHOLD = 0.5  # signature confidence at which an entry is a diagnosis
 FUZZY_MAX_CONFIDENCE = 0.55  # fuzzy evidence never outranks a firm signature hit
@@ -49,7 +49,7 @@ SEVERITY_RANK_PENALTY = {"warning": 0.15, "info": 0.3}  # ranking only; confiden
 
 
 # -- results --------------------------------------------------------------------------------------
-@dataclass(frozen=True)
+@record(frozen=True)
 class MatchedLine:
     line: int
     text: str
@@ -61,7 +61,7 @@ class MatchedLine:
         return {"line": self.line, "text": self.text, "signature": self.signature, "kind": self.kind, "weight": self.weight}
 
 
-@dataclass
+@record
 class Match:
     entry: KBEntry
     confidence: float
@@ -76,7 +76,7 @@ class Match:
         return sum(len(m.signature) for m in self.lines)
 
 
-@dataclass
+@record
 class Diagnosis:
     status: str  # match | unknown
     matches: list[Match]  # top-k above the threshold (empty when unknown)
