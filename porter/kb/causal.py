@@ -41,6 +41,7 @@ _ASCEND_INSTALL = re.compile(r"[/\\]Ascend[/\\](?P<rest>[\w.-]{1,80})")
 # codes that say nothing about the failing layer: torch_npu prints ERR99999 after any exception
 # raised outside torch_npu (the application's, vllm's, a library's) while it was loaded
 _NO_LAYER_CODES = frozenset({"ERR99999"})
+CAUSAL_CODE_LINES = 2  # a code this many lines after the causal exception still belongs to its message
 
 
 def first_line(match) -> int:
@@ -157,8 +158,14 @@ def triage(signals: Signals, decoded_codes: list[dict] | None = None) -> Triage:
     frames = [pkg for pkg in map(package_of, frame_paths) if pkg]
     failing = frames[-1] if frames else (signals.packages[0][0] if signals.packages else "")
     layer = causal_layer(frame_paths, text)
-    code_layers = [c.get("layer") for c in decoded_codes if c.get("layer") and c.get("code") not in _NO_LAYER_CODES]
-    if code_layers and (not layer or layer in ("torch-npu", "vllm-ascend")):
+    coded = [c for c in decoded_codes if c.get("layer") and c.get("code") not in _NO_LAYER_CODES]
+    # a code the causal line itself carries (or the lines of its message right after) says which layer
+    # failed better than the Python caller's frames (transformers calling torch.arange -> aclnnArange EZ9999)
+    own = [c["layer"] for c in coded if line and line <= int(c.get("line") or 0) <= line + CAUSAL_CODE_LINES]
+    code_layers = [c["layer"] for c in coded]
+    if own and layer not in _HOST_LAYERS:
+        layer = own[0]
+    elif code_layers and (not layer or layer in ("torch-npu", "vllm-ascend")):
         layer = code_layers[0]
     if not layer:  # the causal line says nothing: the package with most frames in the log, else any hint
         layer = next((PACKAGE_LAYER[p] for p, _ in signals.packages if PACKAGE_LAYER.get(p)), "")

@@ -119,3 +119,15 @@ def test_triage_reads_packages_the_causal_line_names_not_a_directory_name(small_
     tls = ("ImportError: /root/miniconda3/envs/torch_npu/lib/python3.9/site-packages/sklearn/__check_build/../../"
            "scikit_learn.libs/libgomp-d22c30c5.so.1.0.0: cannot allocate memory in static TLS block\n")
     assert triage(diagnose_text(kb, tls).signals).layer != "torch-npu"
+
+
+def test_triage_code_on_the_causal_line_beats_the_python_callers_frames(small_kb):
+    trace = ('Traceback (most recent call last):\n'
+             '  File "/home/u/.local/lib/python3.10/site-packages/transformers/generation/utils.py", line 2690, in _sample\n'
+             '    model_kwargs["cache_position"] = torch.arange(cur_len, device=input_ids.device)\n'
+             'RuntimeError: call aclnnArange failed, detail:EZ9999: Inner Error!\n')
+    diag = diagnose_text(small_kb.compiled(), trace)
+    ez = {"code": "EZ9999", "family": "cann", "line": 4, "table": "cann-inner", "layer": "cann", "meaning": "inner error"}
+    assert triage(diag.signals, [ez]).layer == "cann"
+    # the same code far below the causal line (another event) leaves the frames' layer
+    assert triage(diag.signals, [dict(ez, line=40)]).layer == "transformers"
