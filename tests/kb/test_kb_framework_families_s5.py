@@ -136,9 +136,20 @@ def test_remote_processor_signature_mismatch_is_not_vllm_drift(kb):
 
 
 def test_core_class_drift_covers_request_and_runner_objects(kb):
-    top = _top(kb, "AttributeError: 'Request' object has no attribute 'num_cached_tokens'")
+    top = _top(kb, "AttributeError: 'EngineCoreRequest' object has no attribute 'num_cached_tokens'")
     assert top is not None and top.entry.id == "VLLM-013"
     assert top.captures["attribute"] == "num_cached_tokens"
+    # a class name other stacks use too (a web framework's Request, sglang's ModelConfig) needs a vllm frame
+    bare = "AttributeError: 'Request' object has no attribute 'num_cached_tokens'\n"
+    top = _top(kb, bare)
+    assert top is None or top.entry.id != "VLLM-013"
+    framed = ('Traceback (most recent call last):\n'
+              '  File "/usr/lib/python3.11/site-packages/vllm_ascend/core/scheduler.py", line 88, in schedule\n'
+              '    n = request.num_cached_tokens\n' + bare)
+    top = _top(kb, framed)
+    assert top is not None and top.entry.id == "VLLM-013" and top.captures["name"] == "Request"
+    top = _top(kb, "AttributeError: 'ModelConfig' object has no attribute 'is_hybrid'\n")
+    assert top is None or top.entry.id != "VLLM-013"
     # the plugin's own classes are plugin bugs, not upstream drift
     top = _top(kb, "AttributeError: 'AscendFooMetadataBuilder' object has no attribute 'block_size'")
     assert top is None or top.entry.id != "VLLM-013"
