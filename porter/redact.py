@@ -20,10 +20,13 @@ entropy scan is line-by-line Python over every plugin and is far from our 50 MB-
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from porter.jsonable import plain
 from porter.record import record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the diagnose start-up path
+if TYPE_CHECKING:
+    from typing import Any
 
 MASK = "[REDACTED]"
 PEM_MASK = "[REDACTED PRIVATE KEY]"

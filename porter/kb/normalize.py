@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import codecs
 import re
-from typing import BinaryIO, Iterable, Iterator
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the diagnose start-up path
+if TYPE_CHECKING:
+    from typing import BinaryIO, Iterable, Iterator
 
 CHUNK_SIZE = 1 << 20
 MAX_LINE_CHARS = 32_768  # longer lines are cut; signatures sit near the start of a line
