@@ -18,7 +18,6 @@ from __future__ import annotations
 import re
 from itertools import accumulate, repeat
 from operator import add
-from typing import BinaryIO, Iterable, Iterator, Mapping
 
 from porter.kb.env import normalise_package  # also re-exported: porter.smoke imports it from here
 from bisect import bisect_right
@@ -30,6 +29,10 @@ from porter.kb.index import CompiledKB, candidate_lines, distinct_lines, prefilt
 from porter.kb.normalize import fuzzy_form, iter_batches, strip_prefix
 from porter.kb.schema import KBEntry
 from porter.record import field, record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the diagnose start-up path
+if TYPE_CHECKING:
+    from typing import BinaryIO, Iterable, Iterator, Mapping
 
 MATCH_THRESHOLD = 0.5  # signature confidence at which an entry is a diagnosis
 FUZZY_MAX_CONFIDENCE = 0.55  # fuzzy evidence never outranks a firm signature hit

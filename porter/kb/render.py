@@ -6,11 +6,14 @@ nor the tables can print a secret that was in the input.
 
 from __future__ import annotations
 
-from typing import Any
 
 from porter.kb.matcher import Diagnosis, Match
 from porter.kb.schema import KBEntry
 from porter.redact import redact_text
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the diagnose start-up path
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_BLOCKS_SHOWN = 6
 MAX_BLOCK_LINES_SHOWN = 40
