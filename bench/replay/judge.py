@@ -283,8 +283,52 @@ class Tree:
                 return None
             body = getattr(node, "body", [])
         if isinstance(node, ast.ClassDef):
-            return next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+            init = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+            return init or self.dataclass_init(rel, node)
         return node if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+
+    def dataclass_init(self, rel: str, node: ast.ClassDef, depth: int = 0) -> ast.FunctionDef | None:
+        """The `__init__` a `@dataclass` generates, as a def: the annotated class-body fields of its
+        dataclass bases in the tree, then its own (ClassVar and `field(init=False)` left out, a
+        redeclared field keeps its place, `kw_only` fields after the others); None: not a dataclass."""
+        if depth > 8 or not any(ast.unparse(d.func if isinstance(d, ast.Call) else d).endswith("dataclass")
+                                for d in node.decorator_list):
+            return None
+        fields: dict[str, tuple[bool, bool]] = {}  # name -> (has a default, keyword-only)
+        for base in node.bases:
+            found = self.find_class(rel, ast.unparse(base)) if isinstance(base, ast.Name) else None
+            inherited = self.dataclass_init(found[0], found[1], depth + 1) if found else None
+            if inherited is not None:
+                a = inherited.args
+                first = len(a.args) - len(a.defaults)
+                fields.update({x.arg: (i >= first, False) for i, x in enumerate(a.args[1:], 1)})
+                fields.update({x.arg: (d is not None, True) for x, d in zip(a.kwonlyargs, a.kw_defaults)})
+        kw_only = any(isinstance(d, ast.Call) and any(k.arg == "kw_only" and getattr(k.value, "value", False) for k in d.keywords)
+                      for d in node.decorator_list)
+        for stmt in node.body:
+            if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
+                continue
+            kind = ast.unparse(stmt.annotation).split("[")[0].rsplit(".", 1)[-1]
+            if kind == "ClassVar":
+                continue
+            if kind == "KW_ONLY":
+                kw_only = True
+                continue
+            default, value = stmt.value is not None, stmt.value
+            if isinstance(value, ast.Call) and ast.unparse(value.func).rsplit(".", 1)[-1] == "field":
+                opts = {k.arg: k.value for k in value.keywords}
+                if getattr(opts.get("init"), "value", True) is False:
+                    continue
+                default = "default" in opts or "default_factory" in opts
+            fields[stmt.target.id] = (default, kw_only)
+        pos = [n for n, (_, kw) in fields.items() if not kw]
+        text = ", ".join(["self", *(f"{n}=None" if fields[n][0] else n for n in pos)]
+                         + (["*", *(f"{n}=None" if d else n for n, (d, kw) in fields.items() if kw)]
+                            if any(kw for _, kw in fields.values()) else []))
+        try:
+            return ast.parse(f"def __init__({text}): pass").body[0]  # type: ignore[return-value]
+        except SyntaxError:
+            return None  # a field without a default after one with: dataclasses refuses it too
 
 
 def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[list[str], set[str], bool]:

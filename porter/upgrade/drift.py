@@ -282,11 +282,13 @@ class DriftAnalyzer:
 
     def check(self, use: Use, verdicts: dict[str, Verdict], unresolved: set[str]) -> tuple[list[Finding], bool]:
         if use.symbol.startswith(FACTORY):
-            function, _, member = use.symbol[len(FACTORY):].rpartition(".")
-            cls = self._factory_class(function)
-            if cls is None:
+            # `fn().a.b`: the longest prefix that is an upstream function with a usable return annotation
+            parts = use.symbol[len(FACTORY):].split(".")
+            typed = next((f"{cls}.{'.'.join(parts[cut:])}" for cut in range(len(parts) - 1, 0, -1)
+                          if (cls := self._factory_class(".".join(parts[:cut]))) is not None), None)
+            if typed is None:
                 return [], False  # no usable return annotation: the receiver stays untyped
-            use = replace(use, symbol=f"{cls}.{member}")
+            use = replace(use, symbol=typed)
         if use.kind == "import":
             res = self.target.resolve(use.detail["module"], use.detail["name"])
             verdicts.setdefault(use.symbol, Verdict(use.symbol, res.status, use.detail["module"], use.detail["name"]))
@@ -299,9 +301,11 @@ class DriftAnalyzer:
         if use.kind in ("attribute", "monkeypatch"):
             if use.detail.get("via") == "instance":
                 use = replace(use, symbol=self._through_fields(use.symbol))
-            res = self._open_ancestry(self.target.resolve_dotted(use.symbol))
+            res = self.target.resolve_dotted(use.symbol)
             return self._existence(use, res, unresolved, strict=False)
         if use.kind == "call":
+            if use.detail.get("via") == "instance":
+                use = replace(use, symbol=self._through_fields(use.symbol))
             if use.symbol in self._patched:
                 return [], False  # the plugin replaced it: the call runs the plugin's function
             if not use.detail.get("bound") and not use.detail.get("via_super"):
@@ -319,20 +323,6 @@ class DriftAnalyzer:
             return self._patch(use), False
         return [], False
 
-    def _open_ancestry(self, res: Resolution) -> Resolution:
-        """A member missing from a class whose ancestors derive from a class outside the tree
-        (CustomOp -> torch.nn.Module): that class may provide it (`register_parameter`), so the
-        member is unknown, as it is for a class with such a base of its own."""
-        if res.status != "missing" or "." not in res.name:
-            return res
-        owner = self.target.class_of(f"{res.module}.{res.name.rsplit('.', 1)[0]}")
-        if owner is None:
-            return res
-        for klass, _ in self.target.mro(*owner)[1:]:
-            if any(not self.target.is_upstream(b) and b.rsplit(".", 1)[-1] not in _PLAIN_BASES for b in klass.bases):
-                return replace(res, status="unknown", reason=f"{klass.name} derives from a class outside the tree")
-        return res
-
     def _through_fields(self, dotted: str) -> str:
         """`T.a.b` where `a` is a field or property of T annotated with class A: `A.b` (followed as far as
         the annotations go, in the baseline where the plugin's code was written, else in the target)."""
@@ -346,7 +336,8 @@ class DriftAnalyzer:
         cls, where, i = res.definition, res.defined_in or res.module, 1
         while i < len(rest) - 1:
             hit = next(((k.member(rest[i]), km) for k, km in index.mro(cls, where) if k.member(rest[i]) is not None), None)
-            field_cls = self._annotated_class(index, *hit) if hit else None
+            # a class-body field or property, else what an __init__ of the ancestry assigns to self.<attr>
+            field_cls = self._annotated_class(index, *hit) if hit else index.attribute_class(cls, where, rest[i])
             if field_cls is None:
                 break
             cls, where = field_cls
@@ -601,6 +592,9 @@ class DriftAnalyzer:
         definition = res.definition
         where = res.defined_in or res.module
         if definition.kind == "class":
+            generated = index.dataclass_init(definition, where)
+            if generated is not None:
+                return generated, "class"
             init = index.class_member(definition, where, "__init__")
             if init is None or init.signature is None:
                 return None, "class"
@@ -631,8 +625,11 @@ class DriftAnalyzer:
         loc = self._location(use, None)
         findings: list[Finding] = []
         keywords = use.detail.get("keywords", [])
+        # What the call already got wrong at the baseline is not drift, except in main-lane code, which
+        # was written for the target: there the target alone decides (no comparison, no positional shift).
+        ref = None if main_lane else old_sig
         for kw in keywords:
-            if not new_sig.accepts_keyword(kw) and (old_sig is None or old_sig.accepts_keyword(kw)):
+            if not new_sig.accepts_keyword(kw) and (ref is None or ref.accepts_keyword(kw)):
                 findings.append(Finding(DriftFamily.SIGNATURE, use.symbol, loc, severity,
                                         f"{label}{new_sig.render()} no longer accepts keyword '{kw}'",
                                         evidence=(f"target: {new_sig.render()}",) + ((f"baseline: {old_sig.render()}",) if old_sig else ()),
@@ -642,7 +639,7 @@ class DriftAnalyzer:
         if not use.detail.get("star_args") and not use.detail.get("star_kwargs"):
             positional = use.detail.get("positional", 0)
             covered = set(keywords) | {p.name for p in new_sig.params[:positional]}
-            old_missing = set(old_sig.required_names()) - (set(keywords) | {p.name for p in old_sig.params[:positional]}) if old_sig else set()
+            old_missing = set(ref.required_names()) - (set(keywords) | {p.name for p in ref.params[:positional]}) if ref else set()
             for name in new_sig.required_names():
                 if name not in covered and name not in old_missing:
                     findings.append(Finding(DriftFamily.SIGNATURE, use.symbol, loc, severity,
@@ -651,7 +648,7 @@ class DriftAnalyzer:
                                             detail={"change": "new_required_parameter", "parameter": name,
                                                     "old_signature": old_sig.render() if old_sig else None,
                                                     "new_signature": new_sig.render()}, subject=f"req:{name}"))
-            shifted = _positional_shift(old_sig, new_sig, positional, keywords) if old_sig else None
+            shifted = _positional_shift(ref, new_sig, positional, keywords) if ref else None
             if shifted:
                 param, duplicate = shifted
                 findings.append(Finding(DriftFamily.SIGNATURE, use.symbol, loc, severity if duplicate else Severity.RISKY,
@@ -661,8 +658,8 @@ class DriftAnalyzer:
                                         detail={"change": "positional_shift", "parameter": param,
                                                 "old_signature": old_sig.render(), "new_signature": new_sig.render()},
                                         subject="positional_shift"))
-            capacity, old_capacity = new_sig.positional_capacity(), old_sig.positional_capacity() if old_sig else None
-            if capacity is not None and positional > capacity and (old_sig is None or old_capacity is None or positional <= old_capacity):
+            capacity, old_capacity = new_sig.positional_capacity(), ref.positional_capacity() if ref else None
+            if capacity is not None and positional > capacity and (ref is None or old_capacity is None or positional <= old_capacity):
                 findings.append(Finding(DriftFamily.SIGNATURE, use.symbol, loc, severity,
                                         f"{label}{new_sig.render()} takes {capacity} positional arguments; the call passes {positional}",
                                         detail={"change": "positional_removed", "new_signature": new_sig.render(),
@@ -878,23 +875,25 @@ class DriftAnalyzer:
                 evidence=(f"target: {module} imports {name} from {new.defined_in}", f"baseline: defined in {module}"),
                 detail={"change": "patch_alias", "defined_in": new.defined_in}, subject="alias"))
         definition = new.definition
+        called = self._dispatched(self.target, use.symbol, definition)  # what callers pass to the patched name
         repl = use.detail.get("replacement_signature")
         decorators = [d.rsplit(".", 1)[-1] for d in use.detail.get("replacement_decorators", [])]
-        if repl is not None and definition is not None and definition.kind == "function" and definition.signature \
+        if repl is not None and called is not None and called.kind == "function" and called.signature \
                 and not decorators:
-            problems = _replacement_mismatch(repl, definition.signature)
-            old_def = old.definition if old is not None and old.status == "found" else None
+            problems = _replacement_mismatch(repl, called.signature)
+            old_def = (self._dispatched(self.baseline, use.symbol, old.definition)  # type: ignore[arg-type]
+                       if old is not None and old.status == "found" else None)
             old_problems = _replacement_mismatch(repl, old_def.signature) if old_def is not None and old_def.signature else None
             fresh = [p for p in problems if old_problems is None or p not in old_problems]
             if fresh:
                 findings.append(Finding(
                     DriftFamily.MONKEYPATCH, use.symbol, loc, Severity.BREAKING if old_problems is not None else Severity.RISKY,
                     f"replacement {use.detail.get('replacement')}{repl.render()} no longer fits {use.symbol}"
-                    f"{definition.signature.render()}: {'; '.join(fresh)}",
-                    evidence=(f"target: {definition.signature.render()}",)
+                    f"{called.signature.render()}: {'; '.join(fresh)}",
+                    evidence=(f"target: {called.signature.render()}",)
                     + ((f"baseline: {old_def.signature.render()}",) if old_def is not None and old_def.signature else ()),
                     detail={"change": "patch_signature", "problems": fresh, "replacement_signature": repl.render(),
-                            "new_signature": definition.signature.render()}, subject="patch_signature"))
+                            "new_signature": called.signature.render()}, subject="patch_signature"))
         if use.detail.get("replacement_kind") == "class" and definition is not None and definition.kind == "class":
             bases = {b.rsplit(".", 1)[-1] for b in use.detail.get("replacement_bases", [])}
             old_def = old.definition if old is not None and old.status == "found" else None
@@ -917,6 +916,21 @@ class DriftAnalyzer:
             if finding is not None:
                 findings.append(finding)
         return findings
+
+    @staticmethod
+    def _dispatched(index: TreeIndex, dotted: str, member: Definition | None) -> Definition | None:
+        """`Cls.forward_oot` that is CustomOp's `(self, *args, **kwargs)` only passes on what `forward`
+        was called with: the class's concrete `forward_native` / `forward_cuda` says what that is, so a
+        replacement installed over it must take those arguments."""
+        sig = member.signature if member is not None else None
+        if not dotted.endswith(".forward_oot") or sig is None or not (sig.has_varargs and sig.has_varkw):
+            return member
+        owner = index.class_of(dotted.rsplit(".", 1)[0])
+        for sibling in ("forward_native", "forward_cuda") if owner is not None else ():
+            other = index.class_member(owner[0], owner[1], sibling)  # type: ignore[index]
+            if other is not None and other.signature is not None and not (other.signature.has_varargs and other.signature.has_varkw):
+                return other
+        return member
 
     def _drop_uncalled_optional(self, per_use: list[tuple[Use, Guard, list[Finding], bool]]) -> list[tuple[Use, Guard, list[Finding], bool]]:
         """An override that lacks a parameter the base gained *with a default* breaks only when an
@@ -1098,8 +1112,6 @@ class DriftAnalyzer:
         key = lambda r: (rank[r.severity], order[r.family], r.symbol, r.detail.get("parameter", ""), r.detail.get("method", ""))  # noqa: E731
         return sorted(records, key=key), sorted(notes, key=key)
 
-
-_PLAIN_BASES = frozenset({"object", "ABC", "Generic", "Protocol", "NamedTuple", "TypedDict", "Enum", "IntEnum", "str", "int"})  # add no members worth checking
 
 _PLATFORM_SEGMENTS = {"tpu", "rocm", "xpu", "cpu", "cuda", "hpu", "neuron", "nvidia", "amd"}
 

@@ -25,6 +25,23 @@ from porter.fsutil import atomic_write_bytes
 
 INDEX_VERSION = 10
 _PARALLEL_THRESHOLD = 48  # below this many uncached modules a process pool costs more than it saves
+# Bases outside the tree that add no members a plugin reads off the class: a class deriving only from
+# these (and from classes of the tree) has exactly the members the tree shows.
+PLAIN_BASES = frozenset({"object", "ABC", "Generic", "Protocol", "NamedTuple", "TypedDict", "Enum", "IntEnum", "str", "int"})
+# Outside bases whose members are known: torch.nn.Module's API (its __getattr__ serves only what an
+# instance registers, `self.x = Parameter(...)` in a method, which the index reads as instance state).
+_NN_MODULE = frozenset({
+    "forward", "training", "parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children",
+    "modules", "named_modules", "register_buffer", "register_parameter", "add_module", "register_module", "state_dict",
+    "load_state_dict", "to", "to_empty", "cuda", "cpu", "xpu", "npu", "half", "float", "double", "bfloat16", "type",
+    "eval", "train", "apply", "zero_grad", "requires_grad_", "extra_repr", "get_submodule", "get_parameter", "get_buffer",
+    "get_extra_state", "set_extra_state", "share_memory", "compile", "register_forward_hook", "register_forward_pre_hook",
+    "register_full_backward_hook", "register_full_backward_pre_hook", "register_backward_hook",
+    "register_state_dict_pre_hook", "register_load_state_dict_post_hook", "register_load_state_dict_pre_hook",
+    "_parameters", "_buffers", "_modules", "_apply", "_call_impl", "_load_from_state_dict", "_save_to_state_dict",
+    "_get_name", "__call__", "__init__", "__setattr__", "__getattr__", "__delattr__", "__dir__", "__setstate__",
+})
+KNOWN_OUTSIDE_BASES = {"torch.nn.Module": _NN_MODULE, "torch.nn.modules.module.Module": _NN_MODULE, "nn.Module": _NN_MODULE}
 
 
 # ---------------------------------------------------------------- records
@@ -384,6 +401,122 @@ def _self_attrs(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     return out
 
 
+def qualify(info: ModuleInfo, expr: ast.expr) -> str:
+    """Dotted name of a class expression (a base, an annotation, a constructor), resolved through the
+    imports of the module it is written in."""
+    if isinstance(expr, ast.Subscript):  # Generic[T], Base[int]
+        expr = expr.value
+    dotted = dotted_name(expr)
+    if dotted is None:
+        return ast.unparse(expr)
+    head, _, rest = dotted.partition(".")
+    ref = info.imports.get(head)
+    if ref is not None:
+        base = ref.module if ref.name is None else f"{ref.module}.{ref.name}"
+        return f"{base}.{rest}" if rest else base
+    if head in info.defs:
+        return f"{info.name}.{dotted}"
+    return dotted
+
+
+def _annotated(expr: ast.expr | None) -> ast.expr | None:
+    """The class expression an annotation names: `X`, `"X"`, `X | None`, `Optional[X]`; None for others."""
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        try:
+            expr = ast.parse(expr.value, mode="eval").body
+        except SyntaxError:
+            return None
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.BitOr):
+        for side in (expr.left, expr.right):
+            if not (isinstance(side, ast.Constant) and side.value is None):
+                return _annotated(side)
+        return None
+    if isinstance(expr, ast.Subscript) and (dotted_name(expr.value) or "").rsplit(".", 1)[-1] == "Optional":
+        return _annotated(expr.slice)
+    return expr if isinstance(expr, (ast.Name, ast.Attribute)) else None
+
+
+def _is_class_name(dotted: str) -> bool:
+    return dotted.rsplit(".", 1)[-1][:1].isupper()
+
+
+def _attribute_types(info: ModuleInfo, init: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, str]:
+    """`self.x` -> the class its `__init__` gives it: `self.x: Cls = ...`, `self.x = Cls(...)`, or
+    `self.x = param` with `param: Cls` (dotted through the module's imports)."""
+    if not init.args.args:
+        return {}
+    self_name = init.args.args[0].arg
+    params = {a.arg: a.annotation for a in [*init.args.posonlyargs, *init.args.args, *init.args.kwonlyargs]}
+    out: dict[str, str] = {}
+    for node in walk(init):
+        if isinstance(node, ast.AnnAssign):
+            target, expr = node.target, _annotated(node.annotation)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+            expr = (value.func if isinstance(value, ast.Call) else
+                    _annotated(params.get(value.id)) if isinstance(value, ast.Name) else None)
+        else:
+            continue
+        if expr is None or not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                                and target.value.id == self_name):
+            continue
+        dotted = qualify(info, expr)
+        if _is_class_name(dotted):
+            out.setdefault(target.attr, dotted)
+    return out
+
+
+def _dataclass_options(node: ast.ClassDef) -> dict[str, bool] | None:
+    """`@dataclass` / `@dataclasses.dataclass(...)` / pydantic's: its init/kw_only options, else None."""
+    for dec in node.decorator_list:
+        func = dec.func if isinstance(dec, ast.Call) else dec
+        if (dotted_name(func) or "").rsplit(".", 1)[-1] != "dataclass":
+            continue
+        options = {"init": True, "kw_only": False}
+        for kw in dec.keywords if isinstance(dec, ast.Call) else ():
+            if kw.arg in options and isinstance(kw.value, ast.Constant):
+                options[kw.arg] = bool(kw.value.value)
+        return options
+    return None
+
+
+def _dataclass_fields(node: ast.ClassDef, kw_only: bool) -> list[Param]:
+    """The `__init__` parameters a dataclass body declares, in order (ClassVar and init=False left out)."""
+    out: list[Param] = []
+    for stmt in node.body:
+        if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
+            continue
+        annotation = (dotted_name(stmt.annotation.value if isinstance(stmt.annotation, ast.Subscript) else stmt.annotation)
+                      or "").rsplit(".", 1)[-1]
+        if annotation == "ClassVar":
+            continue
+        if annotation == "KW_ONLY":
+            kw_only = True
+            continue
+        value, has_default = stmt.value, stmt.value is not None
+        if isinstance(value, ast.Call) and (dotted_name(value.func) or "").rsplit(".", 1)[-1] == "field":
+            options = {k.arg: k.value for k in value.keywords}
+            init = options.get("init")
+            if isinstance(init, ast.Constant) and init.value is False:
+                continue
+            has_default = "default" in options or "default_factory" in options
+            flag = options.get("kw_only")
+            field_kw = bool(flag.value) if isinstance(flag, ast.Constant) else kw_only
+        else:
+            field_kw = kw_only
+        out.append(Param(stmt.target.id, "kwonly" if field_kw else "pos", has_default))
+    return out
+
+
+@dataclass(frozen=True)
+class ClassFacts:
+    """What the index does not keep per class, read again from the class's source when asked."""
+
+    reads: frozenset[str] = frozenset()  # self.<attr> read by methods other than __init__
+    attribute_types: tuple[tuple[str, str], ...] = ()  # (attr, dotted class) that __init__ gives self.attr
+    dataclass_fields: tuple[Param, ...] | None = None  # a generated __init__'s own fields; None: not a dataclass
+
+
 class _ModuleVisitor:
     """Walks module-level statements (and the bodies of module-level if/try/with) into a ModuleInfo."""
 
@@ -395,20 +528,7 @@ class _ModuleVisitor:
         self.dict_literals: dict[str, list[str]] = {}
 
     def qualify(self, expr: ast.expr) -> str:
-        """Dotted name of a base-class expression, resolved through this module's imports."""
-        if isinstance(expr, ast.Subscript):  # Generic[T], Base[int]
-            expr = expr.value
-        dotted = dotted_name(expr)
-        if dotted is None:
-            return ast.unparse(expr)
-        head, _, rest = dotted.partition(".")
-        ref = self.info.imports.get(head)
-        if ref is not None:
-            base = ref.module if ref.name is None else f"{ref.module}.{ref.name}"
-            return f"{base}.{rest}" if rest else base
-        if head in self.info.defs:
-            return f"{self.info.name}.{dotted}"
-        return dotted
+        return qualify(self.info, expr)
 
     def visit_body(self, body: list[ast.stmt], conditional: str) -> None:
         for stmt in body:
@@ -739,7 +859,7 @@ class TreeIndex:
         self.extension_modules = self._extension_modules()
         self._modules: dict[str, ModuleInfo | None] = {}
         self._memo: dict[tuple[str, str], Resolution] = {}
-        self._reads: dict[tuple[str, str, int], frozenset[str]] = {}
+        self._facts: dict[tuple[str, str, int], ClassFacts] = {}
         self._planning: set[str] | None = None  # set while unparsed_reach() runs
         self._splits: dict[str, tuple[str, tuple[str, ...]]] = {}  # split_dotted() answers (the file set is fixed)
         self.stats = {"parsed": 0, "cached": 0}
@@ -927,8 +1047,9 @@ class TreeIndex:
                 return Resolution("unknown", res.module, res.name, reason="attribute of a non-class value")
             member = self.class_member(definition, res.defined_in or res.module, attr)
             if member is None:
-                if self.class_has_dynamic_members(definition, res.defined_in or res.module):
-                    return Resolution("unknown", res.module, res.name, reason="class defines __getattr__")
+                why = self.open_members(definition, res.defined_in or res.module)
+                if why is not None:
+                    return Resolution("unknown", res.module, res.name, reason=why)
                 return Resolution("missing", res.module, f"{res.name}.{attr}",
                                   reason=f"{res.name} has no member {attr}")
             definition = member
@@ -959,34 +1080,84 @@ class TreeIndex:
                 return member
             if attr in klass.instance_attrs:
                 return Definition(attr, "variable", klass.line)
+            if any(attr in KNOWN_OUTSIDE_BASES.get(b, ()) for b in klass.bases):
+                return Definition(attr, "function", klass.line)  # nn.Module.register_parameter and the like
         return None
 
-    def class_has_dynamic_members(self, cls: Definition, module: str) -> bool:
-        return any(k.member("__getattr__") is not None for k, _ in self.mro(cls, module)) or any(
-            not self.is_upstream(b) and b not in ("object", "ABC", "abc.ABC") for b in cls.bases
-        )
+    def open_members(self, cls: Definition, module: str) -> str | None:
+        """Why a member the class and its ancestors in the tree do not define may still exist at run
+        time, or None when they are all there is: some class of its MRO defines `__getattr__`, derives
+        from a class outside the tree that is neither a plain base nor one whose members are known
+        (torch.nn.Module's are: `class_member` answers them), or from an upstream name that is not a
+        class of the tree."""
+        for klass, _ in self.mro(cls, module):
+            if klass.member("__getattr__") is not None:
+                return f"{klass.name} defines __getattr__"
+            for base in klass.bases:
+                if base.rsplit(".", 1)[-1] in PLAIN_BASES or base in KNOWN_OUTSIDE_BASES:
+                    continue
+                if not self.is_upstream(base):
+                    return f"{klass.name} derives from {base}, a class outside the tree"
+                if self.class_of(base) is None:
+                    return f"{klass.name} derives from {base}, which is not a class of the tree"
+        return None
 
-    def class_reads(self, cls: Definition, module: str) -> frozenset[str]:
-        """`self.<attr>` read by the class's methods other than `__init__`. Walking every method body
-        of every indexed class costs a third of the index; only a few classes are ever asked about,
-        so their module is parsed again here, once."""
+    def class_facts(self, cls: Definition, module: str) -> ClassFacts:
+        """Facts read from the class's own source: the index leaves them out because walking every
+        method body of every indexed class costs a third of the index, and only a few classes are
+        ever asked about, so their module is parsed again here, once per class."""
         key = (module, cls.name, cls.line)
-        if key in self._reads:
-            return self._reads[key]
-        reads: set[str] = set()
-        path = self.files.get(module)
-        if path is not None and path.is_file():
+        if key in self._facts:
+            return self._facts[key]
+        path, info = self.files.get(module), self.module(module)
+        node = None
+        if path is not None and path.is_file() and info is not None:
             try:
                 tree = ast.parse(path.read_bytes(), filename=str(path))
             except (SyntaxError, ValueError):
                 tree = None
             node = next((n for n in walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls.name
                          and n.lineno == cls.line), None) if tree is not None else None
-            for stmt in _class_statements(node.body) if node is not None else ():
-                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name != "__init__":
+        if node is None:
+            self._facts[key] = ClassFacts()
+            return self._facts[key]
+        reads: set[str] = set()
+        types: dict[str, str] = {}
+        for stmt in _class_statements(node.body):
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if stmt.name == "__init__":
+                    types = _attribute_types(info, stmt)
+                else:
                     reads |= _self_reads(stmt)
-        self._reads[key] = frozenset(reads)
-        return self._reads[key]
+        options = _dataclass_options(node)
+        fields = (tuple(_dataclass_fields(node, options["kw_only"])) if options is not None and options["init"] else None)
+        self._facts[key] = ClassFacts(frozenset(reads), tuple(types.items()), fields)
+        return self._facts[key]
+
+    def class_reads(self, cls: Definition, module: str) -> frozenset[str]:
+        """`self.<attr>` read by the class's methods other than `__init__`."""
+        return self.class_facts(cls, module).reads
+
+    def attribute_class(self, cls: Definition, module: str, attr: str) -> tuple[Definition, str] | None:
+        """The class of `instance.attr` as the `__init__` of the class or of an ancestor sets it."""
+        for klass, where in self.mro(cls, module):
+            dotted = dict(self.class_facts(klass, where).attribute_types).get(attr)
+            if dotted is not None:
+                return self.class_of(dotted) if self.is_upstream(dotted) else None
+        return None
+
+    def dataclass_init(self, cls: Definition, module: str) -> Signature | None:
+        """The `__init__` a dataclass generates (fields of its dataclass ancestors first, a field
+        redeclared keeps its first place), or None: not a dataclass, or it defines `__init__` itself."""
+        if cls.member("__init__") is not None or self.class_facts(cls, module).dataclass_fields is None:
+            return None
+        order: dict[str, Param] = {}
+        for klass, where in reversed(self.mro(cls, module)):
+            for param in self.class_facts(klass, where).dataclass_fields or ():
+                order[param.name] = param
+        params = list(order.values())
+        # Keyword-only fields go after the positional ones, as dataclasses orders them.
+        return Signature(tuple([p for p in params if p.kind == "pos"] + [p for p in params if p.kind == "kwonly"]))
 
     # -- search for a symbol's new home
 

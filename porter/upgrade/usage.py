@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable
 from porter.fsutil import atomic_write_bytes
 from porter.upgrade.bindings import branch_names, reads
 from porter.upgrade.guards import Condition
-from porter.upgrade.index import FastVisitor, Signature, body_span, body_text, dotted_name, gc_paused, signature_of, walk
+from porter.upgrade.index import PLAIN_BASES, FastVisitor, Signature, body_span, body_text, dotted_name, gc_paused, signature_of, walk
 from porter.upgrade.models import Site
 from porter.upgrade.predicates import NO_PREDICATES, Predicates, find_predicates
 
@@ -413,8 +413,9 @@ class _UseVisitor(FastVisitor):
                          defines_init="__init__" in methods, calls_super_init=calls_super_init, bodies=bodies)
             else:
                 self.visit(base)
-        if upstream_base is not None and all(self.upstream_dotted(b.value if isinstance(b, ast.Subscript) else b)
-                                             or dotted_name(b) in ("object", "ABC", "Generic") for b in node.bases):
+        bases = [b.value if isinstance(b, ast.Subscript) else b for b in node.bases]  # Generic[T] -> Generic
+        if upstream_base is not None and all(self.upstream_dotted(b) or (dotted_name(b) or "").rsplit(".", 1)[-1] in PLAIN_BASES
+                                             for b in bases):
             # Every base is upstream: a `self.x` the class neither defines nor sets comes from upstream.
             facts = {"base": upstream_base, "cls": node.name, "known": plugin_methods | assigned, "seen": Counter()}
         self.self_types.append(self_types)
@@ -469,6 +470,9 @@ class _UseVisitor(FastVisitor):
                 found = self.self_types[-1].get(node.attr)
                 if found:
                     return found
+                facts = self.self_class[-1] if self.self_class else None
+                if facts and node.attr not in facts["known"] and not node.attr.startswith("__"):
+                    return f"{facts['base']}.{node.attr}"  # set by the upstream base (its __init__): typed by drift
             dotted = self.upstream_dotted(node)
             if dotted:
                 return self.singletons.get(dotted)
@@ -641,9 +645,11 @@ class _UseVisitor(FastVisitor):
         while isinstance(inner, ast.Attribute):
             attrs.append(inner.attr)
             inner = inner.value
-            receiver = self.receiver_type(inner) if isinstance(inner, (ast.Name, ast.Attribute)) else None
-            # ctx = get_forward_context(); ctx.virtual_engine: one member of what the factory returns
-            if receiver is not None and (not receiver.startswith(FACTORY) or len(attrs) == 1):
+            receiver = (self.receiver_type(inner) if isinstance(inner, (ast.Name, ast.Attribute))
+                        else self.type_of_value(inner) if isinstance(inner, ast.Call) else None)
+            # ctx = get_forward_context(); ctx.virtual_engine, or get_forward_context().dp_metadata.x: members of
+            # what the factory returns, typed by drift (fields followed through their annotations)
+            if receiver is not None:
                 return ".".join([receiver, *reversed(attrs)])
         return None
 
