@@ -6,13 +6,13 @@ from __future__ import annotations
 import errno
 
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from porter.config import PorterConfig, load_config
 from porter.errors import EnvironmentProblem, ExitCode, Interrupted, PorterError, UsageError
 from porter.output import Reporter
+from porter.record import field, record
 
 if TYPE_CHECKING:
     import typer
@@ -28,7 +28,7 @@ def json_option() -> bool:
     return typer.Option(False, "--json", help=JSON_HELP)
 
 
-@dataclass
+@record
 class AppState:
     json_mode: bool = False
     quiet: bool = False
@@ -40,9 +40,9 @@ class AppState:
 
     def config(self) -> PorterConfig:
         if self._config is None:
-            import dataclasses
+            from porter.record import replace
 
-            self._config = dataclasses.replace(load_config(explicit=self.config_path), trust_project=self.trust_project)
+            self._config = replace(load_config(explicit=self.config_path), trust_project=self.trust_project)
         return self._config
 
 

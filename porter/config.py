@@ -8,12 +8,12 @@ file are relative to that file's directory.
 from __future__ import annotations
 
 import os
-import tomllib
-from dataclasses import dataclass, field
+import re
 from pathlib import Path
 from typing import Any
 
 from porter.errors import InputError
+from porter.record import field, record
 from porter.yamlio import load_yaml_file
 
 # The repository this package was installed from (editable installs): bundled knowledge lives here.
@@ -68,7 +68,7 @@ def xdg_dir(var: str, fallback: str) -> Path:
     return Path(base) if base else Path.home() / fallback
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PorterConfig:
     project_root: Path | None
     knowledge_dir: Path
@@ -105,6 +105,55 @@ class PorterConfig:
         }
 
 
+_TOOL_KEY = r"""(?:tool|"tool"|'tool')"""
+# every way TOML can define tool.porter: a [tool] or [tool.porter...] header (or [[...]]), or a
+# `tool = {...}` / `tool.porter... =` key (searched on every line, inside a table or not)
+_TOOL_PORTER = re.compile(
+    rf"""^[ \t]*(?:\[\[?[ \t]*{_TOOL_KEY}[ \t]*(?:\]|\.[ \t]*(?:porter|"porter"|'porter')[ \t]*[\].])|{_TOOL_KEY}[ \t]*[.=])""",
+    re.M,
+)
+
+
+def may_define_tool_porter(text: str) -> bool:
+    """False only when `text` (a pyproject.toml) cannot define a [tool.porter] table; keys
+    written with \\u escapes are not recognised, so their presence answers True."""
+    return "\\u" in text or "\\U" in text or _TOOL_PORTER.search(text) is not None
+
+
+def _tool_porter_section(pyproject: Path, text: str) -> Any:
+    """`[tool.porter]` of `text` (None when absent). Importing tomllib and parsing a pyproject
+    costs more than the rest of a warm `porter diagnose`'s start-up, so the section is memoised
+    as JSON in the user cache, keyed by the file's content (an edit is a new key)."""
+    import json
+    import zlib
+
+    data = text.encode("utf-8")
+    cache_home = Path(os.environ.get("PORTER_CACHE_DIR") or xdg_dir("XDG_CACHE_HOME", ".cache") / "porter")
+    memo = cache_home / "config" / f"pyproject-{zlib.crc32(data):08x}{zlib.adler32(data):08x}{len(data):x}.json"
+    try:
+        found = json.loads(memo.read_text(encoding="utf-8"))
+        if isinstance(found, dict) and found.get("memo") == 1:
+            return found["section"]
+    except (OSError, ValueError, KeyError):
+        pass
+    import tomllib
+
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{pyproject}: invalid TOML: {exc}") from exc
+    section = doc.get("tool", {}).get("porter")
+    try:
+        encoded = json.dumps({"memo": 1, "section": section})
+        if json.loads(encoded)["section"] == section:  # TOML dates and times have no JSON form: not memoised
+            from porter.fsutil import atomic_write_bytes
+
+            atomic_write_bytes(memo, encoded.encode("utf-8"), durable=False)
+    except (OSError, TypeError, ValueError):
+        pass  # a read-only cache only costs speed
+    return section
+
+
 def find_project_root(start: Path) -> tuple[Path | None, dict[str, Any], str | None]:
     """Walk up from `start` to the first porter.yaml or pyproject.toml with [tool.porter]."""
     start = start.resolve()
@@ -118,10 +167,12 @@ def find_project_root(start: Path) -> tuple[Path | None, dict[str, Any], str | N
         pyproject = directory / "pyproject.toml"
         if pyproject.is_file():
             try:
-                doc = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+                text = pyproject.read_text(encoding="utf-8")
+            except UnicodeDecodeError as exc:
                 raise InputError(f"{pyproject}: invalid TOML: {exc}") from exc
-            section = doc.get("tool", {}).get("porter")
+            if not may_define_tool_porter(text):
+                continue  # tomllib costs ~15 ms to import: parse only a file that can hold [tool.porter]
+            section = _tool_porter_section(pyproject, text)
             if section is not None:
                 if not isinstance(section, dict):
                     raise InputError(f"{pyproject}: [tool.porter] must be a table")

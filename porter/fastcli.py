@@ -11,14 +11,15 @@ the function the typer command calls.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from porter.record import field, record
 
 _FLAGS = {"--json", "--explain", "-q", "--quiet", "--trust-project"}
 _VALUED = {"--top", "-k", "--env", "--kb", "--config", "--format"}
 
 
-@dataclass
+@record
 class DiagnoseArgs:
     source: str | None = None
     top: int | None = None
@@ -102,17 +103,16 @@ def fast_diagnose(argv: list[str]) -> int | None:
     args = parse(argv)
     if args is None:
         return None
-    import dataclasses
-
     from porter.cliutil import CommandExit, internal_error, reported
     from porter.commands.diagnose import run_diagnose
     from porter.config import load_config
     from porter.output import Reporter
+    from porter.record import replace
 
     reporter = Reporter(format="json" if args.json_mode else "text", quiet=args.quiet)
     try:
         with reported(reporter, "diagnose"):
-            cfg = dataclasses.replace(load_config(explicit=args.config), trust_project=args.trust_project)
+            cfg = replace(load_config(explicit=args.config), trust_project=args.trust_project)
             return run_diagnose(reporter, cfg, args.source, args.top, args.env, args.explain, args.kb, [])
     except CommandExit as exc:
         return exc.code

@@ -3,8 +3,9 @@ paths and sets. Used by the JSON renderer and by redaction, so both see the same
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
+
+from porter.record import asdict, is_record
 
 
 def plain(obj: Any) -> Any:
@@ -12,7 +13,11 @@ def plain(obj: Any) -> Any:
     to_dict = getattr(obj, "to_dict", None)
     if callable(to_dict):
         return to_dict()
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+    if is_record(obj):
+        return asdict(obj)
+    if hasattr(type(obj), "__dataclass_fields__") and not isinstance(obj, type):
+        import dataclasses  # imported here: the diagnose path has records only (porter.record)
+
         return dataclasses.asdict(obj)
     if hasattr(obj, "__fspath__"):
         return str(obj)

@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import sys
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from porter import __version__
 from porter.errors import PorterError
 from porter.jsonable import plain
+from porter.record import field, record
 from porter.redact import redact_data, redact_text
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def print_whole(console: Console, renderable: Any) -> None:
         console._width = saved
 
 
-@dataclass
+@record
 class Reporter:
     json_mode: bool = False
     quiet: bool = False
@@ -91,10 +91,13 @@ class Reporter:
             self.format = "json"
         self.json_mode = self.format == "json"
 
-    def emit(self, command: str, payload: dict[str, Any], render: Callable[[Console], None]) -> None:
+    def emit(self, command: str, payload: dict[str, Any], render: Callable[[Console], None],
+             plain: Callable[[int], str | None] | None = None) -> None:
         """Secrets are masked on the values before serialising (so the JSON stays valid) and on
         the rendered text for people (tables are built from values the command holds).
-        The CI formats (SARIF, JUnit, GitHub annotations) are built from the same redacted document."""
+        The CI formats (SARIF, JUnit, GitHub annotations) are built from the same redacted document.
+        `plain(width)`: the same text as `render` gives on a non-terminal console of that width,
+        without rich (porter.plain), or None; used when stdout is not a terminal."""
         from porter.formats import MACHINE_FORMATS
 
         if self.format in MACHINE_FORMATS:
@@ -112,6 +115,15 @@ class Reporter:
             sys.stdout.write(to_json(redact_data(doc)) + "\n")
             sys.stdout.flush()
         else:
+            if plain is not None and self._console is None:
+                from porter.plain import plain_width
+
+                width = plain_width()
+                text = plain(width) if width is not None else None
+                if text is not None:
+                    sys.stdout.write(redact_text(text))
+                    sys.stdout.flush()
+                    return
             with self.console.capture() as captured:
                 render(self.console)
             self.console.file.write(redact_text(captured.get()))

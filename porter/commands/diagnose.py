@@ -138,7 +138,12 @@ def run_diagnose(reporter, cfg, source: str | None, top: int | None, env: List[s
         payload["env"] = facts
     if history:
         payload["history"] = _history_reports(cfg, history, diag, sample.text(), facts, top)
-    reporter.emit("diagnose", payload, lambda console: _render(console, payload, explain))
+    plain = None
+    if not history:
+        from porter.kb.render import plain_diagnosis
+
+        plain = lambda width: plain_diagnosis(payload, explain, width)  # noqa: E731 - rich's text, without rich
+    reporter.emit("diagnose", payload, lambda console: _render(console, payload, explain), plain)
     return 0 if diag.status == "match" else 1
 
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
+
+from porter.record import record
 
 FEATURES = ("score_logit", "items_hit", "matched_chars", "competitors", "margin", "structured", "max_weight", "entry_record", "bias")
 ABSTAIN_BELOW = 0.3  # a match whose calibrated confidence is lower is reported as a near miss, not an answer
@@ -32,7 +33,7 @@ def entry_record(right: int, answers: int) -> float:
     return math.log(p / (1 - p))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Calibration:
     weights: tuple[float, ...]
     fitted_on: str = ""

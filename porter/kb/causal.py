@@ -13,9 +13,9 @@ first error line), the package whose frames raised it, and the next command to r
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from porter.kb.extract import PACKAGE_LAYER, Signals, package_of
+from porter.record import record
 
 CAUSAL_MARGIN = 0.2  # an earlier candidate this close in (severity-adjusted) confidence is the cause
 # Within one error block the specific reason follows the generic code (CANN prints `EE1001 ...`
@@ -70,7 +70,7 @@ def causal_order(matches: list, effective) -> list:
     return ordered
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Triage:
     layer: str
     causal_line: int

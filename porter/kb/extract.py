@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter, deque
-from dataclasses import dataclass, field
 
 from porter.kb.normalize import strip_prefix
+from porter.record import field, record
 
 MAX_BLOCKS_HEAD = 8
 MAX_BLOCKS_TAIL = 24
@@ -115,7 +115,7 @@ CODE_LINE = re.compile(r"E[ZEIHJLK]\d{4}")
 _CODE_LAYER_HINT = {"cann": "cann", "driver": "driver", "hccl": "hccl"}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ExceptionInfo:
     type: str
     message: str
@@ -126,7 +126,7 @@ class ExceptionInfo:
         return f"{self.type}: {self.message}" if self.message else self.type
 
 
-@dataclass
+@record
 class Block:
     kind: str  # traceback | error | dmesg
     start: int
@@ -141,7 +141,7 @@ class Block:
         return {"kind": self.kind, "start_line": self.start, "end_line": self.end, "lines": list(self.lines)}
 
 
-@dataclass
+@record
 class Signals:
     exceptions: list[ExceptionInfo]
     codes: list[tuple[str, str, int]]  # (code, family, line)

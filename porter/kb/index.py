@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections.abc import Sequence
 from operator import methodcaller
-from dataclasses import dataclass
 from typing import Iterable
 
 from porter.kb.normalize import fuzzy_form
 from porter.kb.schema import KBEntry
+from porter.record import record
 
 TOKEN = re.compile(r"\w+")
 ASCII_TOKEN = re.compile(r"[A-Za-z0-9_]+")  # TOKEN on an ASCII string (its \w is exactly this class there)
@@ -330,9 +331,9 @@ class _Sig:
         return {k: v for k, v in m.groupdict().items() if v} if m else {}
 
 
-@dataclass
+@record
 class CompiledKB:
-    entries: tuple[KBEntry, ...]
+    entries: Sequence[KBEntry]  # a tuple, or the cache's lazily restored entries
     sigs: list[_Sig]
     index: dict[str, list[int]]  # key token -> positions in `sigs`
     always: list[int]  # signatures without a key token: checked (needle first) on every line
@@ -342,12 +343,14 @@ class CompiledKB:
     @classmethod
     def build(cls, entries: Iterable[KBEntry], plan: dict | None = None) -> "CompiledKB":
         """`plan` is the output of `plan()` for the same entries (from the cache), or None."""
-        entries = tuple(entries)
+        if not isinstance(entries, Sequence) or isinstance(entries, list):
+            entries = tuple(entries)  # (porter.kb.loader.LazyEntries stays lazy: entries are read when they hit)
         if plan is None:
             plan = cls.plan(entries)
         required = plan.get("required") or [()] * len(plan["sigs"])
-        sigs = [_Sig(ei, si, entries[ei].signatures[si].kind, entries[ei].signatures[si].pattern, tuple(needles), tuple(words))
-                for (ei, si, needles, _), words in zip(plan["sigs"], required)]
+        specs = plan.get("specs") or [(entries[ei].signatures[si].kind, entries[ei].signatures[si].pattern) for ei, si, _, _ in plan["sigs"]]
+        sigs = [_Sig(ei, si, kind, pattern, tuple(needles), tuple(words))
+                for (ei, si, needles, _), words, (kind, pattern) in zip(plan["sigs"], required, specs)]
         index: dict[str, list[int]] = {}
         always: list[int] = []
         for pos, (_, _, _, keys) in enumerate(plan["sigs"]):
@@ -364,17 +367,19 @@ class CompiledKB:
     @staticmethod
     def plan(entries: Iterable[KBEntry]) -> dict:
         """Plain data (cacheable): per signature its needles and index keys; fuzzy forms."""
-        sigs, fuzzy, required = [], [], []
+        sigs, fuzzy, required, specs = [], [], [], []
         for ei, entry in enumerate(entries):
             for si, sig in enumerate(entry.signatures):
                 needles = signature_needles(sig.kind, sig.pattern)
                 sigs.append((ei, si, needles, signature_keys(sig.kind, sig.pattern, needles)))
                 required.append(required_words(sig.kind, sig.pattern))
+                specs.append((sig.kind, sig.pattern))
             for text in (*entry.symptoms, entry.title):
                 form = fuzzy_form(text)
                 if len(form) >= 12:
                     fuzzy.append((ei, form))
-        return {"sigs": sigs, "fuzzy": fuzzy, "required": required, "prefilter": prefilter_plan(needles for _, _, needles, _ in sigs)}
+        return {"sigs": sigs, "fuzzy": fuzzy, "required": required, "specs": specs,
+                "prefilter": prefilter_plan(needles for _, _, needles, _ in sigs)}
 
     def signature_map(self) -> dict[tuple[int, int], "_Sig"]:
         """(entry index, signature index) -> prepared signature."""

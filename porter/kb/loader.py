@@ -14,15 +14,16 @@ import io
 import os
 import pickle
 import zlib
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 
 from porter.kb.schema import SCHEMA_VERSION, KBEntry, Problem, parse_entry
+from porter.record import field, record
 
-ENGINE_VERSION = f"{SCHEMA_VERSION}.11"  # bump when the cached representation changes
+ENGINE_VERSION = f"{SCHEMA_VERSION}.12"  # bump when the cached representation changes
 
 
-@dataclass
+@record
 class LoadedKB:
     entries: list[KBEntry]
     problems: list[Problem] = field(default_factory=list)
@@ -47,7 +48,12 @@ def entry_files(patterns_dir: Path) -> list[Path]:
     """The entry files under `patterns_dir`, sorted: what `sorted(rglob("*.yaml"))` lists, less
     hidden files and non-files. os.scandir knows each entry's type from the directory listing,
     so this costs no stat per file (rglob + is_file was half of a warm `porter diagnose`'s KB load)."""
-    if not patterns_dir.is_dir():
+    return [Path(p) for p in _entry_paths(patterns_dir)]
+
+
+def _entry_paths(patterns_dir: Path) -> list[str]:
+    """`entry_files` as strings."""
+    if not os.path.isdir(patterns_dir):
         return []
     found: list[str] = []
 
@@ -67,7 +73,7 @@ def entry_files(patterns_dir: Path) -> list[Path]:
 
     walk(str(patterns_dir))
     # by path components, as Paths sort (a plain string sort puts "a-b/x" before "a/x")
-    return [Path(p) for p in sorted(found, key=lambda p: p.split(os.sep))]
+    return sorted(found, key=lambda p: p.split(os.sep))
 
 
 def _display(path: Path, base: Path | None) -> str:
@@ -149,6 +155,57 @@ def cache_key(files: list[Path]) -> str:
     return f"{crc:08x}{adler:08x}{len(files):04x}"
 
 
+STAT_MEMOS = 16  # stat memos kept per cache dir (one per distinct state of a KB's files)
+RACY_NS = 2_000_000_000  # a file changed this recently may change again within one timestamp tick
+
+
+def stat_key(paths: list[str]) -> tuple[str, int]:
+    """(key of every file's path, size, mtime, ctime and inode; the newest of those times in ns).
+    A file's content cannot change without changing its ctime, which no tool can set back."""
+    parts, newest = [], 0
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            parts.append(f"{path}\0-\n")
+            continue
+        parts.append(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\n")
+        newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
+    blob = (ENGINE_VERSION + "\n" + "".join(parts)).encode("utf-8", "surrogateescape")
+    return f"{zlib.crc32(blob):08x}{zlib.adler32(blob):08x}{len(paths):04x}", newest
+
+
+def content_key(paths: list[str], memo_dir: Path | None) -> str:
+    """`cache_key` of the files, through a memo keyed by their stat data (`stat_key`), so a warm
+    call reads no entry file (reading ~350 files for their checksum was a third of the KB load).
+    A file changed within RACY_NS of the check is read, as git does with racily clean files."""
+    import time
+
+    if memo_dir is None:
+        return cache_key([Path(p) for p in paths])
+    skey, newest = stat_key(paths)
+    memo = memo_dir / f"stat-{skey}"
+    try:
+        with open(memo, "rb", buffering=0) as fh:
+            found = fh.read().decode("ascii")
+        if len(found) == 20:
+            return found
+    except (OSError, UnicodeDecodeError):
+        pass
+    key = cache_key([Path(p) for p in paths])
+    if newest < time.time_ns() - RACY_NS:
+        try:
+            from porter.fsutil import atomic_write_bytes
+
+            atomic_write_bytes(memo, key.encode("ascii"), durable=False)
+            others = sorted((p for p in memo_dir.glob("stat-*") if p != memo), key=_mtime, reverse=True)
+            for old in others[STAT_MEMOS - 1 :]:
+                old.unlink(missing_ok=True)
+        except OSError:
+            pass
+    return key
+
+
 class _PlainUnpickler(pickle.Unpickler):
     """Only builtin containers and scalars: a tampered cache cannot run code."""
 
@@ -156,17 +213,49 @@ class _PlainUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"refusing {module}.{name} in the KB cache")
 
 
-def _read_cache(path: Path) -> tuple[list[KBEntry], dict] | None:
+class LazyEntries(Sequence):
+    """The cached entries, each unpickled and restored on first access: a diagnosis reads the
+    few entries whose signatures hit (the plan carries every signature's kind and pattern),
+    and restoring all ~350 was a quarter of a warm call's KB load. A sequence of KBEntry."""
+
+    def __init__(self, blobs: list[bytes]) -> None:
+        self._blobs = blobs
+        self._made: list[KBEntry | None] = [None] * len(blobs)
+
+    def __len__(self) -> int:
+        return len(self._blobs)
+
+    def __getitem__(self, index):  # noqa: ANN001
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self._blobs)))]
+        entry = self._made[index]
+        if entry is None:
+            entry = self._made[index] = KBEntry.from_dict(_PlainUnpickler(io.BytesIO(self._blobs[index])).load())
+        return entry
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, tuple, LazyEntries)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+
+def _read_cache(path: Path) -> tuple[LazyEntries, dict] | None:
     try:
         raw = path.read_bytes()
         data = _PlainUnpickler(io.BytesIO(raw)).load()
         if not isinstance(data, dict) or data.get("engine") != ENGINE_VERSION:
             return None
-        entries = [KBEntry.from_dict(d) for d in data["entries"]]
-        plan = data["plan"]
-        if not isinstance(plan, dict) or len({(ei, si) for ei, si, _, _ in plan["sigs"]}) != sum(len(e.signatures) for e in entries):
+        blobs = data["entries"]
+        # one checksum over the entry blobs: they are decoded later, when a damaged one could no longer mean "rebuild"
+        if not isinstance(blobs, list) or zlib.crc32(b"".join(blobs)) != data["entries_crc"]:
             return None
-        return entries, plan
+        plan = data["plan"]
+        if not isinstance(plan, dict) or len(plan["sigs"]) != len(plan["specs"]) or len({(ei, si) for ei, si, _, _ in plan["sigs"]}) != data["signatures"]:
+            return None
+        return LazyEntries(blobs), plan
     except Exception:  # noqa: BLE001 - any damage means "rebuild"
         return None
 
@@ -177,7 +266,9 @@ CACHE_SLOTS = 8  # compiled KBs kept per cache dir: processes using different KB
 def _write_cache(path: Path, entries: list[KBEntry], plan: dict, problems: int) -> None:
     from porter.fsutil import atomic_write_bytes
 
-    payload = {"engine": ENGINE_VERSION, "entries": [e.to_dict() for e in entries], "plan": plan, "problems": problems}
+    blobs = [pickle.dumps(e.to_dict(), protocol=pickle.HIGHEST_PROTOCOL) for e in entries]
+    payload = {"engine": ENGINE_VERSION, "entries": blobs, "entries_crc": zlib.crc32(b"".join(blobs)), "plan": plan,
+               "signatures": sum(len(e.signatures) for e in entries), "problems": problems}
     try:
         # atomic: a concurrent reader sees the old file or the new one, never half of one
         atomic_write_bytes(path, pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
@@ -229,10 +320,11 @@ def check_regex_safety(entries: list[KBEntry]) -> None:
 def load_kb(patterns_dir: Path, cache_dir: Path | None = None, use_cache: bool = True) -> LoadedKB:
     """Entries for matching. With a cache dir, reuse the compiled entries when no file changed."""
     patterns_dir = Path(patterns_dir)
-    files = entry_files(patterns_dir)
+    paths = _entry_paths(patterns_dir)
+    files = [Path(p) for p in paths]
     cache_path = None
     if use_cache and cache_dir is not None and os.environ.get("PORTER_KB_NO_CACHE") != "1":
-        cache_path = Path(cache_dir) / "kb" / f"kb-{cache_key(files)}.pickle"
+        cache_path = Path(cache_dir) / "kb" / f"kb-{content_key(paths, Path(cache_dir) / 'kb')}.pickle"
         cached = _read_cache(cache_path)
         if cached is not None:
             return LoadedKB(cached[0], [], files, from_cache=True, plan=cached[1], patterns_dir=patterns_dir)

@@ -73,6 +73,8 @@ def near_payload(m: Match, explain: bool) -> dict[str, Any]:
     out = {"id": m.entry.id, "title": m.entry.title, "layer": m.entry.layer, "confidence": m.confidence, "method": m.method,
            "matched_lines": [{**ml.to_dict(), "text": _r(ml.text)} for ml in m.lines[:3]],
            "version_notes": list(m.version_notes)}  # why a strong signature hit was demoted below the threshold
+    if m.explain.get("advice"):
+        out["advice"] = m.explain["advice"]  # a warning entry on a log that shows no failure
     if explain:
         out["explain"] = m.explain
     return out
@@ -191,6 +193,8 @@ def render_diagnosis(console, payload: dict[str, Any], explain: bool = False) ->
             console.print(f"  {m['confidence']:.2f}  {m['id']}  {escape(m['title'])}  [dim]({m['method']})[/]")
             for note in m.get("version_notes", []):
                 console.print(f"        [yellow]version[/]: {escape(note)}")
+            if m.get("advice"):
+                console.print(f"        [cyan]advice[/]: {escape(m['advice'])}")
             if explain and "explain" in m:
                 console.print(f"        [dim]score: {escape(str(m['explain']))}[/]")
 
@@ -229,3 +233,110 @@ def render_entry(console, entry: KBEntry) -> None:
             for i, item in enumerate(items, 1):
                 console.print(f"  {i if name == 'fix' else '-'}{'.' if name == 'fix' else ''} {escape(item)}")
     console.print(f"\n[bold]verify[/]\n  {escape(entry.verify)}")
+
+
+# -- the same text without rich (porter.plain), for output that is not a terminal -----------------
+def plain_diagnosis(payload: dict[str, Any], explain: bool, width: int) -> str | None:
+    """What `render_diagnosis` prints through a non-terminal rich Console of `width` columns,
+    laid out by porter.plain; None when it cannot promise the same bytes (rich renders then)."""
+    from porter.plain import PlainPage, Unrenderable
+
+    try:
+        page = PlainPage(width)
+        _plain_diagnosis(page, payload, explain)
+        return page.text()
+    except Unrenderable:
+        return None
+
+
+def _bare(value: Any) -> str:
+    """A value `render_diagnosis` interpolates without escape(): plain only without brackets."""
+    from porter.plain import Unrenderable
+
+    text = str(value)
+    if "[" in text:
+        raise Unrenderable(text[:40])
+    return text
+
+
+def _plain_diagnosis(page, payload: dict[str, Any], explain: bool) -> None:
+    src = payload["input"]["source"]
+    causal = payload.get("causal_line") or {}
+    if causal.get("text") and payload["status"] != "match":
+        page.print(f"causal line {_bare(causal['line'])}: {causal['text'][:300]}", soft_wrap=True)
+    decoded = [c for c in payload.get("codes") or [] if c.get("meaning")]
+    if decoded:
+        page.print("error codes:")
+        for c in decoded[:8]:
+            name = f" {c['name']}" if c.get("name") else ""
+            how = "" if c.get("exact") else " (by range)"
+            page.print(f"  {c['code']}{name} (line {_bare(c['line'])}): {c['meaning']}{how}", soft_wrap=True)
+            for step in c.get("first_steps", [])[:2]:
+                page.print(f"      - {step}", soft_wrap=True)
+    if payload["status"] == "match":
+        matches = payload["matches"]
+        page.print(f"diagnosis for {src} ({_bare(payload['input']['lines'])} lines): {len(matches)} match(es)")
+        for m in matches:
+            head = f"#{_bare(m['rank'])} {_bare(m['id'])} confidence {m['confidence']:.2f} · {m['title']}  ({_bare(m['layer'])}, {_bare(m['method'])})"
+            body: list[str] = []
+            shown: set[tuple[int, str]] = set()
+            for ml in m["matched_lines"]:
+                if (ml["line"], ml["text"]) in shown or len(shown) >= 6:
+                    continue
+                shown.add((ml["line"], ml["text"]))
+                where = f"line {_bare(ml['line'])}" if ml["line"] else "fuzzy"
+                body.append(f"{where}: {ml['text'][:300]}")
+            if m["rank"] == 1 or payload["close"]:
+                body.append(f"\ncause: {m['root_cause']}")
+                body.append("fix:")
+                body.extend(f"  {i}. {step}" for i, step in enumerate(m["fix"], 1))
+                body.append(f"verify: {m['verify']}")
+                if m["aliases"]:
+                    body.append(f"aliases: {', '.join(m['aliases'])}")
+            for note in m["version_notes"]:
+                body.append(f"version: {note}")
+            if explain and "explain" in m:
+                body.append(f"score: {m['explain']}")
+            page.panel(head, "\n".join(body))
+        if payload["close"]:
+            page.print("the top matches are close; tell them apart with:")
+            for m in matches[:2]:
+                for d in m["discriminators"] or ["(no discriminator recorded)"]:
+                    page.print(f"  {_bare(m['id'])}: {d}")
+        return
+
+    page.print(f"unknown: no knowledge-base entry matches {src} ({_bare(payload['input']['lines'])} lines)")
+    tri = payload.get("triage") or {}
+    if tri:
+        page.print(f"triage: layer {tri['layer'] or '?'}; failing package {tri['failing_package'] or '?'}"
+                   + (f"; {tri['reason']}" if tri["reason"] else ""), soft_wrap=True)
+        for cmd in tri["next_commands"]:
+            page.print(f"  next: {cmd}", soft_wrap=True)
+    sig = payload["signals"]
+    if sig["exceptions"]:
+        page.print("exception chain:")
+        for exc in sig["exceptions"][-8:]:
+            page.print(f"  line {_bare(exc['line'])}: {exc['type']}: {exc['message'][:300]}")
+    if sig["codes"] and not payload.get("codes"):
+        page.print("error codes: " + ", ".join(f"{c['code']} ({c['family']})" for c in sig["codes"][:12]))
+    if sig["packages"]:
+        page.print("frame packages: " + ", ".join(f"{p['package']}×{p['frames']}" for p in sig["packages"][:8]))
+    if sig["layer_hints"]:
+        page.print("layer hints: " + ", ".join(_bare(h) for h in sig["layer_hints"]))
+    if not (sig["exceptions"] or sig["codes"] or sig["blocks"]):
+        page.print("no error lines were found in the input")
+    elif sig["blocks"]:
+        last = sig["blocks"][-1]
+        page.print(f"last error block (lines {_bare(last['start_line'])}-{_bare(last['end_line'])}):")
+        for line in last["lines"][-15:]:
+            page.print("  " + line[:300])
+    if payload["near_misses"]:
+        page.print("near misses (below the match threshold):")
+        for m in payload["near_misses"]:
+            page.print(f"  {m['confidence']:.2f}  {_bare(m['id'])}  {m['title']}  ({_bare(m['method'])})")
+            for note in m.get("version_notes", []):
+                page.print(f"        version: {note}")
+            if m.get("advice"):
+                page.print(f"        advice: {m['advice']}")
+            if explain and "explain" in m:
+                page.print(f"        score: {m['explain']}")

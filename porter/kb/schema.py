@@ -7,8 +7,9 @@ raises on bad data, so `porter kb lint` can report every problem of every file a
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
 from typing import Any
+
+from porter.record import asdict, record
 
 SCHEMA_VERSION = 1
 
@@ -51,7 +52,7 @@ KNOWN_FIELDS = frozenset(
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Problem:
     """One lint finding: where (file, field), what is wrong, and how to fix it."""
 
@@ -70,7 +71,7 @@ class Problem:
         return asdict(self)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Signature:
     kind: str  # how the matcher runs it: "literal" | "regex" | "code"
     pattern: str  # the literal, the regex (compiled from a structured form), or the code/range
@@ -84,13 +85,13 @@ class Signature:
         return self.spec or self.pattern
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class VersionRange:
     package: str
     versions: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KBEntry:
     id: str
     title: str
@@ -138,7 +139,7 @@ def _restore(cls: type, values: dict[str, Any]) -> Any:
     when every field is given (asdict always gives every field); otherwise that call decides."""
     names = _FIELDS.get(cls)
     if names is None:
-        names = _FIELDS[cls] = frozenset(cls.__dataclass_fields__)
+        names = _FIELDS[cls] = frozenset(cls.__record_fields__)
     if values.keys() != names:
         return cls(**values)
     obj = object.__new__(cls)

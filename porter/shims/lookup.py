@@ -129,7 +129,8 @@ def _resolve_base(expr: ast.expr, scope: dict[str, str]) -> str:
     return dotted  # builtins (object, Exception) or unknown
 
 
-def _params(args: ast.arguments) -> tuple[Param, ...]:
+def params_of(args: ast.arguments) -> tuple[Param, ...]:
+    """The parameters of a parsed `def`, in order, with whether each has a default."""
     out: list[Param] = []
     positional = [*args.posonlyargs, *args.args]
     defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
@@ -171,7 +172,7 @@ def _definition(node: ast.stmt, module: str, name: str, imports: dict[str, str],
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
         if any(_is_overload(d) for d in node.decorator_list):
             return None  # a typing.overload stub (`def f(x: T) -> T: ...`): the implementation follows it
-        return Definition(module, name, "function", params=_params(node.args), source=ast.get_source_segment(text, node) or "",
+        return Definition(module, name, "function", params=params_of(node.args), source=ast.get_source_segment(text, node) or "",
                           decorated=bool(node.decorator_list))
     if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
         return Definition(module, name, "assignment", value=ast.unparse(node.value), source=ast.get_source_segment(text, node) or "")
@@ -204,7 +205,7 @@ def class_member(tree: UpstreamTree, module: str, class_name: str, member: str) 
         if isinstance(node, ast.ClassDef) and node.name == class_name:
             for stmt in node.body:
                 if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == member:
-                    return "method", None, _params(stmt.args)
+                    return "method", None, params_of(stmt.args)
                 if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == member for t in stmt.targets):
                     return "attribute", ast.unparse(stmt.value), ()
                 if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == member:

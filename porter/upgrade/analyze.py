@@ -288,6 +288,29 @@ def _module_prefix(root: Path, packages: tuple[str, ...]) -> str:
     return root.name if root.name in packages and (root / "__init__.py").is_file() else ""
 
 
+def _module_sizes(index: TreeIndex) -> dict[str, int]:
+    sizes = {}
+    for module, path in index.files.items():
+        try:
+            sizes[module] = path.stat().st_size
+        except OSError:
+            continue
+    return sizes
+
+
+def _with_patch_release(lanes: Lanes, baseline: Tree | None, target_index: TreeIndex, baseline_index: TreeIndex | None) -> Lanes:
+    """The lanes, marked as a patch-release move when the baseline tree is the current release and few
+    modules differ from the target. A pure function of the trees the result key already hashes, so it
+    is computed only when the result is (a warm run skips the file stats)."""
+    from dataclasses import replace
+
+    from porter.upgrade.lanes import is_patch_release
+
+    if baseline is None or baseline_index is None or baseline.version != lanes.replaced_release or not lanes.retarget_to:
+        return lanes
+    return replace(lanes, patch_release=is_patch_release(_module_sizes(baseline_index), _module_sizes(target_index)))
+
+
 def _lanes(spec: PluginSpec, plugin_tree: Tree, upstream: str, target: Tree, baseline: Tree | None) -> Lanes:
     """The lanes after this move. The plugin's current release lane: its release-tag file, else the baseline."""
     from porter.upgrade.lanes import read_release_tag
@@ -415,6 +438,7 @@ def _run_analysis(request: AnalysisRequest, progress: Any, pool: Any) -> Analysi
     result = _load_pickle(result_path)
     cache_state = "hit" if result is not None else "miss"
     if result is None:
+        lanes = _with_patch_release(lanes, baseline, target_index, baseline_index)
         result = compute_drift(files, target_index, baseline_index, conventions, TargetVersions(versions),
                                stage=lambda description, total: _stage(progress, description, total), lanes=lanes)
         atomic_write_bytes(result_path, pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL), durable=False)

@@ -139,7 +139,7 @@ class DriftAnalyzer:
                 guard = self._exception_guard(use, guard, broken_tries)
                 per_use.append((use, guard, findings, broken))
         per_use = self._drop_uncalled_optional(per_use)
-        guards = self._guard_verdicts(files, per_use)
+        guards = self._guard_verdicts(files, per_use, dead_modules)
         records, notes = self._merge(per_use, guards)
         # A copied body whose upstream original changed breaks nothing by itself: a sync hint, kept apart.
         copies = [r for r in records + notes if r.detail.get("change") == "copied_body_changed"]
@@ -186,7 +186,8 @@ class DriftAnalyzer:
                     changed = True
         return dead
 
-    def _guard_verdicts(self, files: list[FileUsage], per_use: list[tuple[Use, Guard, list[Finding], bool]]) -> list[GuardVerdict]:
+    def _guard_verdicts(self, files: list[FileUsage], per_use: list[tuple[Use, Guard, list[Finding], bool]],
+                        dead_modules: dict[str, str] | None = None) -> list[GuardVerdict]:
         if self.lanes is None:
             return []
         broken: set[tuple[str, int, bool]] = set()
@@ -200,7 +201,8 @@ class DriftAnalyzer:
                     broken.add((use.site.path, cond.line, cond.negated))
         blocks = [b for f in files for b in f.guard_blocks]
         aliases = {f.path: f.aliases for f in files}
-        return guard_verdicts(blocks, broken, self.conventions, self.lanes, aliases, self._hasattr)
+        features = _installed_unchanged(files, per_use, dead_modules or {})
+        return guard_verdicts(blocks, broken, self.conventions, self.lanes, aliases, self._hasattr, features)
 
     def _prefetch(self, files: list[FileUsage]) -> None:
         modules: set[str] = set()
@@ -1260,3 +1262,23 @@ def _positional_shift(old: Signature, new: Signature, positional: int, keywords:
                 return None  # a renamed parameter in the same slot: nothing is misbound for sure
             return f"argument for '{was}' now binds '{now}'", duplicate
     return None
+
+
+def _installed_unchanged(files: list[FileUsage], per_use: list[tuple[Use, Guard, list[Finding], bool]],
+                         dead_modules: dict[str, str]) -> dict[tuple[str, int], tuple[str, ...]]:
+    """Guards whose body installs plugin modules (imports them; nothing else does at the target) in
+    which no upstream use breaks or changes between the baseline and the target (no finding but the
+    sync hints of copied bodies): (path, line) -> those modules. Such a patch still applies as it did
+    at the old release."""
+    module_of_path = {f.path: f.module for f in files}
+    touched = {module_of_path.get(use.site.path) for use, _, findings, _ in per_use
+               if any(f.detail.get("change") != "copied_body_changed" for f in findings)}
+    installs: dict[tuple[str, int], set[str]] = {}
+    for usage in files:
+        for module, conditions in usage.internal_imports:
+            if module not in dead_modules:
+                continue
+            innermost = next((c for c in reversed(conditions) if c.kind == "if" and c.line), None)
+            if innermost is not None and not innermost.negated:
+                installs.setdefault((usage.path, innermost.line), set()).add(module)
+    return {key: tuple(sorted(mods)) for key, mods in installs.items() if not mods & touched}

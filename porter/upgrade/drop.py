@@ -17,6 +17,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from porter.upgrade.lanes import GuardVerdict
+from porter.upgrade.predicates import helper_renames
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,59 @@ class _Retarget(cst.CSTTransformer):
             arg = updated.args[0].with_changes(value=literal.with_changes(value=f"{quote}{self.version}{quote}"))
             return updated.with_changes(args=[arg, *updated.args[1:]])
         return updated
+
+    def leave_BooleanOperation(self, original: cst.BooleanOperation, updated: cst.BooleanOperation) -> cst.BaseExpression:
+        # `is("0.10.1.1") or is("0.10.1")` retargeted names the new release twice: once is enough.
+        if updated.left.deep_equals(updated.right):
+            return updated.left.with_changes(lpar=updated.lpar, rpar=updated.rpar) if updated.lpar else updated.left
+        return updated
+
+
+DEFAULT_LINE_LENGTH = 79  # PEP 8 (yapf's and flake8's default): a project without a formatter setting
+
+# Expressions that need no parentheses wherever the ternary they replace stood (on one line, or inside
+# their own brackets: a line break elsewhere needs the parentheses).
+_BRACKETED = (cst.Dict, cst.List, cst.Set)
+_ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.SimpleString, cst.Integer, cst.Float,
+          cst.FormattedString, *_BRACKETED)
+
+
+def _indent_width(block: cst.BaseSuite) -> int:
+    """Columns one level of the block's indentation takes (what a collapse removes); 0: not indented."""
+    if not isinstance(block, cst.IndentedBlock):
+        return 0
+    return len(block.indent) if block.indent is not None else 4  # None: the module's default indentation
+
+
+class _DedentDocstrings(cst.CSTTransformer):
+    """The continuation lines of the docstrings in code a collapse moved one level left move with it
+    (a docstring's indentation is not part of its text; other strings are left as they are)."""
+
+    def __init__(self, width: int):
+        self.width = width
+
+    def _fixed(self, node: cst.CSTNode, body: cst.BaseSuite) -> cst.CSTNode:
+        if not isinstance(body, cst.IndentedBlock) or not body.body:
+            return node
+        first = body.body[0]
+        if not (isinstance(first, cst.SimpleStatementLine) and len(first.body) == 1 and isinstance(first.body[0], cst.Expr)
+                and isinstance(first.body[0].value, cst.SimpleString)):
+            return node
+        string = first.body[0].value
+        lines = string.value.split("\n")
+        pad = " " * self.width
+        if len(lines) < 2 or string.quote not in ('"""', "'''") or not all(
+                line.startswith(pad) or not line.strip() for line in lines[1:]):
+            return node
+        text = "\n".join([lines[0], *(line[self.width:] if line.strip() else line for line in lines[1:])])
+        new_first = first.with_changes(body=[first.body[0].with_changes(value=string.with_changes(value=text))])
+        return node.with_changes(body=body.with_changes(body=[new_first, *body.body[1:]]))
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        return self._fixed(updated, updated.body)
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        return self._fixed(updated, updated.body)
 
 
 def _statements(block: cst.BaseSuite) -> list[cst.BaseStatement]:
@@ -115,6 +169,7 @@ class _DropTransformer(cst.CSTTransformer):
             if is_elif:
                 return cst.Else(body=updated.body)  # `elif dead_true:` -> `else:`
             kept = _statements(updated.body)
+            width = _indent_width(updated.body)
         else:
             orelse = updated.orelse
             if is_elif:
@@ -124,12 +179,15 @@ class _DropTransformer(cst.CSTTransformer):
             if isinstance(orelse, cst.If):  # `if dead: ... elif x: ...` -> `if x: ...`
                 return orelse.with_changes(leading_lines=updated.leading_lines)
             kept = _statements(orelse.body)
+            width = _indent_width(orelse.body)
         if not kept:
             return cst.RemovalSentinel.REMOVE
+        kept = [k.visit(_DedentDocstrings(width)) if width else k for k in kept]
         first = kept[0]
         if hasattr(first, "leading_lines"):
-            # Comments above the `if` stay above the code that replaces it.
-            kept[0] = first.with_changes(leading_lines=[*updated.leading_lines, *first.leading_lines])
+            # Comments above the `if` stay above the code that replaces it; blank lines as a formatter keeps them.
+            kept[0] = _at_most_two_blank(first.with_changes(leading_lines=[*updated.leading_lines, *first.leading_lines]),
+                                         2 if self.depth == 0 else 1)
         if self.depth == 0 and all(_import_module(k) is not None for k in kept):  # a branch of imports only
             self.lifted.update(id(k) for k in kept)
         return cst.FlattenSentinel(kept)
@@ -145,6 +203,8 @@ class _DropTransformer(cst.CSTTransformer):
         if decision.verdict == "collapse":
             self.edits.append(DropEdit(self.path, line, end, "collapse", guard, kept=decision.kept))
             kept = updated.body if decision.kept == "body" else updated.orelse
+            if isinstance(kept, _ATOMS) and (isinstance(kept, _BRACKETED) or "\n" not in cst.Module([]).code_for_node(kept)):
+                return kept  # `@(cache if old else deco)` -> `@deco`: parentheses around an atom say nothing
             return kept.with_changes(lpar=updated.lpar, rpar=updated.rpar) if updated.lpar else kept
         return updated
 
@@ -279,12 +339,13 @@ def _drop_empty_isort_fences(module: cst.Module) -> cst.Module:
     return module.with_changes(body=body)
 
 
-def _at_most_two_blank(stmt: cst.BaseStatement) -> cst.BaseStatement:
-    """PEP 8: no more than two blank lines in a row above a module-level statement."""
+def _at_most_two_blank(stmt: cst.BaseStatement, most: int = 2) -> cst.BaseStatement:
+    """PEP 8: no more than two blank lines in a row above a module-level statement (`most`=1: inside a
+    class or function, as black and ruff keep them)."""
     lines, out, run = list(getattr(stmt, "leading_lines", ())), [], 0
     for line in lines:
         run = run + 1 if line.comment is None else 0
-        if run <= 2:
+        if run <= most:
             out.append(line)
     return stmt.with_changes(leading_lines=out) if len(out) != len(lines) else stmt
 
@@ -333,9 +394,10 @@ class _RemoveImports(cst.CSTTransformer):
 
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self, path: str, unused: set[str]):
+    def __init__(self, path: str, unused: set[str], line_length: int = DEFAULT_LINE_LENGTH):
         self.path = path
         self.unused = unused
+        self.line_length = line_length
         self.edits: list[DropEdit] = []
 
     def _bound(self, alias: cst.ImportAlias) -> str | None:
@@ -363,7 +425,19 @@ class _RemoveImports(cst.CSTTransformer):
         if len(keep) == len(updated.names):
             return updated
         keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        return updated.with_changes(names=keep)
+        return self._one_line(original, updated.with_changes(names=keep))
+
+    def _one_line(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom:
+        """A wrapped `from m import (a, b,\n c)` that fits on one line after the removal is written on
+        one line, as the plugin's formatter (isort, ruff, yapf) would; never when a comment sits inside."""
+        code = cst.Module([]).code_for_node(updated)
+        if ("\n" not in code and updated.lpar is None) or "#" in cst.Module([]).code_for_node(original):
+            return updated
+        names = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for a in updated.names]
+        names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        flat = updated.with_changes(names=names, lpar=None, rpar=None)
+        column = self.get_metadata(PositionProvider, original).start.column
+        return flat if column + len(cst.Module([]).code_for_node(flat)) <= self.line_length else updated
 
     def leave_Import(self, original: cst.Import, updated: cst.Import):
         keep = self._filter(original, updated.names, require_asname=True)
@@ -381,14 +455,18 @@ class _RemoveImports(cst.CSTTransformer):
 
 
 def drop_source(source: str, path: str, decisions: Mapping[int, GuardVerdict] | Iterable[GuardVerdict],
-                version_functions: Iterable[str] = ("vllm_version_is",)) -> DropResult:
-    """Apply the collapse/retarget verdicts (keyed by the guard's first line) to one file's source."""
+                version_functions: Iterable[str] = ("vllm_version_is",), line_length: int = DEFAULT_LINE_LENGTH) -> DropResult:
+    """Apply the collapse/retarget verdicts (keyed by the guard's first line) to one file's source;
+    `line_length`: the plugin's formatter limit (an import left short enough is joined on one line)."""
     if not isinstance(decisions, Mapping):
         decisions = {d.line: d for d in decisions}
     wanted = {line: d for line, d in decisions.items() if d.verdict in ("collapse", "retarget")}
     if not wanted:
         return DropResult(path, source, ())
     module = cst.parse_module(source)
+    # A helper imported under another name (`vllm_version_is as is_vllm`) is retargeted by that name.
+    renamed = {local for local, name in helper_renames(list(ast.walk(ast.parse(source)))).items() if name in version_functions}
+    version_functions = frozenset(version_functions) | renamed
     transformer = _DropTransformer(path, wanted, frozenset(version_functions))
     new_source = MetadataWrapper(module).visit(transformer).code
     predicates = _predicate_names(wanted, source)
@@ -403,7 +481,7 @@ def drop_source(source: str, path: str, decisions: Mapping[int, GuardVerdict] | 
         # Imported names the module read before the drop and reads nowhere now: only deleted branches used them.
         unused = (_import_bound_names(new_source) - after) & before
         if unused:
-            remover = _RemoveImports(path, unused)
+            remover = _RemoveImports(path, unused, line_length)
             new_source = MetadataWrapper(cst.parse_module(new_source)).visit(remover).code
             edits.extend(remover.edits)
     return DropResult(path, new_source, tuple(sorted(edits, key=lambda e: (e.line, e.action))))

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from porter.upgrade.drop import DropEdit, DropResult, drop_source
+from porter.upgrade.drop import DEFAULT_LINE_LENGTH, DropEdit, DropResult, drop_source
 from porter.upgrade.lanes import GuardVerdict
 from porter.upgrade.sources import parse_release
 
@@ -64,6 +64,21 @@ def selects(guard: GuardVerdict, drop: str | None) -> bool:
     return False
 
 
+def formatter_line_length(plugin_root: Path) -> int:
+    """The line limit the plugin's formatter keeps (pyproject.toml: ruff, black, isort, yapf), else PEP 8's."""
+    import tomllib
+
+    try:
+        tool = tomllib.loads((plugin_root / "pyproject.toml").read_text(encoding="utf-8")).get("tool", {})
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return DEFAULT_LINE_LENGTH
+    for table, key in (("ruff", "line-length"), ("black", "line-length"), ("isort", "line_length"), ("yapf", "column_limit")):
+        value = (tool.get(table) or {}).get(key)
+        if isinstance(value, int) and value > 0:
+            return value
+    return DEFAULT_LINE_LENGTH
+
+
 def plan_drop(guards: Iterable[GuardVerdict], plugin_root: Path, drop: str | None, target: str,
               version_functions: Iterable[str]) -> DropPlan:
     chosen = tuple(g for g in guards if selects(g, drop))
@@ -72,11 +87,12 @@ def plan_drop(guards: Iterable[GuardVerdict], plugin_root: Path, drop: str | Non
         by_file.setdefault(guard.path, {})[guard.line] = guard
     results: list[DropResult] = []
     skipped: list[str] = []
+    line_length = formatter_line_length(plugin_root)
     for path, decisions in sorted(by_file.items()):
         file = plugin_root / path
         try:
             source = file.read_text(encoding="utf-8")
-            result = drop_source(source, path, decisions, version_functions)
+            result = drop_source(source, path, decisions, version_functions, line_length)
         except (OSError, UnicodeDecodeError) as exc:
             skipped.append(f"{path}: {exc}")
             continue

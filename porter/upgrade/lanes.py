@@ -22,6 +22,7 @@ from porter.upgrade.guards import (
     MainRef,
     TargetVersions,
     combine,
+    parse_version,
     evaluate_condition,
     guard_kind,
 )
@@ -40,9 +41,11 @@ class Lanes:
     current_main: TargetVersions
     target_label: str  # what the user moves to: "0.22.1" or "main"
     retarget_to: str | None  # the version a retargeted guard names (the new release), None for --to main
+    patch_release: bool = False  # the target is a patch release of the current one (see is_patch_release)
 
     @classmethod
-    def for_move(cls, upstream: str, target: Version | None, target_label: str, current: Version | None) -> "Lanes":
+    def for_move(cls, upstream: str, target: Version | None, target_label: str, current: Version | None,
+                 patch_release: bool = False) -> "Lanes":
         """A release target moves the release lane (main stays main, past the target); a branch target
         (`main`) moves the main lane (the release lane stays at the plugin's current release)."""
         if target is not None:
@@ -56,7 +59,30 @@ class Lanes:
             current_main=TargetVersions({upstream: MainRef(current)}),
             target_label=target_label,
             retarget_to=retarget,
+            patch_release=patch_release and target is not None,
         )
+
+    @property
+    def replaced_release(self) -> Version | MainRef | None:
+        """The release the move replaces (the plugin's current release lane)."""
+        return next(iter(self.current_release.versions.values()), None)
+
+
+# A patch release is cut from the release branch with a few cherry-picks; a feature release from main.
+# Share of the modules both trees hold whose file size differs, measured on vllm: patch releases
+# 0.14.0->0.14.1 0.4 %, 0.17.0->0.17.1 1 %, 0.19.0->0.19.1 2 %; feature releases 30-100 %. Modules only
+# one tree holds do not count: a wheel carries generated and vendored modules its sdist lacks.
+PATCH_RELEASE_SHARE = 0.05
+
+
+def is_patch_release(old_sizes: dict[str, int], new_sizes: dict[str, int]) -> bool:
+    """Does the move from the tree of `old_sizes` to that of `new_sizes` (module -> file size) touch so
+    few modules that the new release still behaves like the old one (a patch release)?"""
+    common = [m for m in old_sizes.keys() & new_sizes.keys() if not m.endswith("._version")]
+    if len(common) < 0.5 * min(len(old_sizes), len(new_sizes)):
+        return False  # not two releases of one tree
+    changed = sum(1 for m in common if old_sizes[m] != new_sizes[m])
+    return changed <= PATCH_RELEASE_SHARE * len(common)
 
 
 @dataclass(frozen=True)
@@ -135,6 +161,24 @@ def _retargetable(source: str, conventions: GuardConventions) -> bool:
     return False
 
 
+def _names_only(source: str, conventions: GuardConventions, release: Version | MainRef | None,
+                series: bool = False) -> bool:
+    """Does every version-helper call in the test name `release` (the release the move replaces), or
+    with `series` a release of its major.minor series (0.14.0 for 0.14.1)?"""
+    if not isinstance(release, Version):
+        return False
+    try:
+        expr = ast.parse(source, mode="eval").body
+    except SyntaxError:
+        return False
+    named = [parse_version(node.args[0].value) for node in ast.walk(expr)
+             if isinstance(node, ast.Call) and ast.unparse(node.func).rsplit(".", 1)[-1] in conventions.version_functions
+             and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)]
+    if series:
+        return bool(named) and all(v is not None and v.release[:2] == release.release[:2] and v <= release for v in named)
+    return bool(named) and all(v == release for v in named)
+
+
 def guard_verdicts(
     blocks: Iterable[GuardBlock],
     broken: set[tuple[str, int, bool]],
@@ -142,9 +186,12 @@ def guard_verdicts(
     lanes: Lanes,
     aliases_of: dict[str, dict[str, str]] | None = None,
     hasattr_fn: HasAttr | None = None,
+    installs_unchanged: dict[tuple[str, int], tuple[str, ...]] | None = None,
 ) -> list[GuardVerdict]:
     """A verdict per version guard. `broken` holds (path, line, negated) of every branch with a use
-    that does not resolve at the target (negated=False: the body; True: the else branch)."""
+    that does not resolve at the target (negated=False: the body; True: the else branch).
+    `installs_unchanged`: guards whose body installs plugin modules that no upstream change between
+    the releases touches (path, line) -> modules."""
     out: list[GuardVerdict] = []
     aliases_of = aliases_of or {}
     blocks = list(blocks)
@@ -170,6 +217,23 @@ def guard_verdicts(
             out.append(GuardVerdict(verdict="retarget", kept=kept, retarget_to=lanes.retarget_to,
                                     reason=f"the branch both lanes take breaks at {lanes.target_label} and the dead "
                                            f"branch resolves there: retarget the guard to {lanes.retarget_to}", **common))
+            continue
+        if (lanes.patch_release and not dropped_breaks and _retargetable(block.source, conventions)
+                and _names_only(block.source, conventions, lanes.replaced_release)):
+            out.append(GuardVerdict(verdict="retarget", kept=kept, retarget_to=lanes.retarget_to, reason=(
+                f"{lanes.target_label} is a patch release of the release this guard names: it keeps that release's "
+                f"behaviour and the release branch resolves there, so retarget the guard to {lanes.retarget_to}"),
+                **common))
+            continue
+        installed = (installs_unchanged or {}).get((block.path, block.line))
+        if (installed and kept == "else" and not block.has_else and not dropped_breaks and lanes.retarget_to
+                and _retargetable(block.source, conventions)
+                and _names_only(block.source, conventions, lanes.replaced_release, series=True)):
+            # A release-only patch: upstream did not change what it patches, so the new release still needs it.
+            out.append(GuardVerdict(verdict="retarget", kept=kept, retarget_to=lanes.retarget_to, reason=(
+                f"the release-only branch installs {', '.join(installed[:3])}, and nothing upstream it uses changed "
+                f"between {lanes.replaced_release} and {lanes.target_label}: the release lane still needs it, "
+                f"retarget the guard to {lanes.retarget_to}"), **common))
             continue
         why = f"dead at {lanes.target_label} and at main: collapse (keep the {'if' if kept == 'body' else 'else'} branch)"
         if kept_breaks:

@@ -73,16 +73,18 @@ def _scope_predicates(scope: ast.AST, span: tuple[int, int], reads_everywhere: l
 
 
 class Predicates:
-    """The version predicates of one module, looked up by the line of the test that reads them."""
+    """The version predicates of one module, looked up by the line of the test that reads them, and
+    the version helpers it imports under another name (`vllm_version_is as is_vllm`)."""
 
-    def __init__(self, found: list[Predicate]):
+    def __init__(self, found: list[Predicate], renames: dict[str, str] | None = None):
         self.found = found
+        self.renames = renames or {}  # local name -> the helper's own name
         self._by_name: dict[str, list[Predicate]] = {}
         for p in found:
             self._by_name.setdefault(p.name, []).append(p)
 
     def __bool__(self) -> bool:
-        return bool(self.found)
+        return bool(self.found or self.renames)
 
     def lookup(self, name: str, line: int) -> Predicate | None:
         """The innermost predicate `name` visible at `line` (a function's own before the module's)."""
@@ -101,14 +103,16 @@ class Predicates:
 
         class _Swap(ast.NodeTransformer):
             def visit_Name(self, node: ast.Name) -> ast.AST:
+                if node.id in renames and isinstance(node.ctx, ast.Load):
+                    return ast.copy_location(ast.Name(renames[node.id], ast.Load()), node)
                 found = lookup(node.id, line)
                 if found is None or not isinstance(node.ctx, ast.Load):
                     return node
                 used.append(found)
                 return ast.parse(found.source, mode="eval").body
 
-        lookup = self.lookup
-        if not self._by_name or not any(isinstance(n, ast.Name) and n.id in self._by_name for n in ast.walk(test)):
+        lookup, renames = self.lookup, self.renames
+        if not any(isinstance(n, ast.Name) and (n.id in self._by_name or n.id in renames) for n in ast.walk(test)):
             return ast.unparse(test), ()
         swapped = _Swap().visit(ast.parse(ast.unparse(test), mode="eval").body)
         return ast.unparse(swapped), tuple(dict.fromkeys(used))
@@ -121,7 +125,14 @@ def find_predicates(tree: ast.Module) -> Predicates:
     """Every version predicate of a module (names assigned once in their scope from a version test)."""
     everything = list(ast.walk(tree))
     found = _scope_predicates(tree, (0, 0), everything)
+    renames = helper_renames(everything)
     for node in everything:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             found += _scope_predicates(node, (node.lineno, node.end_lineno or node.lineno), None)
-    return Predicates(found) if found else NO_PREDICATES
+    return Predicates(found, renames) if found or renames else NO_PREDICATES
+
+
+def helper_renames(nodes: list[ast.AST]) -> dict[str, str]:
+    """Version helpers imported under another name: `from m import vllm_version_is as is_vllm` -> {is_vllm: vllm_version_is}."""
+    return {a.asname: a.name for n in nodes if isinstance(n, ast.ImportFrom) for a in n.names
+            if a.asname and a.asname != a.name and _VERSIONISH.search(a.name)}

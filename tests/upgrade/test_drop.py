@@ -341,3 +341,253 @@ def test_imports_a_module_level_collapse_leaves_join_the_import_header():
                           "from vllm_ascend.ops import thing\nfrom vllm_ascend.utils import weak_ref_tensors\n\n\ndef f():\n")
     assert "isort" not in new  # the fence had nothing left to fence
     assert "    from vllm.new import g\n    return g" in new  # a function's imports stay where they were
+
+
+PATCH = '''from vllm_ascend.utils import vllm_version_is
+from vllm.x import Y
+
+if vllm_version_is("0.17.0"):
+    KWARGS = {}
+else:
+    KWARGS = {"inherited_fds": []}
+
+if not vllm_version_is("0.15.0"):
+    STALE = Y
+
+
+def f(x):
+    return x.run(**KWARGS) if vllm_version_is("v0.17.0") else x.run()
+'''
+
+
+def _patch_verdicts(patch_release: bool, broken=frozenset()):
+    from packaging.version import Version
+
+    from porter.upgrade.guards import GuardConventions
+    from porter.upgrade.lanes import Lanes, guard_verdicts
+    from porter.upgrade.usage import scan_source
+
+    usage = scan_source("m.py", PATCH.encode(), ["vllm"], ["vllm_ascend"])
+    lanes = Lanes.for_move("vllm", Version("0.17.1"), "0.17.1", Version("0.17.0"), patch_release=patch_release)
+    verdicts = guard_verdicts(usage.guard_blocks, set(broken), GuardConventions({"vllm_version_is": "vllm"}), lanes)
+    return {v.line: v for v in verdicts}
+
+
+def test_a_patch_release_keeps_the_old_release_branch_behind_a_retargeted_guard():
+    feature = _patch_verdicts(False)
+    assert [feature[n].verdict for n in (4, 9, 14)] == ["collapse", "collapse", "collapse"]
+    patch = _patch_verdicts(True)
+    assert patch[4].verdict == "retarget" and "patch release" in patch[4].reason
+    assert patch[14].verdict == "retarget"  # a ternary naming the release as v0.17.0
+    assert patch[9].verdict == "collapse"  # an older release's guard: dead whatever the target
+    # The old-release branch itself breaks at the patch release: the target took main's change.
+    assert _patch_verdicts(True, {("m.py", 4, False)})[4].verdict == "collapse"
+    result = drop_source(PATCH, "m.py", patch.values())
+    compile(result.source, "m.py", "exec")
+    assert 'if vllm_version_is("0.17.1"):\n    KWARGS = {}' in result.source
+    assert 'if vllm_version_is("0.17.1") else x.run()' in result.source and "\nSTALE = Y\n" in result.source
+
+
+def test_a_patch_release_is_told_from_a_feature_release_by_the_modules_it_changes():
+    from porter.upgrade.lanes import is_patch_release
+
+    old = {f"vllm.m{i}": 100 + i for i in range(200)} | {"vllm._version": 10}
+    patch = dict(old, **{"vllm.m1": 5, "vllm.m2": 6, "vllm._version": 11})
+    assert is_patch_release(old, patch)
+    assert is_patch_release(old, dict(patch, **{f"vllm.generated{i}": 1 for i in range(300)}))  # wheel-only modules
+    assert not is_patch_release(old, {m: s + 1 for m, s in old.items()})
+    assert not is_patch_release(old, {f"other.m{i}": 1 for i in range(200)})
+
+
+ALIASED = '''from vllm_ascend.utils import vllm_version_is as is_vllm
+from vllm.x import Y
+
+if is_vllm("0.10.0"):
+    A = 1
+else:
+    A = Y
+
+
+def f():
+    return 1 if not is_vllm("0.10.0") else 2
+'''
+
+
+def test_a_version_helper_imported_under_another_name_is_a_guard():
+    from packaging.version import Version
+
+    from porter.upgrade.guards import GuardConventions
+    from porter.upgrade.lanes import Lanes, guard_verdicts
+    from porter.upgrade.usage import scan_source
+
+    usage = scan_source("m.py", ALIASED.encode(), ["vllm"], ["vllm_ascend"])
+    lanes = Lanes.for_move("vllm", Version("0.10.1"), "0.10.1", Version("0.10.0"))
+    conventions = GuardConventions({"vllm_version_is": "vllm"})
+    verdicts = {v.line: v for v in guard_verdicts(usage.guard_blocks, set(), conventions, lanes)}
+    assert verdicts[4].verdict == "collapse" and verdicts[11].verdict == "collapse"
+    result = drop_source(ALIASED, "m.py", verdicts.values())
+    assert result.source == "from vllm.x import Y\n\nA = Y\n\n\ndef f():\n    return 1\n"
+    # The main-lane branch breaks at the target: the guard is retargeted under its local name.
+    verdicts = {v.line: v for v in guard_verdicts(usage.guard_blocks, {("m.py", 4, True)}, conventions, lanes)}
+    assert verdicts[4].verdict == "retarget"
+    assert 'if is_vllm("0.10.1"):' in drop_source(ALIASED, "m.py", verdicts.values()).source
+
+
+RELEASE_PATCH_UPSTREAM = {
+    "upkg/__init__.py": '__version__ = "{v}"\n',
+    "upkg/sched.py": """
+        class Scheduler:
+            def schedule(self):
+                budget = self.budget()
+                out = []
+                for i in range(budget):
+                    if i % 2:
+                        out.append(i * {body})
+                    else:
+                        out.append(i)
+                return out
+
+            def budget(self):
+                return 4
+        """,
+    "upkg/engine.py": "{engine}",
+}
+RELEASE_PATCH_PLUGIN = {
+    "myplug/__init__.py": "from myplug import patches\n",
+    "myplug/utils.py": "def upkg_version_is(v):\n    return False\n",
+    "myplug/patches.py": """
+        import os
+        from myplug.utils import upkg_version_is
+
+        if os.getenv("BALANCE") and upkg_version_is("1.0"):
+            import myplug.patch_balance  # noqa: F401
+
+        if upkg_version_is("1.0"):
+            import myplug.patch_engine  # noqa: F401
+        """,
+    "myplug/patch_balance.py": """
+        import upkg.sched
+        from upkg.sched import Scheduler
+
+
+        class BalanceScheduler(Scheduler):
+            def schedule(self):
+                budget = self.budget()
+                out = []
+                for i in range(budget):
+                    if i % 2:
+                        out.append(i * 2)
+                    else:
+                        out.append(i)
+                return out
+
+
+        upkg.sched.Scheduler = BalanceScheduler
+        """,
+    "myplug/patch_engine.py": "import upkg.engine\nfrom upkg.engine import step\n\nupkg.engine.step = lambda: step() + 1\n",
+}
+
+
+def test_a_release_only_patch_nothing_upstream_broke_is_retargeted_and_one_that_broke_collapses(project, tmp_path):
+    from porter.config import load_config
+    from porter.upgrade.analyze import AnalysisRequest, run_analysis
+
+    def upstream(version: str, body: str, engine: str) -> dict[str, str]:
+        return {p: t.format(v=version, body=body, engine=engine) for p, t in RELEASE_PATCH_UPSTREAM.items()}
+
+    old = write_tree(tmp_path / "rp-old", upstream("1.0", "2", "def step():\n    return 1\n"))
+    # 2.0: the scheduler body moved on (a copied-body sync hint only); the engine's `step` is gone.
+    new = write_tree(tmp_path / "rp-new", upstream("2.0", "3", "def run():\n    return 1\n"))
+    plugin = write_tree(tmp_path / "rp-plugin", RELEASE_PATCH_PLUGIN)
+    report = run_analysis(AnalysisRequest(plugin="myplug", target="2.0", baseline="1.0", plugin_path=plugin,
+                                          upstream_paths={"1.0": old, "2.0": new}, config=load_config()))
+    verdicts = {g.line: g for g in report.dead_guards if g.path == "myplug/patches.py"}
+    assert verdicts[4].verdict == "retarget" and "myplug.patch_balance" in verdicts[4].reason
+    assert any(c.detail.get("change") == "copied_body_changed" for c in report.copies)
+    assert verdicts[7].verdict == "collapse"  # its patch reads a name 2.0 removed: the release took the change
+
+
+def test_a_retargeted_guard_naming_two_releases_names_the_new_one_once():
+    source = 'from m import vllm_version_is\n\nif vllm_version_is("0.10.1.1") or vllm_version_is("0.10.1"):\n    A = 1\nelse:\n    A = 2\n'
+    verdict = GuardVerdict("m.py", 3, 6, "", "retarget", "", retarget_to="0.10.2", kept="else")
+    result = drop_source(source, "m.py", [verdict])
+    assert 'if vllm_version_is("0.10.2"):\n    A = 1\nelse:\n    A = 2\n' in result.source
+
+
+def test_a_patch_release_target_is_recognised_from_the_trees(project, tmp_path):
+    from porter.config import load_config
+    from porter.upgrade.analyze import AnalysisRequest, run_analysis
+
+    filler = {f"upkg/m{i}.py": f"def f{i}():\n    return {i}\n" for i in range(30)}
+    files = {p: t.format(v="{v}", body="2", engine="def step():\n    return 1\n") for p, t in RELEASE_PATCH_UPSTREAM.items()}
+    old = write_tree(tmp_path / "pp-old", {**filler, **{p: t.replace("{v}", "1.0") for p, t in files.items()}})
+    patch = write_tree(tmp_path / "pp-patch", {**filler, **{p: t.replace("{v}", "1.0.1") for p, t in files.items()}})
+    plugin = write_tree(tmp_path / "pp-plugin", RELEASE_PATCH_PLUGIN)
+    report = run_analysis(AnalysisRequest(plugin="myplug", target="1.0.1", baseline="1.0", plugin_path=plugin,
+                                          upstream_paths={"1.0": old, "1.0.1": patch}, config=load_config()))
+    verdicts = {g.line: g for g in report.dead_guards if g.path == "myplug/patches.py"}
+    assert verdicts[7].verdict == "retarget" and "patch release" in verdicts[7].reason
+    assert verdicts[7].retarget_to == "1.0.1"
+
+
+def test_a_collapsed_ternary_drops_parentheses_an_atom_does_not_need():
+    source = ('from m import vllm_version_is\n\n\n@(cache if vllm_version_is("0.10.0") else deco)\ndef f():\n'
+              '    return g(**({"a": 1} if vllm_version_is("0.10.0") else {"b": 2}))\n\n\n'
+              'X = ("a"\n     "b" if vllm_version_is("0.10.0") else "c"\n     "d")\n'
+              'Y = (a + b if vllm_version_is("0.10.0") else a - b) * 2\n')
+    lines = [4, 6, 9, 12]
+    verdicts = [GuardVerdict("m.py", n, n, "", "collapse", "", kind="ifexp", kept="else") for n in lines]
+    result = drop_source(source, "m.py", verdicts)
+    compile(result.source, "m.py", "exec")
+    assert "@deco\ndef f():\n    return g(**{\"b\": 2})\n" in result.source
+    assert 'X = ("c"\n     "d")\n' in result.source and "Y = (a - b) * 2\n" in result.source
+
+
+def test_an_import_left_short_by_the_drop_is_joined_on_one_line(tmp_path):
+    from porter.upgrade.drop_run import formatter_line_length
+
+    source = ('from vllm_ascend.utils import (ACL_FORMAT_FRACTAL_ND, is_enable_nz,\n'
+              '                               vllm_version_is)\n'
+              'from vllm.a import (b,  # why b\n                   c)\n\n'
+              'if vllm_version_is("0.11.0"):\n    X = 1\nelse:\n    X = ACL_FORMAT_FRACTAL_ND + is_enable_nz + b\n')
+    verdict = GuardVerdict("m.py", 6, 9, "", "collapse", "", kept="else")
+    new = drop_source(source, "m.py", [verdict]).source
+    assert new.startswith("from vllm_ascend.utils import ACL_FORMAT_FRACTAL_ND, is_enable_nz\n"
+                          "from vllm.a import (b,  # why b\n                   c)\n")  # untouched
+    assert "from vllm_ascend.utils import (ACL" in drop_source(source, "m.py", [verdict], line_length=40).source
+    (tmp_path / "pyproject.toml").write_text("[tool.ruff]\nline-length = 120\n", encoding="utf-8")
+    assert formatter_line_length(tmp_path) == 120 and formatter_line_length(tmp_path / "none") == 79
+
+
+def test_code_a_collapse_moves_left_takes_its_docstrings_and_blank_lines_with_it():
+    source = '''from m import vllm_version_is
+
+
+class A:
+    x = 1
+
+    if not vllm_version_is("0.16.0"):
+
+        class Runner:
+            """
+            Runs things.
+
+              Indented example.
+            """
+
+            def go(self):
+                """One line."""
+                s = """
+                data
+                """
+                return s
+
+
+def f():
+    return 1
+'''
+    verdict = GuardVerdict("m.py", 7, 22, "", "collapse", "", kept="body")
+    new = drop_source(source, "m.py", [verdict]).source
+    compile(new, "m.py", "exec")
+    assert '    x = 1\n\n    class Runner:\n        """\n        Runs things.\n\n          Indented example.\n        """\n' in new
+    assert '            s = """\n                data\n                """\n' in new  # not a docstring: its text stays

@@ -45,8 +45,11 @@ TITLE_POINTS = 4.0  # the commit's title restates a short report (an issue title
 TITLE_MIN_COVERAGE = 0.35  # the share of the report's information (idf-weighted words) the title must hold
 TITLE_MIN_WORDS = 2
 MASK_MIN = 20  # a message line this long that the trace contains (or one holding a trace line) is a quote
+QUOTED_LINE_POINTS = LINE_POINTS  # rewrote a code line the report quotes in backticks (`x[i] = y[j]`): the failing line
+BODY_WORD_WEIGHT = 0.5  # a report word the commit's description (not its title) holds counts this much towards the coverage
 THRESHOLD = 3.5  # a candidate is proposed at this score
 GUESSED_VERSION_PENALTY = 1.5  # a commit the version guessed from the frames already has: likely, not surely, in
+GUESSED_WORK_FACTOR = 0.5  # the same for a commit that is no bug fix: it most likely wrote the code the trace shows
 QUOTE_MIN = 90.0
 TEMPLATE_MIN = 90.0
 MIN_TEMPLATE_WORDS = 4  # a template of fewer real words ("Q object has no attribute Q") is too common
@@ -59,12 +62,20 @@ BUILTIN_NAMES = frozenset(
     if isinstance(value, type) and (not issubclass(value, BaseException) or issubclass(value, Warning))
 ) | {"NoneType", "function", "method", "module", "builtin_function_or_method"}
 _FUNC_EVIDENCE = re.compile(r"changes \S+\(\) in ")
+# style-only work (formatters, linters, typos): it rewrites every line of a file without changing what the code does
+# (tool names and style tags only: a `[BugFix] fix the output format` or a typo fix can change what the code does)
+_MECHANICAL = re.compile(r"\[(?:lint|style|format)\]|\b(?:ruff|yapf|isort|flake8|mypy|codespell|pre-commit|reformat(?:ted)?|code style)\b", re.I)
+_LOG_FIELD = re.compile(r"\b\w+=")  # `device_id=0, stream_id=512`: a log record's field names, not the failing code
+_CODE_SPAN = re.compile(r"`([^`\n]{8,200})`")
+_STATEMENT = re.compile(r"[\w\])]\s*(?:[-+*/]?=|\(|\[)|\w\.\w+\(")  # an assignment, a call or a subscript: a code line, not a name
 _PATH = re.compile(r"\S*/\S*")
 _QUALIFIER = re.compile(r"\b\w+::")
+_SOURCE_LINE = re.compile(r"\b[\w.-]+\.(?:cpp|cc|cxx|c|h|hpp|ts|py|cu):\d+")  # `ascend_direct_transport.cpp:820]`: a log's place
 _TOKEN = re.compile(r"[A-Za-z_][\w.-]*\w")
 _QUOTED = re.compile(r"'[^']{0,200}'|\"[^\"]{0,200}\"")
 _NUM = re.compile(r"\b0x[0-9a-fA-F]+\b|\b\d+(?:\.\d+)?\b")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
+_FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9]+(?:-[a-z0-9]+)+")
 _COMMON_WORDS = frozenset(
     "self none nonetype object attribute argument arguments expected unexpected keyword positional given "
     "takes missing required module named import cannot from found support supported tensor tensors shape "
@@ -73,18 +84,35 @@ _COMMON_WORDS = frozenset(
 )
 
 
+def is_mechanical(subject: str) -> bool:
+    """A formatting, lint or typo commit: it touches lines without changing what they do."""
+    return bool(_MECHANICAL.search(subject))
+
+
+def quoted_code_lines(text: str) -> tuple[str, ...]:
+    """Code statements a report quotes in backticks (`sorted_bitmask[i] = grammar_bitmask[j]`):
+    where no frame prints the failing line, the report often names it so."""
+    out: dict[str, None] = {}
+    for m in _CODE_SPAN.finditer(text):
+        span = " ".join(m.group(1).split())
+        if _STATEMENT.search(span) and line_key(span):
+            out.setdefault(span, None)
+    return tuple(list(out)[:6])
+
+
 def template(message: str) -> str:
     """The message with its variable parts (quoted values, numbers) blanked: the error's template."""
     return " ".join(_NUM.sub("N", _QUOTED.sub("Q", message)).lower().split())
 
 
 def distinctive_names(message: str) -> list[str]:
-    """Identifiers in an exception message that point at code (snake_case, CamelCase, dotted)."""
-    out: dict[str, None] = {}
+    """Identifiers in an exception message that point at code (snake_case, CamelCase, dotted), and
+    command-line flags (`--enable-prompt-tokens-details`): an option's name is as specific as code's."""
+    out: dict[str, None] = dict.fromkeys(_FLAG.findall(message))
     for name in _NAME.findall(message):
         low = name.lower()
-        if low in _COMMON_WORDS or name in BUILTIN_NAMES:
-            continue
+        if low in _COMMON_WORDS or name in BUILTIN_NAMES or (name.startswith("__") and name.endswith("__")):
+            continue  # dunders (`__init__`) name a protocol every class has, not this code
         if "_" in name or (any(c.isupper() for c in name[1:]) and any(c.islower() for c in name)):
             out.setdefault(name, None)
     return list(out)[:8]
@@ -101,7 +129,7 @@ _REPORT_STOP = frozenset(
 
 
 def _stem(word: str) -> str:
-    w = word.lower().rstrip(".")
+    w = name_form(word).rstrip(".")  # `gather_v3` ~ `GatherV3`
     for suffix in ("ing", "ed", "es", "s"):
         if len(w) > len(suffix) + 3 and w.endswith(suffix):
             return w[: -len(suffix)]
@@ -117,10 +145,10 @@ def title_words(title: str) -> frozenset[str]:
 
 
 def where_free(message: str) -> str:
-    """The message without the places it prints: file paths (`torch_npu/csrc/.../CopyKernel.cpp:274`)
-    and C++ namespace qualifiers (`c10_npu::acl::`) say where the code lives, not what failed;
-    every error of that library prints them."""
-    return _QUALIFIER.sub("", _PATH.sub(" ", message))
+    """The message without the places it prints: file paths (`torch_npu/csrc/.../CopyKernel.cpp:274`),
+    source lines a log record names (`compiler_depend.ts:117`) and C++ namespace qualifiers
+    (`c10_npu::acl::`) say where the code lives, not what failed; every error of that library prints them."""
+    return _QUALIFIER.sub("", _SOURCE_LINE.sub(" ", _PATH.sub(" ", message)))
 
 
 def specific_tokens(message: str) -> tuple[str, ...]:
@@ -164,13 +192,17 @@ class _Query:
     other_names: tuple[str, ...] = ()  # code names of the innermost framework line: count with a change to its function
     specific: tuple[str, ...] = ()  # specific_tokens() of the message: a quote must hold them all
     report: frozenset[str] = frozenset()  # title_words() of a short report without an error line (an issue title)
+    quoted: tuple[tuple[str, str], ...] = ()  # (code line, line_key) of statements the report quotes in backticks
 
 
-def _query(facts: TraceFacts, extra_text: str = "", report: str = "") -> _Query:
+def _query(facts: TraceFacts, extra_text: str = "", report: str = "", quoted: Sequence[str] = ()) -> _Query:
     frames = facts.frames
     tpl = template(facts.exception_message)
     words = [w for w in tpl.split() if w not in ("q", "n") and len(w) > 2]
-    names = tuple(distinctive_names(where_free(facts.exception_message) or extra_text))
+    # a message without code names (`list index out of range`): the error lines around it may name the code
+    exc_name = facts.exception_type.rsplit(".", 1)[-1]
+    names = tuple(distinctive_names(where_free(facts.exception_message))
+                  or [n for n in distinctive_names(_LOG_FIELD.sub(" ", where_free(extra_text))) if n != exc_name])
     return _Query(frames, tuple(line_key(f.source) if f.source else None for f in frames),
                   facts.exception_type.rsplit(".", 1)[-1], " ".join(facts.exception_message.lower().split()),
                   tpl if len(words) >= MIN_TEMPLATE_WORDS else "",
@@ -178,7 +210,8 @@ def _query(facts: TraceFacts, extra_text: str = "", report: str = "") -> _Query:
                   _diff_names(names, [f.source for f in frames[:2]]), _other_funcs(facts.other_frames),
                   _literals(facts.exception_message or extra_text),
                   _diff_names((), [o.source for o in facts.other_frames[:1]]), specific_tokens(facts.exception_message),
-                  title_words(report) if report and not facts.exception_message else frozenset())
+                  title_words(report) if report and not facts.exception_message else frozenset(),
+                  tuple((line, key) for line in quoted if (key := line_key(line))))
 
 
 def _literals(text: str) -> tuple[tuple[str, str], ...]:
@@ -301,6 +334,21 @@ class QuoteMask:
         return not any(t in n for t in self.lines)
 
 
+def name_form(text: str) -> str:
+    """Case and underscores folded: a CANN log's `gather_v3` is the `GatherV3` a commit names."""
+    return text.lower().replace("_", "")
+
+
+def names_in(name: str, text: str, folded: str) -> bool:
+    """The text names it, as written or, for a snake_case name (an inner underscore), in another
+    casing (`gather_v3` ~ `GatherV3`). A name without one is matched as written: folding `_builder`
+    or `blockIdx` would match the English word or another variable."""
+    if name in text:
+        return True
+    core = name.strip("_")
+    return "_" in core and len(core) >= 6 and name_form(core) in folded
+
+
 def message_text(commit: CommitRecord, mask: QuoteMask | None = None) -> str:
     text = f"{commit.subject}\n{commit.body}\n" + "\n".join(commit.error_strings)
     if mask is None:
@@ -314,7 +362,8 @@ def _name_points(df: int) -> float:
 
 def name_frequency(commits: Iterable[CommitRecord], names: Sequence[str]) -> dict[str, int]:
     """How many commit messages mention each name."""
-    return commit_frequency(commits, names, message_text, lambda text, n: n in text)
+    return commit_frequency(commits, names, lambda c: (t := message_text(c), name_form(t)),
+                            lambda texts, n: names_in(n, *texts))
 
 @dataclass(frozen=True)
 class Frequencies:
@@ -349,6 +398,7 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
           mask: QuoteMask | None = None) -> tuple[float, list[str]]:
     evidence: list[str] = []
     code = 0.0
+    mechanical = is_mechanical(commit.subject)
     for frame, key in zip(q.frames, q.keys):
         names = paths.get(frame.repo_path, {frame.repo_path})
         best, why = 0.0, ""
@@ -356,7 +406,9 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
             if ch.path not in names and ch.old_path not in names:
                 continue
             w = _weight(frame.depth)
-            if key and ch.removes(key):
+            if mechanical:  # a formatter rewrote the line; the code stayed what it was
+                pts, text = FILE_POINTS * w, f"changes {ch.path}"
+            elif key and ch.removes(key):
                 pts, text = LINE_POINTS * w, f"rewrites the failing line {frame.repo_path}:{frame.line} `{frame.source[:120]}`"
             elif frame.function in ch.functions:
                 n = popularity.get((frame.repo_path, frame.function), 1)
@@ -370,6 +422,11 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
             code += best
             if why not in evidence:
                 evidence.append(why)
+    if not mechanical:
+        line = next((line for line, key in q.quoted if any(ch.removes(key) for ch in commit.changes)), None)
+        if line:
+            code += QUOTED_LINE_POINTS
+            evidence.append(f"rewrites the failing line the report quotes `{line[:120]}`")
     overrides = False
     for depth, fn in enumerate(q.other_funcs):
         if any(fn in ch.functions for ch in commit.changes):
@@ -409,7 +466,8 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
             if best_t >= TEMPLATE_MIN:
                 msg += TEMPLATE_POINTS
                 evidence.append(f"message quotes an error of the same form ({best_t:.0f}% template match)")
-    hits = [n for n in q.names if n in text]
+    folded = name_form(text)
+    hits = [n for n in q.names if names_in(n, text, folded)]
     if hits:
         # a name few commits mention (`decode_hs_or_q_c`) says more than one many do (`torch_npu`)
         msg += min(sum(_name_points(freq.names.get(n, 1)) for n in hits), NAME_CAP) + EXTRA_HIT_POINTS * (len(hits) - 1)
@@ -417,7 +475,10 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
     if q.report and use_message and (mask is None or mask.keeps(commit.subject)):
         shared = q.report & title_words(commit.subject)
         if len(shared) >= TITLE_MIN_WORDS:
-            coverage = sum(freq.idf(w) for w in shared) / sum(freq.idf(w) for w in q.report)
+            # the rest of the report's words in the description count too, less than in the title
+            described = (q.report - shared) & title_words(commit.body) if commit.body else frozenset()
+            coverage = (sum(freq.idf(w) for w in shared) + BODY_WORD_WEIGHT * sum(freq.idf(w) for w in described)) \
+                / sum(freq.idf(w) for w in q.report)
             if coverage >= TITLE_MIN_COVERAGE:
                 msg += TITLE_POINTS * coverage
                 evidence.append(f"its title restates the report ({', '.join(sorted(shared)[:5])}; {coverage:.0%} of its words)")
@@ -461,7 +522,7 @@ def anchored(evidence: Sequence[str]) -> bool:
 def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[str, str], contained: set[str] | None,
          paths: Mapping[str, set[str]], top: int = 3, strict: bool = False,
          use_message: bool = True, error_text: str = "", guessed: bool = False,
-         mask: QuoteMask | None = None, report: str = "") -> tuple[list[Candidate], list[Candidate]]:
+         mask: QuoteMask | None = None, report: str = "", quoted: Sequence[str] = ()) -> tuple[list[Candidate], list[Candidate]]:
     """(candidates after the installed version, best fixes already contained in it), each best first.
     `use_message=False` ranks on code evidence alone (an ablation for the benchmark). `error_text`:
     the trace's error lines, whose code names count when the exception carries no message.
@@ -470,13 +531,15 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
     `mask`: leave out the lines of each commit message that quote the trace (a benchmark ablation).
     `report`: the first line of a short input without an error line (an issue title): a commit
     whose title restates it (idf-weighted word overlap) gains up to TITLE_POINTS.
+    `quoted`: code statements the report quotes (quoted_code_lines): a commit that rewrote one
+    rewrote the failing line.
     `strict`: the trace looks like an environment fault (lookup.environment_verdict): only
     anchored() candidates that change more than tests are proposed.
 
     `commits` newest first; `contained` the shas the installed version has (None: unknown, so every
     commit counts as after it); `paths` maps a repository path to all names it had."""
-    q = _query(facts, error_text, report)
-    if not (q.frames or q.message or q.other_funcs or q.names or q.literals or q.report):
+    q = _query(facts, error_text, report, quoted)
+    if not (q.frames or q.message or q.other_funcs or q.names or q.literals or q.report or q.quoted):
         return [], []
     after = [c for c in commits if contained is None or c.sha not in contained]
     popularity = function_popularity(after, q.frames)
@@ -494,7 +557,8 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
             continue
         is_in = contained is not None and c.sha in contained
         if is_in and guessed:
-            s -= GUESSED_VERSION_PENALTY
+            # work before the tag whose code the trace shows most likely built that code: a fix there may be the one
+            s = s - GUESSED_VERSION_PENALTY if c.is_fix else s * GUESSED_WORK_FACTOR
             if s < threshold:
                 continue
             ev = [*ev, "may already be in your version (guessed from the frames' code)"]

@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 
 from porter.errors import InputError
 from porter.kb.history import mine
-from porter.kb.history.candidates import QuoteMask, distinctive_names, rank
+from porter.kb.history.candidates import QuoteMask, distinctive_names, quoted_code_lines, rank
 from porter.kb.history.frames import PathMapper, first_exception, trace_facts, versions_in_text
 from porter.kb.history.models import CommitRecord, HistoryIndex, HistoryReport, Installed, TraceFacts
 from porter.kb.history.version import installed_version
@@ -103,11 +103,13 @@ def analyse(
     error_text: str = "",
     mask_quotes: bool = False,
     title_line: str = "",
+    quoted: Sequence[str] = (),
 ) -> HistoryReport:
     """Candidate fix commits in `source` for the trace. `index`: a loaded index (else the cached
     one for the repository's tip is used when present, and git log on the frames' files if not).
     `mask_quotes`: leave out commit-message lines that quote this trace (benchmark ablation).
     `title_line`: the first line of a short input (an issue title), which a fix's title may restate.
+    `quoted`: code statements the input quotes in backticks (candidates.quoted_code_lines).
     `gate`: why the trace looks like an environment fault (environment_verdict), "" when it does not:
     then only candidates tied to the trace itself (a quote of its error, a change to a failing frame)
     are proposed."""
@@ -132,7 +134,7 @@ def analyse(
     report = HistoryReport(source.label, "none", installed, frames=list(facts.frames), note=problem or "", index_used=index is not None,
                            gate=gate)
     if not facts.frames and not facts.exception_message and not facts.other_frames and not distinctive_names(error_text) \
-            and not title_line:
+            and not title_line and not quoted:
         report.status = "no-frames"  # nothing of the trace points into this repository
         report.elapsed_s = time.perf_counter() - started
         return report
@@ -145,7 +147,7 @@ def analyse(
     first_tag = index.first_tag if index else {}
     candidates, inside = rank(commits, facts, first_tag, contained, _rename_closure(commits), top=top, strict=bool(gate),
                                  use_message=use_message, error_text=error_text, guessed=installed.source == "frames",
-                                 mask=QuoteMask.of(text) if mask_quotes else None, report=title_line)
+                                 mask=QuoteMask.of(text) if mask_quotes else None, report=title_line, quoted=quoted)
     if not index:
         from dataclasses import replace
 
@@ -195,7 +197,8 @@ def analyse_diagnosis(source: HistorySource, diag, text: str, env: Mapping[str, 
     title_line = next((line.strip() for line in text.splitlines() if line.strip()), "") if len(text) <= SHORT_TEXT_CHARS else ""
     return analyse(source, blocks, text, env, cache_dir, top=top, gate=environment_verdict(diag), index=index,
                    fallback_exception=fallback_exception(first_exception(diag.signals.exceptions), errors, text),
-                   use_message=use_message, error_text=errors, mask_quotes=mask_quotes, title_line=title_line)
+                   use_message=use_message, error_text=errors, mask_quotes=mask_quotes, title_line=title_line,
+                   quoted=quoted_code_lines(text[:EMBEDDED_SCAN_CHARS]))
 
 
 def fallback_exception(first: tuple[str, str] | None, errors: str, text: str) -> tuple[str, str] | None:
@@ -204,7 +207,19 @@ def fallback_exception(first: tuple[str, str] | None, errors: str, text: str) ->
     embedded = embedded_exception(text[:EMBEDDED_SCAN_CHARS])
     if first and embedded and first[0] == embedded[0] and embedded[1].startswith(first[1]) and len(embedded[1]) > len(first[1]):
         return embedded
-    return first or embedded_exception(errors) or embedded
+    return first or embedded_exception(errors) or embedded or named_exception(text[:SHORT_TEXT_CHARS])
+
+
+def named_exception(text: str) -> tuple[str, str] | None:
+    """An exception printed by repr, else a class a report names without its message (`IndexError
+    from `x[i] = y[j]``): the type alone, which a fix's message may name."""
+    import re
+
+    m = re.search(r"""\b([A-Z]\w{0,60}(?:Error|Exception))\((['"])(.{4,300}?)\2\)""", text)
+    if m:  # an exception printed by repr (`ValueError('...')`, as Ray and loggers do): its message too
+        return m.group(1), m.group(3)
+    m = re.search(r"\b([A-Z]\w{0,60}(?:Error|Exception))\b(?!\s*[:(])", text)
+    return (m.group(1), "") if m else None
 
 
 def error_lines(texts: Sequence[str]) -> str:

@@ -28,7 +28,8 @@ _PR = re.compile(r"\(#(\d{1,7})\)\s*$")
 _DEF = re.compile(r"^\s*(?:async\s+)?def\s+(\w+)|^\s*class\s+(\w+)")
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@ ?(?P<ctx>.*)$")
 _ERR_LINE = re.compile(r"\b[A-Z]\w{0,60}(?:Error|Exception)\b(?::[^\n`]{3,240})?")
-_BACKTICK = re.compile(r"`([^`\n]{6,240})`")
+_BACKTICK = re.compile(r"`([^`\n]{1,240}(?:\n[^`\n]{1,240})?)`")  # a span prose wrapping split over two lines too
+_TYPE_WRAPPED = re.compile(r"[ \t]*\n[ \t]*([^\n`]{3,240})")  # `TypeError:` at a line's end, its message on the next
 _WRAPPED = re.compile(r"\n\s*(['\"][^\n`]{1,120})")
 _BODY_END = re.compile(r"^(?:### Does this PR introduce|- vLLM version:|Signed-off-by:|Co-authored-by:)", re.M)
 _CODE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{4,80}")
@@ -106,10 +107,16 @@ def error_strings(message: str) -> tuple[str, ...]:
     message = unwrap_prose(message)
     for m in _ERR_LINE.finditer(message):
         text = m.group().strip()
+        if message.startswith(":", m.end()):  # `raising `TypeError:` + newline + `__init__() takes ...`
+            rest = _TYPE_WRAPPED.match(message, m.end() + 1)
+            if rest:
+                text = f"{text}: {rest.group(1).strip()}"
         wrapped = _WRAPPED.match(message, m.end())  # `...has no attribute` + newline + `'name'`
         found.setdefault(f"{text} {wrapped.group(1)}" if wrapped and ":" in text else text, None)
     for m in _BACKTICK.finditer(message):
-        found.setdefault(m.group(1).strip(), None)
+        span = " ".join(m.group(1).split())
+        if len(span) >= 6:
+            found.setdefault(span, None)
     return tuple(list(found)[:24])
 
 

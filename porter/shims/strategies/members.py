@@ -249,7 +249,7 @@ def _none_param_check(ctx: ShimContext, tree: ast.Module, rel: str):
     """A check `(argument, call or keyword) -> bool`: whether the parameter the argument binds defaults
     to None (vllm's `cpu_all_reduce_(tensor, group, self.cpu_timeout)`, `timeout=None`), for a callee
     defined at the top of this file or imported by name from the target tree."""
-    from porter.shims.lookup import Param, _params
+    from porter.shims.lookup import Param, params_of
 
     local = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     imported = {a.asname or a.name: (n.module, a.name) for n in ast.walk(tree)
@@ -259,7 +259,7 @@ def _none_param_check(ctx: ShimContext, tree: ast.Module, rel: str):
     def params(func: ast.expr) -> tuple[Param, ...]:
         name = func.id if isinstance(func, ast.Name) else ""
         if name in local:
-            return _params(local[name].args)
+            return params_of(local[name].args)
         if name in imported:
             found = ctx.new_tree.find(*imported[name])
             return found.params if found is not None and found.kind == "function" else ()
