@@ -271,7 +271,7 @@ def concurrent_cli(trace: Path, processes: int = 4, runs: int = 10, source: Path
         t.start()
     for t in threads:
         t.join()
-    rebuilt = len(list((cache / "kb").glob("kb-*.pickle")))
+    rebuilt = len(list((cache / "kb").glob("kb-*")))
     shutil.rmtree(cache, ignore_errors=True)
     return {"processes": processes, "calls": len(walls), "json": json_mode, "p50_ms": round(percentile(walls, 0.5), 1),
             "p95_ms": round(percentile(walls, 0.95), 1), "cpu_p50_ms": round(percentile(cpus, 0.5), 1),

@@ -7,8 +7,8 @@
   * the plugin-bug cases of tests/data/corpus (their `fixed_by` PR or commit) and the traces under
     bench/known_fixes/traces/ (OWN_CASES below), each fix resolved to a commit of the repository's
     branches (main first; `on_main` tells; fixes found nowhere are listed with the reason, unscored);
-  * environment-fault cases (the KB's territory, no plugin fix): tests/data/heldout and the corpus
-    cases of environment layers that no plugin commit fixed.
+  * environment-fault cases (the KB's territory, no plugin fix): tests/data/heldout, the corpus
+    cases of environment layers that no plugin commit fixed, and OWN_ENV_CASES below.
 The split is by thread, fixed before any tuning: test when sha256(thread) % 3 == 0.
 A case is `leaky` when most of its trace lines appear verbatim in the fixing commit's message
 (traces quoted from the PR description itself): reported apart, never only together.
@@ -337,10 +337,12 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(res, indent=1))
     else:
         for sp, f in res["splits"].items():
-            b, nl, wf, e, new = f["bug_all"], f["bug_not_leaky"], f["bug_with_frames"], f["env"], f["bug_issues_s3"]
+            b, nl, wf, e, new, s5 = (f["bug_all"], f["bug_not_leaky"], f["bug_with_frames"], f["env"], f["bug_issues_s3"],
+                                     f["bug_issues_s5"])
             print(f"[{sp}] fixing commit found: top-1 {b['top1']}/{b['n']}, top-3 {b['top3']}/{b['n']} "
                   f"(not leaky: {nl['top1']}/{nl['n']}, {nl['top3']}/{nl['n']}; with plugin frames: {wf['top1']}/{wf['n']}, "
-                  f"{wf['top3']}/{wf['n']}; issue threads of session 3: {new['top1']}/{new['n']}, {new['top3']}/{new['n']}); "
+                  f"{wf['top3']}/{wf['n']}; issue threads of session 3: {new['top1']}/{new['n']}, {new['top3']}/{new['n']}; "
+                  f"of session 5: {s5['top1']}/{s5['n']}, {s5['top3']}/{s5['n']}); "
                   f"environment faults with a candidate: {e['with_candidate']}/{e['n']}")
         print(f"index load {res['index_load_s']} s; extra time per trace (warm index): {res.get('per_trace_s')}")
     return 0

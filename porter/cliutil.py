@@ -7,14 +7,15 @@ import errno
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
 
 from porter.config import PorterConfig, load_config
 from porter.errors import EnvironmentProblem, ExitCode, Interrupted, PorterError, UsageError
 from porter.output import Reporter
 from porter.record import field, record
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the diagnose start-up path
 if TYPE_CHECKING:
+    from typing import Iterator
     import typer
 
 # typer is imported inside the functions that need it: `porter diagnose`'s fast path

@@ -10,11 +10,14 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 from porter.errors import InputError
 from porter.record import field, record
 from porter.yamlio import load_yaml_file
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the diagnose start-up path
+if TYPE_CHECKING:
+    from typing import Any
 
 # The repository this package was installed from (editable installs): bundled knowledge lives here.
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent

@@ -3,9 +3,12 @@ paths and sets. Used by the JSON renderer and by redaction, so both see the same
 
 from __future__ import annotations
 
-from typing import Any
 
 from porter.record import asdict, is_record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the diagnose start-up path
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def plain(obj: Any) -> Any:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import sys
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from porter import __version__
 from porter.errors import PorterError
@@ -17,7 +16,9 @@ from porter.jsonable import plain
 from porter.record import field, record
 from porter.redact import redact_data, redact_text
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the diagnose start-up path
 if TYPE_CHECKING:
+    from typing import Any, Callable, Iterator
     from rich.console import Console
 
 SCHEMA_VERSION = 1
@@ -98,9 +99,12 @@ class Reporter:
         The CI formats (SARIF, JUnit, GitHub annotations) are built from the same redacted document.
         `plain(width)`: the same text as `render` gives on a non-terminal console of that width,
         without rich (porter.plain), or None; used when stdout is not a terminal."""
-        from porter.formats import MACHINE_FORMATS
+        machine = False
+        if self.format not in ("text", "json"):  # porter.formats (and typing) only for the other formats
+            from porter.formats import MACHINE_FORMATS
 
-        if self.format in MACHINE_FORMATS:
+            machine = self.format in MACHINE_FORMATS
+        if machine:
             from porter.errors import UsageError
             from porter.formats import converter, unsupported_message
 

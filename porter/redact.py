@@ -20,57 +20,37 @@ entropy scan is line-by-line Python over every plugin and is far from our 50 MB-
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from porter.jsonable import plain
+from porter.lazyre import LazyPattern
 from porter.record import record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the diagnose start-up path
+if TYPE_CHECKING:
+    from typing import Any
 
 MASK = "[REDACTED]"
 PEM_MASK = "[REDACTED PRIVATE KEY]"
 
-
-class _Lazy:
-    """A regex compiled on first use: compiling the ~24 below costs ~8 ms per process, and the
-    literal gates in `_redact_fragments` leave most of them unused on most text."""
-
-    __slots__ = ("pattern", "flags", "_rx")
-
-    def __init__(self, pattern: str, flags: int = 0) -> None:
-        self.pattern, self.flags, self._rx = pattern, flags, None
-
-    def _get(self) -> re.Pattern[str]:
-        if self._rx is None:
-            self._rx = re.compile(self.pattern, self.flags)
-        return self._rx
-
-    def sub(self, repl, text: str) -> str:  # noqa: ANN001
-        return self._get().sub(repl, text)
-
-    def search(self, text: str, pos: int = 0):
-        return self._get().search(text, pos)
-
-    def match(self, text: str):
-        return self._get().match(text)
-
-    def finditer(self, text: str):
-        return self._get().finditer(text)
+# Patterns compile on first use (porter.lazyre): the literal gates in `_redact_fragments` leave
+# most of them unused on most text.
 
 # Tokens recognisable by their own prefix, wherever they stand.
-_TOKEN_PATTERNS: tuple[tuple[tuple[str, ...], _Lazy], ...] = (  # (literals one of which every match holds, pattern)
-    (("hf_",), _Lazy(r"\bhf_[A-Za-z0-9]{20,}")),  # Hugging Face
-    (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), _Lazy(r"\bgh[pousr]_[A-Za-z0-9]{20,}")),  # GitHub classic tokens
-    (("github_pat_",), _Lazy(r"\bgithub_pat_[A-Za-z0-9_]{20,}")),  # GitHub fine-grained
-    (("gl",), _Lazy(r"\bgl(?:pat|ptt|dt|rt|soat|cbt|imt|oas|ffct)-[A-Za-z0-9_-]{20,}")),  # GitLab
-    (("sk-",), _Lazy(r"\bsk-[A-Za-z0-9_-]{20,}")),  # OpenAI / Anthropic style keys
-    (("_live_", "_test_"), _Lazy(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}")),  # Stripe
-    (("xox",), _Lazy(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),  # Slack
-    (("https://hooks.slack.com/services/",), _Lazy(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_-]{20,}")),  # Slack webhook
+_TOKEN_PATTERNS: tuple[tuple[tuple[str, ...], LazyPattern], ...] = (  # (literals one of which every match holds, pattern)
+    (("hf_",), LazyPattern(r"\bhf_[A-Za-z0-9]{20,}")),  # Hugging Face
+    (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), LazyPattern(r"\bgh[pousr]_[A-Za-z0-9]{20,}")),  # GitHub classic tokens
+    (("github_pat_",), LazyPattern(r"\bgithub_pat_[A-Za-z0-9_]{20,}")),  # GitHub fine-grained
+    (("gl",), LazyPattern(r"\bgl(?:pat|ptt|dt|rt|soat|cbt|imt|oas|ffct)-[A-Za-z0-9_-]{20,}")),  # GitLab
+    (("sk-",), LazyPattern(r"\bsk-[A-Za-z0-9_-]{20,}")),  # OpenAI / Anthropic style keys
+    (("_live_", "_test_"), LazyPattern(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}")),  # Stripe
+    (("xox",), LazyPattern(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),  # Slack
+    (("https://hooks.slack.com/services/",), LazyPattern(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_-]{20,}")),  # Slack webhook
     (("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA"),
-     _Lazy(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b")),  # AWS key ids
-    (("AIza",), _Lazy(r"\bAIza[0-9A-Za-z_-]{35}")),  # Google API key
-    (("npm_",), _Lazy(r"\bnpm_[A-Za-z0-9]{36}")),  # npm
-    (("pypi-AgEIcHlwaS5vcmc",), _Lazy(r"\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{20,}")),  # PyPI upload token
-    (("eyJ",), _Lazy(r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}")),  # JWT
+     LazyPattern(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b")),  # AWS key ids
+    (("AIza",), LazyPattern(r"\bAIza[0-9A-Za-z_-]{35}")),  # Google API key
+    (("npm_",), LazyPattern(r"\bnpm_[A-Za-z0-9]{36}")),  # npm
+    (("pypi-AgEIcHlwaS5vcmc",), LazyPattern(r"\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{20,}")),  # PyPI upload token
+    (("eyJ",), LazyPattern(r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}")),  # JWT
 )
 
 # Key names that hold a secret: snake, kebab, camel or upper case, any prefix (PGPASSWORD,
@@ -82,35 +62,35 @@ _SECRET_WORDS = (
 )
 # every alternative of _SECRET_WORDS contains one of these (lower case); the ak/sk keys are apart
 _SECRET_LITERALS = ("pass", "pwd", "secret", "token", "key", "credential", "cookie", "session", "auth")
-_KEY = _Lazy(rf"(?i)^(?:[a-z0-9_.-]*?)(?:{_SECRET_WORDS})$|^(?:[a-z0-9_-]*[_-])?(?:ak|sk)$")
+_KEY = LazyPattern(rf"(?i)^(?:[a-z0-9_.-]*?)(?:{_SECRET_WORDS})$|^(?:[a-z0-9_-]*[_-])?(?:ak|sk)$")
 # tokenizer vocabulary and counters that end in a secret word but are plain values
-_NOT_SECRET_KEY = _Lazy(r"(?i)(?:^|[_-])(?:pad|eos|bos|unk|sep|cls|mask|special|image|audio|video|start|end)[_-]?token$"
+_NOT_SECRET_KEY = LazyPattern(r"(?i)(?:^|[_-])(?:pad|eos|bos|unk|sep|cls|mask|special|image|audio|video|start|end)[_-]?token$"
                              r"|^(?:use|with|has|no|skip)[_-]?(?:auth|token|cookie)$|^tokens$|^auth$|^(?:old)?pwd$")
 
 # key = value / key: value / "key": "value" in free text; quoted values may hold spaces.
-_ASSIGNMENT = _Lazy(
+_ASSIGNMENT = LazyPattern(
     rf"(?i)(?<![/\w.-])(?P<key>[a-z0-9_.-]*?(?:{_SECRET_WORDS})|(?:[a-z0-9_-]*[_-])?(?:ak|sk))"
     r"(?P<sep>\\?['\"]?\s*(?:=|:(?!//))\s*)"
     r"(?:(?P<q>\\?['\"])(?P<qval>.*?)(?P<close>(?P=q)|$)|(?P<val>[^\s'\",;&)}\]]+))"
 )
 # command-line flags that take the secret as the next word: `--password hunter2`, `--api_key x`
-_FLAG = _Lazy(
+_FLAG = LazyPattern(
     rf"(?i)(?<![\w-])(?P<flag>--?[a-z0-9_-]*?(?:{_SECRET_WORDS}))(?P<sep>\s+)(?!-)(?P<val>[^\s'\",;]+)"
 )
 # HTTP headers, also inside a dict repr: 'Authorization': 'Bearer x', X-Auth-Token: x, Cookie: a=b
-_HEADER = _Lazy(
+_HEADER = LazyPattern(
     r"(?i)(?P<name>\b(?:proxy-)?authorization|\bx-(?:auth|subject|api|access)-(?:token|key)|\bset-cookie|\bcookie)"
     r"(?P<sep>['\"]?\s*:\s*['\"]?)(?P<val>[^'\"\r\n]+)"
 )
-_BEARER = _Lazy(r"(?i)\b(?P<scheme>bearer\s+)(?P<val>[A-Za-z0-9._~+/=-]{8,})")
+_BEARER = LazyPattern(r"(?i)\b(?P<scheme>bearer\s+)(?P<val>[A-Za-z0-9._~+/=-]{8,})")
 # URL userinfo: greedy up to the last '@' before the host, so '@' inside a password is covered.
-_URL_USERINFO = _Lazy(r"(?i)\b(?P<scheme>[a-z][a-z0-9+.-]{1,15}://)(?P<info>[^\s/?#'\"<>]*)@(?=[\w\[])")
-_PEM_BEGIN = _Lazy(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----")
-_PEM_END = _Lazy(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----")
-_PEM_INLINE = _Lazy(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----|\Z)", re.S)
+_URL_USERINFO = LazyPattern(r"(?i)\b(?P<scheme>[a-z][a-z0-9+.-]{1,15}://)(?P<info>[^\s/?#'\"<>]*)@(?=[\w\[])")
+_PEM_BEGIN = LazyPattern(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----")
+_PEM_END = LazyPattern(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----")
+_PEM_INLINE = LazyPattern(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----|\Z)", re.S)
 # C0/C1 control characters other than tab and newline: ESC starts every terminal sequence
 # (colours, cursor moves, OSC 52 clipboard writes), a lone CR overwrites the line shown
-_CONTROLS = _Lazy(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROLS = LazyPattern(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def _may_hold_secret_word(text: str, short: bool) -> bool:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from porter.errors import InputError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the diagnose start-up path
+if TYPE_CHECKING:
+    from typing import Any
 
 # pyyaml is imported inside the functions: most CLI invocations never read YAML (the KB is
 # served from its compiled cache), and the import costs ~20 ms of cold start.

@@ -3,11 +3,8 @@ so `porter --help` starts fast."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # porter.fastcli imports porter.commands.diagnose without typer
+TYPE_CHECKING = False  # typing.TYPE_CHECKING: porter.fastcli imports porter.commands.diagnose without typer or typing
+if TYPE_CHECKING:
     import typer
 
 COMMAND_MODULES = (
@@ -23,6 +20,9 @@ COMMAND_MODULES = (
 
 
 def register_all(app: typer.Typer) -> None:
+    import importlib
+    import importlib.util
+
     for name in COMMAND_MODULES:
         qualified = f"{__name__}.{name}"
         if importlib.util.find_spec(qualified) is None:

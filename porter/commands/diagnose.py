@@ -5,16 +5,15 @@ empty input, bad --env).
 """
 
 # no `from __future__ import annotations`: typer resolves the command's annotations in this
-# module's globals, and typer is imported only inside register() (porter.fastcli skips it)
+# module's globals, and typer (and typing) are imported only inside register() (porter.fastcli skips them)
 import sys
 from pathlib import Path
-from typing import BinaryIO, List, Optional
 
 
 class _CountingReader:
     """Wraps a binary stream and counts bytes, so empty input is detected without buffering."""
 
-    def __init__(self, raw: BinaryIO) -> None:
+    def __init__(self, raw: "BinaryIO") -> None:
         self.raw = raw
         self.bytes = 0
 
@@ -63,14 +62,14 @@ def diagnose_defaults(raw: dict) -> dict:
     return {"top": top, "env": env}
 
 
-def resolve_patterns_dir(cfg, kb: Optional[Path]) -> tuple[Path, Path | None]:
+def resolve_patterns_dir(cfg, kb: Path | None) -> tuple[Path, Path | None]:
     if kb is not None:
         patterns = kb / "patterns" if (kb / "patterns").is_dir() else kb
         return patterns, cfg.cache_dir
     return cfg.patterns_dir, cfg.cache_dir
 
 
-def _history_reports(cfg, values: List[str], diag, text: str, facts: dict, top: int) -> list[dict]:
+def _history_reports(cfg, values: list[str], diag, text: str, facts: dict, top: int) -> list[dict]:
     """`--history`: candidate fix commits per repository, next to the knowledge-base matches.
     `text`: the input's head and tail (porter.kb.history.sample), not the whole input."""
     from porter.kb.history.lookup import analyse_diagnosis, resolve_sources
@@ -99,8 +98,8 @@ def decoded_codes(patterns_dir: Path, diag) -> list[dict]:
     return decode_signals(tables, diag.signals.codes)
 
 
-def run_diagnose(reporter, cfg, source: str | None, top: int | None, env: List[str], explain: bool,
-                 kb: Optional[Path], history: List[str]) -> int:
+def run_diagnose(reporter, cfg, source: str | None, top: int | None, env: list[str], explain: bool,
+                 kb: Path | None, history: list[str]) -> int:
     """The whole command after option parsing (shared by the typer command and porter.fastcli);
     returns the exit code. `cfg`: the loaded PorterConfig."""
     from porter.errors import InputError
@@ -148,6 +147,8 @@ def run_diagnose(reporter, cfg, source: str | None, top: int | None, env: List[s
 
 
 def register(app) -> None:
+    from typing import List, Optional
+
     import typer
 
     from porter.cliutil import command_context, json_option

@@ -33,6 +33,15 @@ _DRIFT_TYPES = ("ImportError", "ModuleNotFoundError", "AttributeError", "TypeErr
 _FROM_MODULE = re.compile(r"""(?:from|module) '(?P<module>[A-Za-z_][\w.]{0,200})'|No module named '(?P<missing>[A-Za-z_][\w.]{0,200})'""")
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]{1,1000})", line \d+')
 _HOST_LAYERS = ("driver", "container", "host", "hccl", "cann")
+# in a causal line: a file path (absolute, or relative like torch_npu/csrc/x.cpp), or a dotted module
+# name at a word start (`torch_npu.npu`)
+_NAMED = re.compile(r"""(?P<path>(?<![\w./-])(?:/|[A-Za-z_][\w.-]{0,40}/)[^\s'"`,;:()\[\]]{1,400})|(?<![\w./-])(?P<module>[A-Za-z_]\w{1,40})(?=\.[A-Za-z_])""")
+# an Ascend install directory (/usr/local/Ascend/<rest>, $HOME/Ascend/<rest>)
+_ASCEND_INSTALL = re.compile(r"[/\\]Ascend[/\\](?P<rest>[\w.-]{1,80})")
+# codes that say nothing about the failing layer: torch_npu prints ERR99999 after any exception
+# raised outside torch_npu (the application's, vllm's, a library's) while it was loaded
+_NO_LAYER_CODES = frozenset({"ERR99999"})
+CAUSAL_CODE_LINES = 2  # a code this many lines after the causal exception still belongs to its message
 
 
 def first_line(match) -> int:
@@ -85,18 +94,47 @@ class Triage:
 
 
 def _frames_before(signals: Signals, line: int) -> list[str]:
-    """Packages of the traceback frames in the block that holds `line`, outermost first."""
+    """File paths of the traceback frames in the block that holds `line`, outermost first."""
     for block in signals.blocks:
         if block.kind == "traceback" and block.start <= line <= block.end + 1:
-            pkgs = []
-            for text in block.lines[: max(0, line - block.start)]:
-                m = _FRAME.match(text)
-                if m:
-                    pkg = package_of(m.group("path"))
-                    if pkg:
-                        pkgs.append(pkg)
-            return pkgs
+            return [m.group("path") for m in map(_FRAME.match, block.lines[: max(0, line - block.start)]) if m]
     return []
+
+
+def path_layer(path: str) -> str:
+    """The layer a file belongs to: its package's (site-packages/vllm/... -> vllm), else the Ascend
+    install it lives in (.../Ascend/driver -> driver, .../Ascend/mindie or atb-models -> mindie, any
+    other .../Ascend/... such as the toolkit's te/tbe python -> cann); "" when neither."""
+    layer = PACKAGE_LAYER.get(package_of(path) or "", "")
+    if layer:
+        return layer
+    m = _ASCEND_INSTALL.search(path)
+    if not m:
+        return ""
+    rest = m.group("rest").lower()
+    return "driver" if rest.startswith("driver") else "mindie" if rest.startswith(("mindie", "atb")) else "cann"
+
+
+def _layers_named(text: str) -> list[str]:
+    """Layers of what the causal line itself names, in order: file paths in it, a module-qualified
+    exception type or module name (`torch_npu.utils.X`, `from 'vllm.config'`)."""
+    seen: dict[str, None] = {}
+    for m in _NAMED.finditer(text):
+        layer = path_layer(m.group("path")) if m.group("path") else PACKAGE_LAYER.get(m.group("module"), "")
+        if layer:
+            seen.setdefault(layer, None)
+    return list(seen)
+
+
+def causal_layer(frame_paths: list[str], text: str) -> str:
+    """The layer of the causal line: its innermost frame with a layer (a pydantic or contextlib frame
+    under vllm's config code is vllm's failure), else what the line itself names; "" when neither."""
+    for path in reversed(frame_paths):
+        layer = path_layer(path)
+        if layer:
+            return layer
+    named = _layers_named(text)
+    return named[0] if named else ""
 
 
 def causal_exception(signals: Signals):
@@ -116,12 +154,21 @@ def triage(signals: Signals, decoded_codes: list[dict] | None = None) -> Triage:
             if hit:
                 line, text = hit
                 break
-    frames = _frames_before(signals, line) if line else []
+    frame_paths = _frames_before(signals, line) if line else []
+    frames = [pkg for pkg in map(package_of, frame_paths) if pkg]
     failing = frames[-1] if frames else (signals.packages[0][0] if signals.packages else "")
-    layer = PACKAGE_LAYER.get(failing, "") if failing else ""
-    code_layers = [c.get("layer") for c in decoded_codes if c.get("layer")]
-    if code_layers and (not layer or layer in ("torch-npu", "vllm-ascend")):
+    layer = causal_layer(frame_paths, text)
+    coded = [c for c in decoded_codes if c.get("layer") and c.get("code") not in _NO_LAYER_CODES]
+    # a code the causal line itself carries (or the lines of its message right after) says which layer
+    # failed better than the Python caller's frames (transformers calling torch.arange -> aclnnArange EZ9999)
+    own = [c["layer"] for c in coded if line and line <= int(c.get("line") or 0) <= line + CAUSAL_CODE_LINES]
+    code_layers = [c["layer"] for c in coded]
+    if own and layer not in _HOST_LAYERS:
+        layer = own[0]
+    elif code_layers and (not layer or layer in ("torch-npu", "vllm-ascend")):
         layer = code_layers[0]
+    if not layer:  # the causal line says nothing: the package with most frames in the log, else any hint
+        layer = next((PACKAGE_LAYER[p] for p, _ in signals.packages if PACKAGE_LAYER.get(p)), "")
     if not layer and signals.layer_hints:
         layer = signals.layer_hints[0]
 

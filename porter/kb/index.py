@@ -13,11 +13,14 @@ import re
 from bisect import bisect_right
 from collections.abc import Sequence
 from operator import methodcaller
-from typing import Iterable
 
 from porter.kb.normalize import fuzzy_form
 from porter.kb.schema import KBEntry
 from porter.record import record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the diagnose start-up path
+if TYPE_CHECKING:
+    from typing import Iterable
 
 TOKEN = re.compile(r"\w+")
 ASCII_TOKEN = re.compile(r"[A-Za-z0-9_]+")  # TOKEN on an ASCII string (its \w is exactly this class there)

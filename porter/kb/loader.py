@@ -1,7 +1,7 @@
 """Load knowledge/patterns/**/*.yaml into typed entries, with a compiled cache.
 
 Parsing ~130 YAML files costs more than the whole diagnosis, so the validated entries are
-cached as plain data (pickle of dicts, strings and numbers only; loading refuses any class)
+cached as plain data (marshal of dicts, tuples, strings and numbers: loading runs no code)
 under `<cache_dir>/kb/`, keyed by a hash of every file's name and content and the engine
 version. A changed file changes the key; a corrupt cache file is ignored and rebuilt; up to
 CACHE_SLOTS compiled KBs live side by side. A KB that is not the bundled one (`--kb`, a
@@ -10,9 +10,9 @@ project's knowledge_dir) must pass the regex-safety check before it is used or c
 
 from __future__ import annotations
 
-import io
+import marshal
 import os
-import pickle
+import sys
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,7 +20,7 @@ from pathlib import Path
 from porter.kb.schema import SCHEMA_VERSION, KBEntry, Problem, parse_entry
 from porter.record import field, record
 
-ENGINE_VERSION = f"{SCHEMA_VERSION}.12"  # bump when the cached representation changes
+ENGINE_VERSION = f"{SCHEMA_VERSION}.13-py{sys.version_info[0]}.{sys.version_info[1]}"  # bump when the cached representation changes
 
 
 @record
@@ -206,15 +206,8 @@ def content_key(paths: list[str], memo_dir: Path | None) -> str:
     return key
 
 
-class _PlainUnpickler(pickle.Unpickler):
-    """Only builtin containers and scalars: a tampered cache cannot run code."""
-
-    def find_class(self, module, name):  # noqa: ANN001
-        raise pickle.UnpicklingError(f"refusing {module}.{name} in the KB cache")
-
-
 class LazyEntries(Sequence):
-    """The cached entries, each unpickled and restored on first access: a diagnosis reads the
+    """The cached entries, each decoded and restored on first access: a diagnosis reads the
     few entries whose signatures hit (the plan carries every signature's kind and pattern),
     and restoring all ~350 was a quarter of a warm call's KB load. A sequence of KBEntry."""
 
@@ -230,7 +223,7 @@ class LazyEntries(Sequence):
             return [self[i] for i in range(*index.indices(len(self._blobs)))]
         entry = self._made[index]
         if entry is None:
-            entry = self._made[index] = KBEntry.from_dict(_PlainUnpickler(io.BytesIO(self._blobs[index])).load())
+            entry = self._made[index] = KBEntry.from_dict(_plain_data(self._blobs[index], dict))
         return entry
 
     def __eq__(self, other: object) -> bool:
@@ -242,11 +235,19 @@ class LazyEntries(Sequence):
         return repr(list(self))
 
 
+def _plain_data(raw: bytes, kind: type):
+    """marshal data of type `kind` (ValueError otherwise): marshal, not pickle, because it builds
+    only builtin values (no class is looked up or called) and `import pickle` alone is ~3 ms."""
+    data = marshal.loads(raw)
+    if type(data) is not kind:
+        raise ValueError("not KB cache data")
+    return data
+
+
 def _read_cache(path: Path) -> tuple[LazyEntries, dict] | None:
     try:
-        raw = path.read_bytes()
-        data = _PlainUnpickler(io.BytesIO(raw)).load()
-        if not isinstance(data, dict) or data.get("engine") != ENGINE_VERSION:
+        data = _plain_data(path.read_bytes(), dict)
+        if data.get("engine") != ENGINE_VERSION:
             return None
         blobs = data["entries"]
         # one checksum over the entry blobs: they are decoded later, when a damaged one could no longer mean "rebuild"
@@ -266,13 +267,13 @@ CACHE_SLOTS = 8  # compiled KBs kept per cache dir: processes using different KB
 def _write_cache(path: Path, entries: list[KBEntry], plan: dict, problems: int) -> None:
     from porter.fsutil import atomic_write_bytes
 
-    blobs = [pickle.dumps(e.to_dict(), protocol=pickle.HIGHEST_PROTOCOL) for e in entries]
+    blobs = [marshal.dumps(e.to_dict()) for e in entries]
     payload = {"engine": ENGINE_VERSION, "entries": blobs, "entries_crc": zlib.crc32(b"".join(blobs)), "plan": plan,
                "signatures": sum(len(e.signatures) for e in entries), "problems": problems}
     try:
         # atomic: a concurrent reader sees the old file or the new one, never half of one
-        atomic_write_bytes(path, pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
-        others = sorted((p for p in path.parent.glob("kb-*.pickle") if p != path), key=_mtime, reverse=True)
+        atomic_write_bytes(path, marshal.dumps(payload))
+        others = sorted((p for p in path.parent.glob("kb-*.marshal") if p != path), key=_mtime, reverse=True)
         for old in others[CACHE_SLOTS - 1 :]:
             old.unlink(missing_ok=True)
     except OSError:
@@ -324,7 +325,7 @@ def load_kb(patterns_dir: Path, cache_dir: Path | None = None, use_cache: bool =
     files = [Path(p) for p in paths]
     cache_path = None
     if use_cache and cache_dir is not None and os.environ.get("PORTER_KB_NO_CACHE") != "1":
-        cache_path = Path(cache_dir) / "kb" / f"kb-{content_key(paths, Path(cache_dir) / 'kb')}.pickle"
+        cache_path = Path(cache_dir) / "kb" / f"kb-{content_key(paths, Path(cache_dir) / 'kb')}.marshal"
         cached = _read_cache(cache_path)
         if cached is not None:
             return LoadedKB(cached[0], [], files, from_cache=True, plan=cached[1], patterns_dir=patterns_dir)

@@ -15,9 +15,9 @@ token index and the extractor. That is what keeps a 50 MB log fast.
 
 from __future__ import annotations
 
+import re
 from itertools import accumulate, repeat
 from operator import add
-from typing import BinaryIO, Iterable, Iterator, Mapping
 
 from porter.kb.env import normalise_package  # also re-exported: porter.smoke imports it from here
 from bisect import bisect_right
@@ -29,6 +29,10 @@ from porter.kb.index import CompiledKB, candidate_lines, distinct_lines, prefilt
 from porter.kb.normalize import fuzzy_form, iter_batches, strip_prefix
 from porter.kb.schema import KBEntry
 from porter.record import field, record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the diagnose start-up path
+if TYPE_CHECKING:
+    from typing import BinaryIO, Iterable, Iterator, Mapping
 
 MATCH_THRESHOLD = 0.5  # signature confidence at which an entry is a diagnosis
 FUZZY_MAX_CONFIDENCE = 0.55  # fuzzy evidence never outranks a firm signature hit
@@ -46,6 +50,9 @@ FEW_KEYLESS = 16  # at most this many keyless needles in a chunk: test each on t
 TOKEN_MEMO_BYTES = 4 << 20  # the token memo of the keyless needles, bounded in estimated bytes (cleared when full)
 TOKEN_MEMO_FRESH_PER_LINE = 24  # a line with more unseen tokens tests the needles directly
 SEVERITY_RANK_PENALTY = {"warning": 0.15, "info": 0.3}  # ranking only; confidence is unchanged
+ADVICE_NOTE = "only warning lines matched and the log shows no failure: advice for a working run, not a diagnosis"
+# a line the program labels a warning: "Warning:", "UserWarning:", "[W ...]" / glog "W0428 ...", "CAUTION:"
+_WARNING_LINE = re.compile(r"(?i:\b\w{0,40}warn(?:ing)?s?\b|\bCAUTION\b)|^\s{0,8}\[?W\d{0,6}[\s\]]")
 
 
 # -- results --------------------------------------------------------------------------------------
@@ -407,11 +414,43 @@ def _rank_key(m: Match) -> tuple:
     return (-_effective(m), -len(m.lines), -m.specificity, m.entry.id)
 
 
+def failure_shown(m: Match, signals: Signals) -> bool:
+    """Does the log show a failure, beyond the warning lines an entry matched? An
+    exception, an error code, an error-ish matched line, or an error-ish line elsewhere."""
+    if signals.exceptions or signals.codes:
+        return True
+    from porter.kb.extract import is_errorish
+
+    if any(is_errorish(ml.text) for ml in m.lines):
+        return True
+    own = {ml.line for ml in m.lines}
+    return any(is_errorish(text) for block in signals.blocks for i, text in enumerate(block.lines)
+               if block.start + i not in own)
+
+
+def _advice_only(firm: list[Match], signals: Signals) -> tuple[list[Match], list[Match]]:
+    """An entry that matched only lines the program itself labels as warnings (an op falling
+    back to CPU, a CANN function torch_npu could not find and works around) describes a working
+    run unless the log also fails: without a failure it is advice, kept as a near miss. An entry
+    for a hang or a bad setting matches other lines and stays a diagnosis."""
+    kept, advice = [], []
+    for m in firm:
+        warned = m.lines and all(_WARNING_LINE.search(ml.text) for ml in m.lines)
+        if warned and not failure_shown(m, signals):
+            m.explain["advice"] = ADVICE_NOTE
+            advice.append(m)
+        else:
+            kept.append(m)
+    return kept, advice
+
+
 def decide(kb: CompiledKB, hits, signals: Signals, env: Mapping[str, str] | None = None, top: int = 3) -> Diagnosis:
     env = dict(env or {})
     candidates = sorted(_score_signatures(kb, hits, signals, env), key=_rank_key)
     firm = [m for m in candidates if m.confidence >= MATCH_THRESHOLD]
     near = [m for m in candidates if m.confidence < MATCH_THRESHOLD]
+    firm, advice = _advice_only(firm, signals)
+    near = sorted(near + advice, key=_rank_key)
     if not firm:
         fuzzy = sorted(_fuzzy(kb, signals, env), key=_rank_key)
         firm = [m for m in fuzzy if m.confidence >= MATCH_THRESHOLD]

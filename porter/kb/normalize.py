@@ -11,7 +11,12 @@ from __future__ import annotations
 
 import codecs
 import re
-from typing import BinaryIO, Iterable, Iterator
+
+from porter.lazyre import LazyPattern
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the diagnose start-up path
+if TYPE_CHECKING:
+    from typing import BinaryIO, Iterable, Iterator
 
 CHUNK_SIZE = 1 << 20
 MAX_LINE_CHARS = 32_768  # longer lines are cut; signatures sit near the start of a line
@@ -150,13 +155,14 @@ def strip_prefix(line: str) -> str:
     return line
 
 
-_PATH = re.compile(r"(?:[A-Za-z]:)?(?:~|\.{1,2})?(?:/[\w.@+~-]+){2,}/?")
-_HEX = re.compile(r"\b0x[0-9a-fA-F]+\b")
-_PID = re.compile(r"\b(pid|tid|ppid)([=: ]\s*)\d+", re.IGNORECASE)
-_LINENO = re.compile(r"\bline \d+")
-_SHAPE = re.compile(r"(?:torch\.Size\()?\[\s*-?\d+(?:\s*,\s*-?\d+)+\s*\]\)?|\(\s*\d+(?:\s*,\s*\d+)+\s*\)")
-_NUM = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![\w])")
-_SPACE = re.compile(r"\s+")
+# the fuzzy forms' patterns: compiled when fuzzy matching runs (no signature matched) or a KB is planned
+_PATH = LazyPattern(r"(?:[A-Za-z]:)?(?:~|\.{1,2})?(?:/[\w.@+~-]+){2,}/?")
+_HEX = LazyPattern(r"\b0x[0-9a-fA-F]+\b")
+_PID = LazyPattern(r"\b(pid|tid|ppid)([=: ]\s*)\d+", re.IGNORECASE)
+_LINENO = LazyPattern(r"\bline \d+")
+_SHAPE = LazyPattern(r"(?:torch\.Size\()?\[\s*-?\d+(?:\s*,\s*-?\d+)+\s*\]\)?|\(\s*\d+(?:\s*,\s*\d+)+\s*\)")
+_NUM = LazyPattern(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![\w])")
+_SPACE = LazyPattern(r"\s+")
 
 
 def fuzzy_form(line: str) -> str:

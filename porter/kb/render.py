@@ -6,11 +6,14 @@ nor the tables can print a secret that was in the input.
 
 from __future__ import annotations
 
-from typing import Any
 
 from porter.kb.matcher import Diagnosis, Match
 from porter.kb.schema import KBEntry
 from porter.redact import redact_text
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the diagnose start-up path
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_BLOCKS_SHOWN = 6
 MAX_BLOCK_LINES_SHOWN = 40
@@ -73,6 +76,8 @@ def near_payload(m: Match, explain: bool) -> dict[str, Any]:
     out = {"id": m.entry.id, "title": m.entry.title, "layer": m.entry.layer, "confidence": m.confidence, "method": m.method,
            "matched_lines": [{**ml.to_dict(), "text": _r(ml.text)} for ml in m.lines[:3]],
            "version_notes": list(m.version_notes)}  # why a strong signature hit was demoted below the threshold
+    if m.explain.get("advice"):
+        out["advice"] = m.explain["advice"]  # a warning entry on a log that shows no failure
     if explain:
         out["explain"] = m.explain
     return out
@@ -191,6 +196,8 @@ def render_diagnosis(console, payload: dict[str, Any], explain: bool = False) ->
             console.print(f"  {m['confidence']:.2f}  {m['id']}  {escape(m['title'])}  [dim]({m['method']})[/]")
             for note in m.get("version_notes", []):
                 console.print(f"        [yellow]version[/]: {escape(note)}")
+            if m.get("advice"):
+                console.print(f"        [cyan]advice[/]: {escape(m['advice'])}")
             if explain and "explain" in m:
                 console.print(f"        [dim]score: {escape(str(m['explain']))}[/]")
 
@@ -332,5 +339,7 @@ def _plain_diagnosis(page, payload: dict[str, Any], explain: bool) -> None:
             page.print(f"  {m['confidence']:.2f}  {_bare(m['id'])}  {m['title']}  ({_bare(m['method'])})")
             for note in m.get("version_notes", []):
                 page.print(f"        version: {note}")
+            if m.get("advice"):
+                page.print(f"        advice: {m['advice']}")
             if explain and "explain" in m:
                 page.print(f"        score: {m['explain']}")

@@ -7,9 +7,12 @@ raises on bad data, so `porter kb lint` can report every problem of every file a
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from porter.record import asdict, record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the diagnose start-up path
+if TYPE_CHECKING:
+    from typing import Any
 
 SCHEMA_VERSION = 1
 

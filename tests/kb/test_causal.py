@@ -72,3 +72,62 @@ def test_triage_of_a_device_fault_points_at_the_host(small_kb):
     payload = diagnose_payload(diagnose_text(small_kb.compiled(), trace), "-", {},
                                codes=[{"code": "-8005", "family": "driver", "line": 2, "table": "dcmi", "layer": "driver", "meaning": "m"}])
     assert "porter hosts check" in payload["triage"]["next_commands"] and "npu-smi info" in payload["triage"]["next_commands"]
+
+
+VLLM_CONFIG_TRACE = """\
+Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/site-packages/vllm/entrypoints/openai/api_server.py", line 180, in build_async_engine_client_from_engine_args
+    vllm_config = engine_args.create_engine_config(usage_context=usage_context)
+  File "/usr/local/lib/python3.10/site-packages/vllm/engine/arg_utils.py", line 1286, in create_engine_config
+    config = VllmConfig(
+  File "/usr/local/lib/python3.10/site-packages/pydantic/_internal/_dataclasses.py", line 123, in __init__
+    s.__pydantic_validator__.validate_python(ArgsKwargs(args, kwargs), self_instance=s)
+pydantic_core._pydantic_core.ValidationError: 1 validation error for VllmConfig
+  Value error, some option is not supported. [type=value_error]
+[ERROR] 2025-07-22-07:01:33 (PID:16357, Device:-1, RankID:-1) ERR99999 UNKNOWN applicaiton exception
+"""
+ERR99999 = {"code": "ERR99999", "family": "cann", "line": 10, "table": "torch-npu", "layer": "torch-npu",
+            "meaning": "UNKNOWN: an exception raised outside torch_npu"}
+
+
+def test_triage_layer_follows_the_innermost_frame_with_a_layer_not_the_trailing_code(small_kb):
+    # vllm's config code raised through a pydantic frame; torch_npu's catch-all ERR99999 follows
+    diag = diagnose_text(small_kb.compiled(), VLLM_CONFIG_TRACE)
+    assert diag.status == "unknown"
+    t = triage(diag.signals, [ERR99999])
+    assert t.layer == "vllm" and t.failing_package == "pydantic"
+    assert "ValidationError" in t.causal_text
+
+
+def test_triage_layer_of_frames_in_the_ascend_install(small_kb):
+    trace = ('Traceback (most recent call last):\n'
+             '  File "/usr/local/lib/python3.9/site-packages/mindspore/_extends/compiler.py", line 155, in build_op\n'
+             '    x()\n'
+             '  File "/usr/local/Ascend/ascend-toolkit/latest/python/site-packages/te_fusion/fusion_manager.py", line 1258, in build_single_op\n'
+             '    compile_info = call_op()\n'
+             'RuntimeError: compile failed\n')
+    assert triage(diagnose_text(small_kb.compiled(), trace).signals).layer == "cann"
+    driver = "OSError: /usr/local/Ascend/driver/lib64/driver/libdrvdsmi_host.so: cannot open shared object file\n"
+    assert triage(diagnose_text(small_kb.compiled(), driver).signals).layer == "driver"
+
+
+def test_triage_reads_packages_the_causal_line_names_not_a_directory_name(small_kb):
+    kb = small_kb.compiled()
+    line = "RuntimeError: getDevice:torch_npu/csrc/aten/common/CopyKernel.cpp:41 NPU error, error code is 107002\n"
+    assert triage(diagnose_text(kb, line).signals).layer == "torch-npu"
+    # a conda env called torch_npu does not make sklearn's TLS failure a torch_npu one
+    tls = ("ImportError: /root/miniconda3/envs/torch_npu/lib/python3.9/site-packages/sklearn/__check_build/../../"
+           "scikit_learn.libs/libgomp-d22c30c5.so.1.0.0: cannot allocate memory in static TLS block\n")
+    assert triage(diagnose_text(kb, tls).signals).layer != "torch-npu"
+
+
+def test_triage_code_on_the_causal_line_beats_the_python_callers_frames(small_kb):
+    trace = ('Traceback (most recent call last):\n'
+             '  File "/home/u/.local/lib/python3.10/site-packages/transformers/generation/utils.py", line 2690, in _sample\n'
+             '    model_kwargs["cache_position"] = torch.arange(cur_len, device=input_ids.device)\n'
+             'RuntimeError: call aclnnArange failed, detail:EZ9999: Inner Error!\n')
+    diag = diagnose_text(small_kb.compiled(), trace)
+    ez = {"code": "EZ9999", "family": "cann", "line": 4, "table": "cann-inner", "layer": "cann", "meaning": "inner error"}
+    assert triage(diag.signals, [ez]).layer == "cann"
+    # the same code far below the causal line (another event) leaves the frames' layer
+    assert triage(diag.signals, [dict(ez, line=40)]).layer == "transformers"

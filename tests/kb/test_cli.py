@@ -142,7 +142,7 @@ def test_compiled_cache_is_used_rebuilt_on_change_and_survives_corruption(small_
     third = load_kb(small_kb.patterns, cache)
     assert not third.from_cache and any(e.title == "a new title" for e in third.entries)
     # corrupt cache files are ignored and rebuilt
-    for f in (cache / "kb").glob("*.pickle"):
+    for f in (cache / "kb").glob("kb-*"):
         f.write_bytes(b"\x80\x04garbage")
     fourth = load_kb(small_kb.patterns, cache)
     assert not fourth.from_cache and len(fourth.entries) == 2

@@ -136,9 +136,20 @@ def test_remote_processor_signature_mismatch_is_not_vllm_drift(kb):
 
 
 def test_core_class_drift_covers_request_and_runner_objects(kb):
-    top = _top(kb, "AttributeError: 'Request' object has no attribute 'num_cached_tokens'")
+    top = _top(kb, "AttributeError: 'EngineCoreRequest' object has no attribute 'num_cached_tokens'")
     assert top is not None and top.entry.id == "VLLM-013"
     assert top.captures["attribute"] == "num_cached_tokens"
+    # a class name other stacks use too (a web framework's Request, sglang's ModelConfig) needs a vllm frame
+    bare = "AttributeError: 'Request' object has no attribute 'num_cached_tokens'\n"
+    top = _top(kb, bare)
+    assert top is None or top.entry.id != "VLLM-013"
+    framed = ('Traceback (most recent call last):\n'
+              '  File "/usr/lib/python3.11/site-packages/vllm_ascend/core/scheduler.py", line 88, in schedule\n'
+              '    n = request.num_cached_tokens\n' + bare)
+    top = _top(kb, framed)
+    assert top is not None and top.entry.id == "VLLM-013" and top.captures["name"] == "Request"
+    top = _top(kb, "AttributeError: 'ModelConfig' object has no attribute 'is_hybrid'\n")
+    assert top is None or top.entry.id != "VLLM-013"
     # the plugin's own classes are plugin bugs, not upstream drift
     top = _top(kb, "AttributeError: 'AscendFooMetadataBuilder' object has no attribute 'block_size'")
     assert top is None or top.entry.id != "VLLM-013"
@@ -160,3 +171,60 @@ def test_mock_patch_on_a_moved_vllm_attribute_is_drift(kb):
     top = _top(kb, line)
     assert top is not None and top.entry.id == "VLLM-013"
     assert top.captures["attribute"] == "CpuGpuBuffer"
+
+
+def test_signature_drift_needs_a_vllm_symbol_or_vllm_frames(kb):
+    # another project's signature TypeError (a PaddleSpeech vocoder) is not vLLM drift ...
+    line = "TypeError: __init__() got an unexpected keyword argument 'pad_params'\n"
+    top = _top(kb, line)
+    assert top is None or top.entry.id != "VLLM-012"
+    # ... unless it is raised through vLLM or plugin frames
+    framed = ('Traceback (most recent call last):\n'
+              '  File "/usr/lib/python3.11/site-packages/vllm/model_executor/model_loader/utils.py", line 64, in initialize_model\n'
+              '    return model_class(vllm_config=vllm_config, prefix=prefix)\n' + line)
+    top = _top(kb, framed)
+    assert top is not None and top.entry.id == "VLLM-012"
+    # a plugin subclass named NPU*/Ascend* counts as a vLLM symbol on its own
+    top = _top(kb, "TypeError: NPUOffloadingSpec.__init__() takes 2 positional arguments but 3 were given\n")
+    assert top is not None and top.entry.id == "VLLM-012" and top.captures["name"] == "NPUOffloadingSpec.__init__"
+    # frames alone (an ordinary RuntimeError inside vllm_ascend) are no signature drift
+    frames_only = ('Traceback (most recent call last):\n'
+                   '  File "/usr/lib/python3.11/site-packages/vllm_ascend/ops/layernorm.py", line 74, in forward_oot\n'
+                   '    x, residual = torch_npu.npu_add_rms_norm(x, residual, w, eps)\n'
+                   '  File "/usr/lib/python3.11/site-packages/vllm/model_executor/custom_op.py", line 44, in forward\n'
+                   '    return self._forward_method(*args, **kwargs)\n'
+                   'RuntimeError: The size of tensor a (4096) must match the size of tensor b (3584)\n')
+    top = _top(kb, frames_only)
+    assert top is None or top.entry.id != "VLLM-012"
+
+
+def test_context_already_set_alone_is_not_the_sglang_main_guard(kb):
+    # gpustack, Ray and launchers print it whenever a second set_start_method() runs
+    top = _top(kb, "- gpustack.cmd.start - CRITICAL - context has already been set\n")
+    assert top is None or top.entry.id != "SGL-001"
+    trace = (TRACES / "sglang" / "SGL-001-engine-toplevel-spawn.txt").read_text()
+    top = _top(kb, trace)
+    assert top is not None and top.entry.id == "SGL-001"
+
+
+@pytest.mark.parametrize("line", [
+    "narrow length 4096 > dim 2048",
+    "ValueError: Your setup doesn't support bf16/gpu. You need torch>=1.10, using Ampere GPU with cuda>=11.0",
+    "ImportError: cannot import name 'LLM' from 'vllm'",
+    "ImportError: cannot import name 'SamplingParams' from 'vllm'",
+    "ERROR: No matching distribution found for cmake",
+    "AttributeError: '_OpNamespace' '_C_ascend' object has no attribute 'npu_foo'",
+])
+def test_lines_several_causes_print_carry_no_high_weight(kb, line):
+    # an answer from such a line alone stays below 0.9 before calibration (the discriminators say what decides)
+    top = _top(kb, line + "\n")
+    assert top is None or top.confidence < 0.9, (top.entry.id, top.confidence)
+
+
+def test_vllm_ascend_c_import_reason_decides(kb):
+    missing = "ERROR camem: Failed to import vllm_ascend_C:libvllm_ascend_kernels.so: cannot open shared object file\n"
+    top = _top(kb, missing)
+    assert top is not None and top.entry.id == "VASC-009"
+    abi = "ERROR camem: Failed to import vllm_ascend_C:/x/vllm_ascend_C.so: undefined symbol: _ZN3c104cuda9SetDeviceEi\n"
+    top = _top(kb, abi)
+    assert top is None or top.entry.id != "VASC-009"

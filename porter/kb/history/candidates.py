@@ -49,6 +49,7 @@ QUOTED_LINE_POINTS = LINE_POINTS  # rewrote a code line the report quotes in bac
 BODY_WORD_WEIGHT = 0.5  # a report word the commit's description (not its title) holds counts this much towards the coverage
 THRESHOLD = 3.5  # a candidate is proposed at this score
 GUESSED_VERSION_PENALTY = 1.5  # a commit the version guessed from the frames already has: likely, not surely, in
+GUESSED_WORK_FACTOR = 0.5  # the same for a commit that is no bug fix: it most likely wrote the code the trace shows
 QUOTE_MIN = 90.0
 TEMPLATE_MIN = 90.0
 MIN_TEMPLATE_WORDS = 4  # a template of fewer real words ("Q object has no attribute Q") is too common
@@ -62,7 +63,8 @@ BUILTIN_NAMES = frozenset(
 ) | {"NoneType", "function", "method", "module", "builtin_function_or_method"}
 _FUNC_EVIDENCE = re.compile(r"changes \S+\(\) in ")
 # style-only work (formatters, linters, typos): it rewrites every line of a file without changing what the code does
-_MECHANICAL = re.compile(r"\b(?:lint|ruff|yapf|isort|black|flake8|mypy|codespell|pre-commit|format(?:ting|ter)?|typos?|style)\b", re.I)
+# (tool names and style tags only: a `[BugFix] fix the output format` or a typo fix can change what the code does)
+_MECHANICAL = re.compile(r"\[(?:lint|style|format)\]|\b(?:ruff|yapf|isort|flake8|mypy|codespell|pre-commit|reformat(?:ted)?|code style)\b", re.I)
 _LOG_FIELD = re.compile(r"\b\w+=")  # `device_id=0, stream_id=512`: a log record's field names, not the failing code
 _CODE_SPAN = re.compile(r"`([^`\n]{8,200})`")
 _STATEMENT = re.compile(r"[\w\])]\s*(?:[-+*/]?=|\(|\[)|\w\.\w+\(")  # an assignment, a call or a subscript: a code line, not a name
@@ -555,9 +557,8 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
             continue
         is_in = contained is not None and c.sha in contained
         if is_in and guessed:
-            if not c.is_fix:
-                continue  # work before the tag whose code the trace shows built that code; only a fix there may be one
-            s -= GUESSED_VERSION_PENALTY
+            # work before the tag whose code the trace shows most likely built that code: a fix there may be the one
+            s = s - GUESSED_VERSION_PENALTY if c.is_fix else s * GUESSED_WORK_FACTOR
             if s < threshold:
                 continue
             ev = [*ev, "may already be in your version (guessed from the frames' code)"]
