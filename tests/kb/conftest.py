@@ -1,4 +1,5 @@
-"""Fixture knowledge bases built in tmp_path, and a CLI runner with a private cache."""
+"""Fixture knowledge bases built in tmp_path, the bundled knowledge base (built once per run), and a
+CLI runner with a private cache."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from typer.testing import CliRunner
 
 from porter.kb.loader import load_entries
 from porter.kb.index import CompiledKB
+from porter.kb.matcher import Match, diagnose_text
+
+BUNDLED_PATTERNS = Path(__file__).resolve().parents[2] / "knowledge" / "patterns"
 
 LORA_TRACE = textwrap.dedent(
     """\
@@ -45,6 +49,28 @@ def entry(entry_id: str, layer: str, items: list[dict], *, match: str = "any", e
     }
     data.update(extra)
     return data
+
+
+def _bundled(calibrated: bool) -> CompiledKB:
+    if not any(BUNDLED_PATTERNS.rglob("*.yaml")):
+        pytest.skip("no knowledge-base entries in this checkout")
+    return load_entries(BUNDLED_PATTERNS).compiled(calibrated=calibrated)
+
+
+@pytest.fixture(scope="session")
+def bundled_kb() -> CompiledKB:
+    """The bundled knowledge base with raw signature scores (no calibration), compiled once per run."""
+    return _bundled(calibrated=False)
+
+
+@pytest.fixture(scope="session")
+def bundled_kb_calibrated() -> CompiledKB:
+    """The bundled knowledge base as `porter diagnose` uses it (calibrated confidence)."""
+    return _bundled(calibrated=True)
+
+
+def top_match(kb: CompiledKB, text: str) -> Match | None:
+    return diagnose_text(kb, text).top
 
 
 class FixtureKB:

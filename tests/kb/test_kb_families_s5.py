@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from porter.kb.matcher import ADVICE_NOTE, diagnose_text
-from tests.kb.conftest import entry
+from tests.kb.conftest import entry, top_match
 
 ROOT = Path(__file__).resolve().parents[2]
 PATTERNS = ROOT / "knowledge" / "patterns"
@@ -60,17 +60,9 @@ def test_an_error_entry_that_matched_only_a_warning_line_of_a_working_run_is_adv
 
 
 # -- the bundled KB: vendor error-code reference wordings -------------------------------------------------------
-@pytest.fixture(scope="module")
-def kb():
-    from porter.kb.loader import load_entries
-
-    if not any(PATTERNS.rglob("*.yaml")):
-        pytest.skip("no knowledge-base entries in this checkout")
-    return load_entries(PATTERNS).compiled(calibrated=False)
-
-
-def _top(kb, text: str):
-    return diagnose_text(kb, text).top
+@pytest.fixture
+def kb(bundled_kb):
+    return bundled_kb
 
 
 def test_ranktable_family_reads_the_error_code_reference_wording_and_fills_the_fix(kb):
@@ -78,7 +70,7 @@ def test_ranktable_family_reads_the_error_code_reference_wording_and_fills_the_f
 
     text = ("EI0004: The ranktable or rank is invalid,Reason:[The ranktable path does not exist]. Please check the "
             "configured ranktable. [RANK_TABLE_FILE]\n")
-    top = _top(kb, text)
+    top = top_match(kb, text)
     assert top is not None and top.entry.id == "HCCL-011" and top.captures["reason"] == "The ranktable path does not exist"
     filled = [fill(step, top.captures, capture_names(top.entry.signatures)) for step in top.entry.fix]
     assert any("(The ranktable path does not exist)" in step for step in filled)
@@ -88,13 +80,13 @@ def test_tls_inconsistency_still_goes_to_the_tls_entry_not_the_ranktable_family(
     text = ('[ERROR] HCCL(94774,all_reduce_test):2025-10-27-11:51:32.570.490 [topoinfo_exchange_agent.cc:831] '
             '[94774][InitGroupStage][RanktableCheck]Some ranks tlsStatus are inconsistent. The tlsStatus of '
             'inconsistent ranks are [Disable].\n')
-    assert _top(kb, text).entry.id == "HCCL-020"
+    assert top_match(kb, text).entry.id == "HCCL-020"
 
 
 def test_the_link_setup_stage_keyword_of_newer_cann_maps_to_the_socket_timeout_entry(kb):
     link_timeout = ("[ERROR] HCCL(137309,all_reduce_test):2025-12-24-16:19:45.416.014 [hccl_socket_manager.cc:813] "
                     "[137400][InitChannelStage][Timeout] wait socket establish timeout, role[0] rank[0] timeout[120 s]\n")
-    assert _top(kb, link_timeout).entry.id == "HCCL-002"
+    assert top_match(kb, link_timeout).entry.id == "HCCL-002"
 
 
 def test_driver_and_hccl_codes_of_the_error_code_reference_decode_by_name():
@@ -109,13 +101,13 @@ def test_driver_and_hccl_codes_of_the_error_code_reference_decode_by_name():
 
 
 def test_port_bind_failures_of_every_cann_release_reach_the_port_entries(kb):
-    assert _top(kb, "EI0020: Failed to enable listening for the host network adapter socket. Reason: bind failed\n").entry.id == "HCCL-015"
+    assert top_match(kb, "EI0020: Failed to enable listening for the host network adapter socket. Reason: bind failed\n").entry.id == "HCCL-015"
     device_port = ("[ERROR] HCCL(1009464,all_reduce_test):2025-03-15-00:41:48.470.172 [hccl_socket.cc:110] [1009464]"
                    "[InitGroupStage][RanktableDetect] socket type[0], listen on ip[192.168.2.199] and specific port[16666] "
                    "fail. Please check the port status and whether the port is being used by other process.\n")
-    assert _top(kb, device_port).entry.id == "HCCL-015"
+    assert top_match(kb, device_port).entry.id == "HCCL-015"
     retry = "[OpRetryConnection][RecvAckTag] Recv unmatched ack  [1381978191] expect [64]\ncall trace: hcclRet -> 4\n"
-    assert _top(kb, retry).entry.id == "HCCL-004"
+    assert top_match(kb, retry).entry.id == "HCCL-004"
 
 
 def test_an_unreadable_rank_table_path_is_the_rank_table_entry_with_the_path_in_the_fix(kb):
@@ -123,14 +115,14 @@ def test_an_unreadable_rank_table_path_is_the_rank_table_entry_with_the_path_in_
 
     text = ("[ERROR] HCCL(1104629,test_one_side):2025-10-28-17:45:13.679.684 [param_check.cc:66] [1104629][InitGroupStage]"
             "[RanktableConfig]errNo[0x0000000005010001] path /data/cluster/rank_table_16.json is not a valid real path\n")
-    top = _top(kb, text)
+    top = top_match(kb, text)
     assert top is not None and top.entry.id == "HCCL-011"
     filled = [fill(step, top.captures, capture_names(top.entry.signatures)) for step in top.entry.fix]
     assert any("/data/cluster/rank_table_16.json must exist" in step for step in filled)
 
 
 def test_a_driver_too_old_for_cann_is_recognised_from_the_runtime_reference_wording(kb):
-    top = _top(kb, "EE1015: rtsDeviceGetCapability failed. Reason: The driver version capacity is insufficient. Upgrade the driver.\n")
+    top = top_match(kb, "EE1015: rtsDeviceGetCapability failed. Reason: The driver version capacity is insufficient. Upgrade the driver.\n")
     assert top is not None and top.entry.id == "CANN-014" and top.captures["call"] == "rtsDeviceGetCapability"
     assert "driver-too-old-for-cann" in top.entry.causes
 
@@ -138,10 +130,10 @@ def test_a_driver_too_old_for_cann_is_recognised_from_the_runtime_reference_word
 def test_hccl_unavailable_at_communicator_init_from_torch_npu_is_the_leftover_job_entry(kb):
     text = ("RuntimeError: create:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:89 HCCL function error: "
             "HcclCommInitRootInfo(numRanks, &rootInfo, rank, &(comm->hcclComm_)), error code is 7\n")
-    top = _top(kb, text)
+    top = top_match(kb, text)
     assert top is not None and top.entry.id == "HCCL-010" and top.captures["call"] == "HcclCommInitRootInfo"
     other_code = text.replace("error code is 7", "error code is 11")
-    assert _top(kb, other_code) is None or _top(kb, other_code).entry.id != "HCCL-010"
+    assert top_match(kb, other_code) is None or top_match(kb, other_code).entry.id != "HCCL-010"
 
 
 def test_tensors_split_between_npu_and_cpu_in_the_per_argument_wording_of_newer_torch(kb):
@@ -149,12 +141,12 @@ def test_tensors_split_between_npu_and_cpu_in_the_per_argument_wording_of_newer_
                        "other tensors on npu:0 (when checking argument in method wrapper__index_select)\n", "index"),
                       ("RuntimeError: Expected all tensors to be on the same device, but got mat2 is on npu:0, different "
                        "from other tensors on cpu (when checking argument in method wrapper__mm)\n", "mat2")):
-        top = _top(kb, text)
+        top = top_match(kb, text)
         assert top is not None and top.entry.id == "TNPU-012" and top.captures["arg"] == arg
     # two NPUs, no CPU: another placement fault, not this entry's cause
     two_npus = ("RuntimeError: Expected all tensors to be on the same device, but got mat2 is on npu:1, different from "
                 "other tensors on npu:0 (when checking argument in method wrapper__mm)\n")
-    top = _top(kb, two_npus)
+    top = top_match(kb, two_npus)
     assert top is None or top.entry.id != "TNPU-012"
 
 
@@ -166,26 +158,26 @@ def test_tensors_split_between_npu_and_cpu_in_the_per_argument_wording_of_newer_
      "are out of shared memory. Please try to raise your shared memory limit.\n", "CTR-010"),
 ])
 def test_sibling_wordings_of_cuda_only_calls_and_small_shm_reach_their_class_entries(kb, text, entry_id):
-    top = _top(kb, text)
+    top = top_match(kb, text)
     assert top is not None and top.entry.id == entry_id
 
 
 def test_an_undefined_symbol_inside_the_cann_toolkit_is_the_mixed_cann_entry_with_the_library(kb):
     text = ("ImportError: /usr/local/Ascend/ascend-toolkit/latest/lib64/libascendcl.so: undefined symbol: "
             "_ZN2ge9GEFinalizeEv\n")
-    top = _top(kb, text)
+    top = top_match(kb, text)
     assert top is not None and top.entry.id == "TNPU-007"
     assert top.captures["library"] == "libascendcl.so"
     # torch_npu's own library against another torch is a different entry
     torch_side = ("ImportError: /usr/local/python3.10/lib/python3.10/site-packages/torch_npu/lib/libtorch_npu.so: "
                   "undefined symbol: _ZN3c1010Dispatcher17runRecordFunctionERN2at14RecordFunctionE\n")
-    assert _top(kb, torch_side).entry.id == "TNPU-010"
+    assert top_match(kb, torch_side).entry.id == "TNPU-010"
 
 
 def test_master_port_in_use_in_the_c10d_wording_without_the_port(kb):
     text = ("RuntimeError: The server socket has failed to listen on any local network address. useIpv6: 0, code: -98, "
             "name: EADDRINUSE, message: address already in use\n")
-    assert _top(kb, text).entry.id == "HCCL-018"
+    assert top_match(kb, text).entry.id == "HCCL-018"
 
 
 def test_the_advice_note_prints_the_same_with_and_without_rich():
