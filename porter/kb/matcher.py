@@ -15,19 +15,19 @@ token index and the extractor. That is what keeps a 50 MB log fast.
 
 from __future__ import annotations
 
-import re
 from itertools import accumulate, repeat
 from operator import add
 
 from porter.kb.env import normalise_package  # also re-exported: porter.smoke imports it from here
 from bisect import bisect_right
 
-from porter.kb.extract import CODE_LINE, Extractor, Signals
+from porter.kb.extract import CODE_LINE, Extractor, Signals, is_errorish
 from porter.kb.index import ASCII_TOKEN as _ASCII_TOKEN
 from porter.kb.index import TOKEN as _TOKEN
 from porter.kb.index import CompiledKB, candidate_lines, distinct_lines, prefilter_needles, presence_key, present_needles, squeeze  # CompiledKB re-exported too
 from porter.kb.normalize import fuzzy_form, iter_batches, strip_prefix
 from porter.kb.schema import KBEntry
+from porter.lazyre import LazyPattern
 from porter.record import field, record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the diagnose start-up path
@@ -52,7 +52,7 @@ TOKEN_MEMO_FRESH_PER_LINE = 24  # a line with more unseen tokens tests the needl
 SEVERITY_RANK_PENALTY = {"warning": 0.15, "info": 0.3}  # ranking only; confidence is unchanged
 ADVICE_NOTE = "only warning lines matched and the log shows no failure: advice for a working run, not a diagnosis"
 # a line the program labels a warning: "Warning:", "UserWarning:", "[W ...]" / glog "W0428 ...", "CAUTION:"
-_WARNING_LINE = re.compile(r"(?i:\b\w{0,40}warn(?:ing)?s?\b|\bCAUTION\b)|^\s{0,8}\[?W\d{0,6}[\s\]]")
+_WARNING_LINE = LazyPattern(r"(?i:\b\w{0,40}warn(?:ing)?s?\b|\bCAUTION\b)|^\s{0,8}\[?W\d{0,6}[\s\]]")
 
 
 # -- results --------------------------------------------------------------------------------------
@@ -419,8 +419,6 @@ def failure_shown(m: Match, signals: Signals) -> bool:
     exception, an error code, an error-ish matched line, or an error-ish line elsewhere."""
     if signals.exceptions or signals.codes:
         return True
-    from porter.kb.extract import is_errorish
-
     if any(is_errorish(ml.text) for ml in m.lines):
         return True
     own = {ml.line for ml in m.lines}
