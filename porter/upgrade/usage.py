@@ -28,7 +28,7 @@ from porter.upgrade.index import PLAIN_BASES, FastVisitor, Signature, body_span,
 from porter.upgrade.models import Site
 from porter.upgrade.predicates import NO_PREDICATES, Predicates, find_predicates
 
-USAGE_VERSION = 6
+USAGE_VERSION = 7
 DEFAULT_EXCLUDES = ("tests/*", "*/tests/*", "test/*", "benchmarks/*", "examples/*", "docs/*", "build/*", ".*")
 
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "AttributeError", "Exception", "BaseException"}
@@ -410,7 +410,9 @@ class _UseVisitor(FastVisitor):
                         bodies.setdefault(stmt.name, body_text(self.lines, body_span(stmt)))
                 upstream_base = upstream_base or dotted
                 self.add("subclass", dotted, node, cls=node.name, methods=methods, attrs=sorted(assigned),
-                         defines_init="__init__" in methods, calls_super_init=calls_super_init, bodies=bodies)
+                         defines_init="__init__" in methods, calls_super_init=calls_super_init, bodies=bodies,
+                         registered=any(isinstance(d, ast.Call) and (dotted_name(d.func) or "").endswith("register_oot")
+                                        for d in node.decorator_list))
             else:
                 self.visit(base)
         bases = [b.value if isinstance(b, ast.Subscript) else b for b in node.bases]  # Generic[T] -> Generic
@@ -615,7 +617,11 @@ class _UseVisitor(FastVisitor):
                     keywords.extend(known)
         star_args = any(isinstance(a, ast.Starred) for a in node.args)
         positional = sum(1 for a in node.args if not isinstance(a, ast.Starred))
-        extra = {"bound": True, "via": via} if bound else {}
+        extra: dict[str, Any] = {"bound": True, "via": via} if bound else {}
+        if callee.endswith(".register_oot"):  # CustomOp.register_oot(_decorated_op_cls=PluginCls, name=...)
+            cls_arg = next((k.value for k in node.keywords if k.arg == "_decorated_op_cls"), node.args[0] if node.args else None)
+            if isinstance(cls_arg, ast.Name):
+                extra["registers"] = cls_arg.id  # upstream now builds this plugin class wherever it builds the named op
         if id(node) in self.dropped_results:
             extra["result"] = "ignored"  # a statement of its own: the returned value is never used
         elif id(node) in self.unpacked_results:
