@@ -29,7 +29,7 @@ from porter.upgrade.models import (
     Severity,
     Site,
 )
-from porter.upgrade.usage import FACTORY, FileUsage, Use
+from porter.upgrade.usage import FACTORY, PLUGIN, FileUsage, Use
 
 STRATEGIES = {
     DriftFamily.REMOVED: "todo_stub",
@@ -117,6 +117,7 @@ class DriftAnalyzer:
         self._search_new_homes(files)
         # A call to a function the plugin replaces runs the plugin's replacement, not upstream's.
         self._patched = {u.symbol for f in files for u in f.uses if u.kind in ("monkeypatch", "patch")}
+        self._plugin_types = {cls: attrs for f in files for cls, attrs in f.class_types.items()}
         # Plugin classes upstream builds itself: CustomOp OOT registrations and classes installed over upstream ones.
         self._installed = {str(u.detail["registers"]) for f in files for u in f.uses if u.detail.get("registers")} | {
             str(u.detail.get("replacement", "")).rsplit(".", 1)[-1] for f in files for u in f.uses
@@ -298,6 +299,11 @@ class DriftAnalyzer:
             if typed is None:
                 return [], False  # no usable return annotation: the receiver stays untyped
             use = replace(use, symbol=typed)
+        if use.symbol.startswith(PLUGIN):
+            typed = self._through_plugin_class(use.symbol[len(PLUGIN):])
+            if typed is None:
+                return [], False  # a member of the plugin's own class, or an attribute of unknown type
+            use = replace(use, symbol=typed)
         if use.kind == "import":
             res = self.target.resolve(use.detail["module"], use.detail["name"])
             verdicts.setdefault(use.symbol, Verdict(use.symbol, res.status, use.detail["module"], use.detail["name"]))
@@ -331,6 +337,20 @@ class DriftAnalyzer:
         if use.kind == "patch":
             return self._patch(use), False
         return [], False
+
+    def _through_plugin_class(self, dotted: str) -> str | None:
+        """`mod.PluginCls.attr.rest` -> `UpstreamCls.rest`: the upstream class the plugin class gives
+        `self.attr` (`self.block_table = MultiGroupBlockTable(...)`); None for anything else."""
+        parts = dotted.split(".")
+        for cut in range(len(parts) - 2, 0, -1):
+            attrs = self._plugin_types.get(".".join(parts[:cut]))
+            if attrs is None:
+                continue
+            attr, rest = parts[cut], parts[cut + 1:]
+            if attr in attrs:
+                return ".".join([attrs[attr], *rest])
+            return None  # set by the plugin class untyped, or by its upstream base: not followed
+        return None
 
     def _through_fields(self, dotted: str) -> str:
         """`T.a.b` where `a` is a field or property of T annotated with class A: `A.b` (followed as far as
