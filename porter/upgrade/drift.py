@@ -773,8 +773,10 @@ class DriftAnalyzer:
                      if constructor and old_member is not None and old_member.signature is not None else None)
             if shift is not None:
                 optional_only = False  # positional callers of the base bind the override's parameters wrongly
-            elif not constructor and name not in IMPLICITLY_CALLED and old_member is not None \
-                    and old_member.signature is not None and narrower(bound(plugin_sig), bound(new_member.signature)):
+            elif not constructor and not problems and not required_removed and name not in IMPLICITLY_CALLED \
+                    and old_member is not None and old_member.signature is not None \
+                    and narrower(bound(plugin_sig), bound(new_member.signature)):
+                # only where the signature comparison found nothing (one finding, one fix, per override)
                 # What upstream passes may have changed although the base did not: compared call by call later.
                 self._narrow_overrides.append((use, name, plugin_cls, plugin_sig, new_member.signature, loc))
             if problems or required_removed or shift:
