@@ -1,7 +1,7 @@
 """Benchmark for `porter diagnose --history`: is the commit that fixed a real trace's bug found?
 
     python bench/known_fixes.py build --repo vllm-ascend=/path/to/clone [--repo triton-ascend=...]
-    python bench/known_fixes.py score --repo vllm-ascend=/path/to/clone [--split dev|test|all] [--no-message] [--all-branches]
+    python bench/known_fixes.py score --repo vllm-ascend=/path/to/clone [--split dev|test|all] [--no-message] [--head-only]
 
 `build` writes bench/known_fixes/index.yaml from
   * the plugin-bug cases of tests/data/corpus (their `fixed_by` PR or commit) and the traces under
@@ -270,11 +270,12 @@ def score(repos: dict[str, Path], split: str, use_message: bool, verbose: bool, 
         rep = analyse_diagnosis(src, diag, text, {}, cache, index=indexes[repo], use_message=use_message,
                                 mask_quotes=mask_quotes)
         times.append(time.perf_counter() - t)
-        shas = [c.sha for c in rep.candidates]
+        # a candidate names its cherry-picks too (Candidate.also): the case's fix is found as either copy
+        shas = [{c.sha, *(sha for sha, _ in c.also)} for c in rep.candidates]
         row = {"id": case["id"], "kind": case["kind"], "split": case["split"], "leaky": case.get("leaky", False),
                "batch": case.get("batch", ""),
                "status": rep.status, "frames": len(rep.frames), "installed": rep.installed.ref,
-               "rank": (shas.index(case["fix_sha"]) + 1) if case.get("fix_sha") in shas else None,
+               "rank": next((i + 1 for i, group in enumerate(shas) if case.get("fix_sha") in group), None),
                "contained": any(c.sha == case.get("fix_sha") for c in rep.contained),
                "top": [f"{c.sha[:10]} {c.score:.1f} {c.subject[:70]}" for c in rep.candidates]}
         rows.append(row)
@@ -321,7 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-message", action="store_true", help="rank on code evidence only (ablation)")
     ap.add_argument("--mask-quotes", action="store_true",
                     help="leave out commit-message lines that quote the trace (scores what a never-quoted trace would get)")
-    ap.add_argument("--all-branches", action="store_true", help="index every branch (release lines), not only HEAD")
+    ap.add_argument("--head-only", action="store_true",
+                    help="index HEAD's branch only (before session 6 the default), not every branch with its release lines")
+    ap.add_argument("--all-branches", action="store_true", help=argparse.SUPPRESS)  # the default since session 6
     ap.add_argument("--cache", default=str(Path.home() / ".cache" / "porter"), help="porter cache dir for the index")
     ap.add_argument("-v", "--verbose", action="store_true")
     ap.add_argument("--json", action="store_true")
@@ -332,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "build":
         build(repos)
         return 0
-    res = score(repos, args.split, not args.no_message, args.verbose, Path(args.cache), args.all_branches, args.mask_quotes)
+    res = score(repos, args.split, not args.no_message, args.verbose, Path(args.cache), not args.head_only, args.mask_quotes)
     if args.json:
         print(json.dumps(res, indent=1))
     else:
