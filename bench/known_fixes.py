@@ -111,7 +111,7 @@ OWN_CASES = [
     ], repo="verl"),
     # Session 6: issue threads found in the `issues` corpus for commits of the mirrors (main and release branches)
     # that say `Fix(es) #N` / name the issue; the issue's own text as the search excerpt showed it. Split by
-    # thread hash when added, before any of them was scored: 1 test (#8686), 3 dev.
+    # thread hash when added, before any of them was scored: 3 test (vllm-ascend #8686, verl #6027, #4996), 7 dev.
     *_issue_cases("issues-s6", [
         (6820, 6823, "the issue title and the worker's error lines (the fix, on releases/v0.13.0, names #6820)"),
         (1396, 1831, "the issue title (the assert) and the environment it lists (the fix, on v0.9.1-dev, says Related fixes: .../issues/1396)"),
@@ -119,6 +119,12 @@ OWN_CASES = [
     ]),
     *_issue_cases("issues-s6", [
         (5342, 5348, "the issue title and the versions it lists (the fix says fix .../issues/5342)"),
+        (5959, 5961, "the issue title, versions and the Ray frames it pastes (the fix's PR names #5959)"),
+        (6027, 6089, "the issue's description and the exception it quotes (the fix says fixes #6027)"),
+        (4996, 5002, "the issue's description and its frames (the fix names #4996)"),
+        (4737, 4776, "the issue title (the error) and its frames (the fix names #4737)"),
+        (6152, 6149, "the issue's description and stack trace (the fix says Fixes #6152)"),
+        (4568, 4703, "the issue's summary of the failure, no trace (the fix says Fixes #4568)"),
     ], repo="verl"),
     {"id": "vllm-ascend-3236", "trace": "tests/data/corpus/test/vllm-ascend-3236.txt", "repo": "vllm-ascend",
      "thread": "github.com/vllm-project/vllm-ascend/issues/3236", "batch": "issues-s3",
