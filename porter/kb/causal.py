@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from porter.kb.extract import NO_LAYER_CODES as _NO_LAYER_CODES
 from porter.kb.extract import PACKAGE_LAYER, Signals, package_of
 from porter.record import record
 
@@ -38,9 +39,6 @@ _HOST_LAYERS = ("driver", "container", "host", "hccl", "cann")
 _NAMED = re.compile(r"""(?P<path>(?<![\w./-])(?:/|[A-Za-z_][\w.-]{0,40}/)[^\s'"`,;:()\[\]]{1,400})|(?<![\w./-])(?P<module>[A-Za-z_]\w{1,40})(?=\.[A-Za-z_])""")
 # an Ascend install directory (/usr/local/Ascend/<rest>, $HOME/Ascend/<rest>)
 _ASCEND_INSTALL = re.compile(r"[/\\]Ascend[/\\](?P<rest>[\w.-]{1,80})")
-# codes that say nothing about the failing layer: torch_npu prints ERR99999 after any exception
-# raised outside torch_npu (the application's, vllm's, a library's) while it was loaded
-_NO_LAYER_CODES = frozenset({"ERR99999"})
 CAUSAL_CODE_LINES = 2  # a code this many lines after the causal exception still belongs to its message
 
 

@@ -1,0 +1,114 @@
+"""Framework-layer families added for issue 13 (session 6): each fires on a sibling wording of its class (not the
+trace it was written from), captures the variable part for the fix text, and stays quiet on the look-alike lines;
+the triage of an unknown trace does not read torch_npu's catch-all ERR99999 as a CANN fault."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from porter.kb.causal import triage
+from porter.kb.families import capture_names, fill
+from porter.kb.matcher import diagnose_text
+from tests.kb.conftest import top_match
+
+ROOT = Path(__file__).resolve().parents[2]
+PATTERNS = ROOT / "knowledge" / "patterns"
+
+pytestmark = pytest.mark.skipif(not any(PATTERNS.rglob("*.yaml")), reason="no knowledge-base entries in this checkout")
+
+
+@pytest.fixture
+def kb(bundled_kb):
+    return bundled_kb
+
+
+def _filled(match, text: str) -> str:
+    return fill(text, match.captures, capture_names(match.entry.signatures))
+
+
+def test_hccl_buffsize_family_covers_the_dispatch_ffn_combine_wording(kb):
+    # vllm-ascend's dispatch_ffn_combine tiling check words it differently from MoeDistributeDispatchV2
+    line = ("EZ9999: Inner Error! HCCL_BUFFSIZE is too SMALL, m = 64, k = 7168, topK = 8 expected HCCL_BUFFSIZE is "
+            "((m * k * topK * sizeof(int8_t)) * 3 + 3MB)= 421MB, HCCL_BUFFSIZE=200MB.")
+    top = top_match(kb, line)
+    assert top is not None and top.entry.id == "VASC-053"
+    assert top.captures["needed"] == "421" and top.captures["current"] == "200"
+    assert "421 MB" in _filled(top, top.entry.fix[0])
+
+
+def test_hccl_buffsize_out_of_range_is_not_the_moe_buffer_entry(kb):
+    line = "EI0001: Environment variable [HCCL_BUFFSIZE] is invalid. Value: 0. Expected: [1, 4294967295]."
+    top = top_match(kb, line)
+    assert top is None or top.entry.id != "VASC-053"
+
+
+@pytest.mark.parametrize("level", ["2", "3"])
+def test_task_queue_level_refused_by_graph_capture(kb, level):
+    line = (f"RuntimeError: NPUModelRunner init failed, error is Do not support TASK_QUEUE_ENABLE = {level} during "
+            "NPU graph capture, please export TASK_QUEUE_ENABLE=1/0.")
+    top = top_match(kb, line)
+    assert top is not None and top.entry.id == "VASC-052"
+    assert top.captures["number"] == level
+
+
+def test_task_queue_setting_alone_is_not_a_failure(kb):
+    top = top_match(kb, "export TASK_QUEUE_ENABLE=2")
+    assert top is None or top.entry.id != "VASC-052"
+
+
+def test_sampling_params_rejects_any_unknown_field(kb):
+    text = ('  File "/work/infer.py", line 9, in <module>\n'
+            "    params = SamplingParams(temperature=0.7, max_new_tokens=128)\n"
+            "TypeError: Unexpected keyword argument 'max_new_tokens'\n")
+    top = top_match(kb, text)
+    assert top is not None and top.entry.id == "VLLM-024"
+    assert top.captures["name"] == "max_new_tokens"
+
+
+def test_unexpected_keyword_of_another_struct_is_not_sampling_params(kb):
+    top = top_match(kb, "TypeError: Unexpected keyword argument 'foo'\n")
+    assert top is None or top.entry.id != "VLLM-024"
+
+
+def test_sglang_context_length_wording_joins_the_request_too_long_family(kb):
+    line = ("ValueError: Requested token count exceeds the model's maximum context length of 8192 tokens. You requested "
+            "a total of 9000 tokens: 7000 tokens from the input messages and 2000 tokens for the completion.")
+    top = top_match(kb, line)
+    assert top is not None and top.entry.id == "VLLM-021"
+    assert top.captures["number"] == "8192"
+    assert "prompt-plus-response-exceeds-max-model-len" in top.entry.causes
+
+
+@pytest.mark.parametrize("line", [
+    "OSError: /data/models/Llama-2-13b-chat does not appear to have a file named config.json. Checkout "
+    "'https://huggingface.co//data/models/Llama-2-13b-chat/main' for available files.",
+    "OSError: Can't load the configuration of '/mnt/qwen3-8b'. If you were trying to load it from "
+    "'https://huggingface.co/models', make sure you don't have a local directory with the same name.",
+])
+def test_model_path_without_config_family(kb, line):
+    top = top_match(kb, line)
+    assert top is not None and top.entry.id == "HF-014"
+
+
+def test_unreachable_hub_outranks_the_missing_config_it_causes(kb):
+    text = ("requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', port=443): Max retries "
+            "exceeded with url: /Qwen/Qwen3-8B/resolve/main/config.json (Caused by NewConnectionError: "
+            "Failed to establish a new connection: [Errno 101] Network is unreachable)\n"
+            "OSError: Can't load the configuration of 'Qwen/Qwen3-8B'. If you were trying to load it from "
+            "'https://huggingface.co/models', make sure you don't have a local directory with the same name.\n")
+    ids = [m.entry.id for m in diagnose_text(kb, text).matches]
+    assert ids and ids[0] == "HOST-001"
+
+
+def test_catch_all_err99999_is_not_read_as_a_cann_fault(kb):
+    text = ('Traceback (most recent call last):\n'
+            '  File "/work/run.py", line 3, in <module>\n'
+            "    main(cfg)\n"
+            "KeyError: 'model_name'\n"
+            "[ERROR] 2026-03-17-09:57:40 (PID:276, Device:-1, RankID:-1) ERR99999 UNKNOWN applicaiton exception\n")
+    diag = diagnose_text(kb, text)
+    assert "cann" not in diag.signals.layer_hints
+    t = triage(diag.signals)
+    assert t.layer != "cann" and "porter hosts check" not in t.next_commands
