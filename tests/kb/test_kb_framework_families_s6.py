@@ -112,3 +112,41 @@ def test_catch_all_err99999_is_not_read_as_a_cann_fault(kb):
     assert "cann" not in diag.signals.layer_hints
     t = triage(diag.signals)
     assert t.layer != "cann" and "porter hosts check" not in t.next_commands
+
+
+def test_trust_remote_code_family_covers_the_older_wording(kb):
+    line = ("ValueError: Loading /models/internlm2-chat-7b requires you to execute the configuration file in that repo on "
+            "your local machine. Make sure you have read the code there to avoid malicious use, then set the option "
+            "`trust_remote_code=True` to remove this error.")
+    top = top_match(kb, line)
+    assert top is not None and top.entry.id == "HF-015"
+
+
+def test_remote_code_pickling_is_not_the_vllm_patched_class_entry(kb):
+    line = ("_pickle.PicklingError: Can't pickle <class 'transformers_modules.chatglm3-6b.configuration_chatglm."
+            "ChatGLMConfig'>: it's not the same object as transformers_modules.chatglm3-6b.configuration_chatglm.ChatGLMConfig")
+    top = top_match(kb, line)
+    assert top is not None and top.entry.id == "HF-016"
+    generic = "_pickle.PicklingError: Can't pickle <class 'mypkg.Foo'>: it's not the same object as mypkg.Foo"
+    top = top_match(kb, generic)
+    assert top is None or top.entry.id not in ("VASC-035", "HF-016")
+
+
+def test_missing_parquet_names_the_path_and_other_missing_files_do_not_match(kb):
+    top = top_match(kb, "FileNotFoundError: Unable to find '/home/u/data/math/test.parquet'")
+    assert top is not None and top.entry.id == "RL-018"
+    assert top.captures["path"] == "/home/u/data/math/test.parquet"
+    other = top_match(kb, "FileNotFoundError: Unable to find '/home/u/data/train.json'")
+    assert other is None or other.entry.id != "RL-018"
+
+
+def test_ray_hand_off_of_a_device_tensor_outranks_the_checkpoint_entry(kb):
+    text = ("    output = ray.get(output)\n"
+            "ray.exceptions.RaySystemError: System error: Attempting to deserialize object on a CUDA device but "
+            "torch.cuda.is_available() is False. If you are running on a CPU-only machine, please use torch.load with "
+            "map_location=torch.device('cpu') to map your storages to the CPU.\n")
+    ids = [m.entry.id for m in diagnose_text(kb, text).matches]
+    assert ids and ids[0] == "RAY-013"
+    plain = "RuntimeError: Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False."
+    top = top_match(kb, plain)
+    assert top is not None and top.entry.id != "RAY-013"
