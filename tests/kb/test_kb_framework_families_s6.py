@@ -150,3 +150,10 @@ def test_ray_hand_off_of_a_device_tensor_outranks_the_checkpoint_entry(kb):
     plain = "RuntimeError: Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False."
     top = top_match(kb, plain)
     assert top is not None and top.entry.id != "RAY-013"
+
+
+def test_failed_to_infer_device_type_alone_is_not_a_confident_cause(kb):
+    # every cause that keeps the ascend platform plugin from activating ends in this line: one fact, counted once
+    top = top_match(kb, "RuntimeError: Failed to infer device type")
+    assert top is not None and top.entry.id == "VASC-008"
+    assert top.confidence < 0.7
