@@ -40,6 +40,9 @@ _NAMED = re.compile(r"""(?P<path>(?<![\w./-])(?:/|[A-Za-z_][\w.-]{0,40}/)[^\s'"`
 # an Ascend install directory (/usr/local/Ascend/<rest>, $HOME/Ascend/<rest>)
 _ASCEND_INSTALL = re.compile(r"[/\\]Ascend[/\\](?P<rest>[\w.-]{1,80})")
 CAUSAL_CODE_LINES = 2  # a code this many lines after the causal exception still belongs to its message
+# a causal line that is one operator call failing (aclnnX / a named operator): the op library refused the inputs
+# or the kernel failed; that is the calling framework's shapes/dtypes/config or an op bug, not the host
+_OPERATOR_CALL = re.compile(r"call (?P<api>aclnn\w{1,80}) failed|Failed to execute operator (?P<op>[\w.-]{1,120})")
 
 
 def first_line(match) -> int:
@@ -184,7 +187,14 @@ def triage(signals: Signals, decoded_codes: list[dict] | None = None) -> Triage:
                           f"installed {top} does not have (API drift)")
                 layer = "vllm" if top == "vllm" else layer
                 break
-    if layer in _HOST_LAYERS or any(c.get("table") in ("dcmi", "acl-runtime") for c in decoded_codes):
+    op = _OPERATOR_CALL.search(text) if text else None
+    host_table = any(c.get("table") in ("dcmi", "acl-runtime") for c in decoded_codes)
+    if op and not host_table and layer in ("cann", "torch-npu", "vllm-ascend", "sglang", ""):
+        name = op.group("api") or op.group("op")
+        reason = reason or (f"operator {name} failed inside the CANN op library: check the shapes, dtypes and "
+                            f"options the calling framework passed (the lines after it name the check that failed); "
+                            f"rerun with ASCEND_LAUNCH_BLOCKING=1 to pin the call")
+    elif layer in _HOST_LAYERS or host_table:
         commands += ["porter hosts check", "npu-smi info"]
         reason = reason or "device, driver or environment fault: check the host first"
     if text:

@@ -157,3 +157,16 @@ def test_failed_to_infer_device_type_alone_is_not_a_confident_cause(kb):
     top = top_match(kb, "RuntimeError: Failed to infer device type")
     assert top is not None and top.entry.id == "VASC-008"
     assert top.confidence < 0.7
+
+
+def test_triage_of_an_operator_call_failure_points_at_the_op_not_the_host(kb):
+    text = ("RuntimeError: call aclnnMegaMoe failed, detail:[PID: 1] 2026-08-20-22:15:59.473.813 "
+            "Execution_Error(EZ1008): Failed to execute operator MegaMoe_6081. Reason: Failed to execute tiling function.\n"
+            "        weight1[0] must be 2-dimension, but got 3 dim.[FUNC:CheckWeight1Input][FILE:mega_moe_tiling.cpp][LINE:648]\n")
+    diag = diagnose_text(kb, text)
+    ez = {"code": "EZ1008", "family": "cann", "line": 1, "table": "cann-ez", "layer": "cann", "meaning": "operator error"}
+    t = triage(diag.signals, [ez])
+    assert "aclnnMegaMoe" in t.reason and "porter hosts check" not in t.next_commands
+    # a runtime (device) code still sends the user to the host first
+    rt = {"code": "507015", "family": "acl", "line": 1, "table": "acl-runtime", "layer": "driver", "meaning": "device error"}
+    assert "porter hosts check" in triage(diag.signals, [ez, rt]).next_commands
