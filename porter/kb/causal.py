@@ -43,6 +43,10 @@ CAUSAL_CODE_LINES = 2  # a code this many lines after the causal exception still
 # a causal line that is one operator call failing (aclnnX / a named operator): the op library refused the inputs
 # or the kernel failed; that is the calling framework's shapes/dtypes/config or an op bug, not the host
 _OPERATOR_CALL = re.compile(r"call (?P<api>aclnn\w{1,80}) failed|Failed to execute operator (?P<op>[\w.-]{1,120})")
+# ...unless the reason printed after it says the op library itself is missing or does not fit the installed
+# CANN/driver (no kernel binary, unparsable kernel config): then it is an installation fault after all
+_OPERATOR_ENV_REASON = re.compile(r"(?i)cannot find (?:the )?bin|cannot find binary|kernel config fail|kernel package|"
+                                  r"not installed|version (?:mismatch|does not match|is lower)|\bopp\b")
 
 
 def first_line(match) -> int:
@@ -189,6 +193,8 @@ def triage(signals: Signals, decoded_codes: list[dict] | None = None) -> Triage:
                 break
     op = _OPERATOR_CALL.search(text) if text else None
     host_table = any(c.get("table") in ("dcmi", "acl-runtime") for c in decoded_codes)
+    if op and _OPERATOR_ENV_REASON.search(_lines_after(signals, line, 6)):
+        op = None
     if op and not host_table and layer in ("cann", "torch-npu", "vllm-ascend", "sglang", ""):
         name = op.group("api") or op.group("op")
         reason = reason or (f"operator {name} failed inside the CANN op library: check the shapes, dtypes and "
@@ -200,6 +206,15 @@ def triage(signals: Signals, decoded_codes: list[dict] | None = None) -> Triage:
     if text:
         commands.append(f"porter kb search {_shell_quote(text[:80])}")
     return Triage(layer, line, text, failing, tuple(dict.fromkeys(commands)), reason)
+
+
+def _lines_after(signals: Signals, line: int, count: int) -> str:
+    """The `count` lines after `line` in the block that holds it (the reason CANN prints after the call)."""
+    for block in signals.blocks:
+        if block.start <= line <= block.end:
+            i = line - block.start
+            return "\n".join(block.lines[i + 1 : i + 1 + count])
+    return ""
 
 
 def _shell_quote(text: str) -> str:

@@ -170,3 +170,13 @@ def test_triage_of_an_operator_call_failure_points_at_the_op_not_the_host(kb):
     # a runtime (device) code still sends the user to the host first
     rt = {"code": "507015", "family": "acl", "line": 1, "table": "acl-runtime", "layer": "driver", "meaning": "device error"}
     assert "porter hosts check" in triage(diag.signals, [ez, rt]).next_commands
+
+
+def test_operator_call_whose_reason_is_a_missing_kernel_binary_still_points_at_the_install(kb):
+    text = ("RuntimeError: call aclnnArange failed, detail:EZ9999: Inner Error!\n"
+            "EZ9999: [PID: 775] 2025-02-16-12:18:25.258.321 Cannot find bin of op Range, integral key 0/1/|int64/ND/.\n"
+            "        TraceBack (most recent call last):\n"
+            "       Cannot find binary for op Range.\n")
+    diag = diagnose_text(kb, text)
+    ez = {"code": "EZ9999", "family": "cann", "line": 1, "table": "cann-ez", "layer": "cann", "meaning": "inner error"}
+    assert "porter hosts check" in triage(diag.signals, [ez]).next_commands
