@@ -180,3 +180,12 @@ def test_operator_call_whose_reason_is_a_missing_kernel_binary_still_points_at_t
     diag = diagnose_text(kb, text)
     ez = {"code": "EZ9999", "family": "cann", "line": 1, "table": "cann-ez", "layer": "cann", "meaning": "inner error"}
     assert "porter hosts check" in triage(diag.signals, [ez]).next_commands
+
+
+def test_ray_entry_needs_rays_wrapper_even_when_the_checkpoint_entry_is_absent(kb):
+    # leave-source-out drops TNPU-037 for its own case: RAY-013 must not take the bare torch.load line then
+    from porter.kb.index import CompiledKB
+    others = CompiledKB.build([e for e in kb.entries if e.id != "TNPU-037"])
+    line = "RuntimeError: Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False."
+    top = top_match(others, line)
+    assert top is None or top.entry.id != "RAY-013"
