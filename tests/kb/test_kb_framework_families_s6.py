@@ -189,3 +189,10 @@ def test_ray_entry_needs_rays_wrapper_even_when_the_checkpoint_entry_is_absent(k
     line = "RuntimeError: Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False."
     top = top_match(others, line)
     assert top is None or top.entry.id != "RAY-013"
+
+
+def test_unknown_executor_backend_names_the_value(kb):
+    line = ("ValueError: Unrecognized distributed executor backend deepspeed. Supported values are 'ray', 'mp' 'uni', "
+            "'external_launcher' or custom ExecutorBase subclass.")
+    top = top_match(kb, line)
+    assert top is not None and top.entry.id == "VLLM-025" and top.captures["name"] == "deepspeed"
