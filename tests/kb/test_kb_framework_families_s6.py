@@ -196,3 +196,16 @@ def test_unknown_executor_backend_names_the_value(kb):
             "'external_launcher' or custom ExecutorBase subclass.")
     top = top_match(kb, line)
     assert top is not None and top.entry.id == "VLLM-025" and top.captures["name"] == "deepspeed"
+
+
+def test_optional_multimodal_helper_family_and_its_neighbours(kb):
+    top = top_match(kb, "ModuleNotFoundError: No module named 'decord'")
+    assert top is not None and top.entry.id == "PKG-021" and top.captures["module"] == "decord"
+    assert top_match(kb, "ModuleNotFoundError: No module named 'avocado'") is None
+    cuda_only = top_match(kb, "ModuleNotFoundError: No module named 'flash_attn'")
+    assert cuda_only is not None and cuda_only.entry.id == "RL-001"
+
+
+def test_weight_loader_attribute_error_alone_is_not_the_quantized_qwen25vl_bug(kb):
+    top = top_match(kb, "AttributeError: 'Parameter' object has no attribute 'weight_loader'")
+    assert top is None or top.entry.id != "VASC-031"
