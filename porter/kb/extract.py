@@ -113,6 +113,9 @@ EXTRACT_NEEDLES: tuple[str, ...] = (
 # pass over the chunk is cheaper than a str.find per code prefix.
 CODE_LINE = re.compile(r"E[ZEIHJLK]\d{4}")
 _CODE_LAYER_HINT = {"cann": "cann", "driver": "driver", "hccl": "hccl"}
+# codes that say nothing about the failing layer: torch_npu prints ERR99999 after any exception
+# raised outside torch_npu (the application's, vllm's, a library's) while it was loaded
+NO_LAYER_CODES = frozenset({"ERR99999"})
 
 
 @record(frozen=True)
@@ -413,8 +416,8 @@ class Extractor:
             layer = PACKAGE_LAYER.get(pkg)
             if layer:
                 hints[layer] += count
-        for _, family, _ in self._codes.values():
-            layer = _CODE_LAYER_HINT.get(family)
+        for code, family, _ in self._codes.values():
+            layer = _CODE_LAYER_HINT.get(family) if code not in NO_LAYER_CODES else None
             if layer:
                 hints[layer] += 2
         if any(b.kind == "dmesg" for b in blocks):
