@@ -110,6 +110,7 @@ class DriftAnalyzer:
 
     def run(self, files: Iterable[FileUsage]) -> DriftResult:
         files = list(files)
+        self.target.start_definition_search()  # the workers search while the parent plans the parse
         self._prefetch(files)
         self._search_new_homes(files)
         # A call to a function the plugin replaces runs the plugin's replacement, not upstream's.
