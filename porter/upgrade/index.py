@@ -1305,10 +1305,11 @@ class TreeIndex:
             answer = self._passes[key] = [(module, path, names) for (module, path), names in zip(files, found) if names]
         return answer
 
-    def start_definition_search(self) -> None:
-        """Start find_definitions()'s pass over the tree in the run's pool, so it runs while the
-        caller does other work (the parse waits for it less than a later call would wait)."""
-        self.start_passes([re.compile(*_DEFINITION_LINES)])
+    def start_definition_search(self, also: Iterable[re.Pattern[bytes]] = ()) -> None:
+        """Start find_definitions()'s pass over the tree in the run's pool (with `also`, patterns
+        matches() will be asked for, in the same read of each file), so it runs while the caller
+        does other work instead of keeping it waiting later."""
+        self.start_passes([re.compile(*_DEFINITION_LINES), *also])
 
     def start_passes(self, patterns: list[re.Pattern[bytes]]) -> None:
         """Submit one pass over the tree's text for the `patterns` not passed yet (one read of each
