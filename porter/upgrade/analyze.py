@@ -296,13 +296,7 @@ def _module_prefix(root: Path, packages: tuple[str, ...]) -> str:
 
 
 def _module_sizes(index: TreeIndex) -> dict[str, int]:
-    sizes = {}
-    for module, path in index.files.items():
-        try:
-            sizes[module] = path.stat().st_size
-        except OSError:
-            continue
-    return sizes
+    return {module: st.st_size for module, st in index.file_stats().items()}
 
 
 def _with_patch_release(lanes: Lanes, baseline: Tree | None, target_index: TreeIndex, baseline_index: TreeIndex | None) -> Lanes:

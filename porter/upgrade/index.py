@@ -919,6 +919,8 @@ class TreeIndex:
         self.stats = {"parsed": 0, "cached": 0}
         self.hit_counts: dict[str, int] = {}
         self._passes: dict[tuple[bytes, int], Any] = {}  # pattern -> matches() answer, or the chunk futures computing it
+        self._stats: dict[str, os.stat_result] | None = None  # file_stats()
+        self._listed: list[tuple[str, Path]] | None = None  # _module_files()
 
     def _extension_modules(self) -> frozenset[str]:
         manifest = self.root / ".porter-extensions.txt"
@@ -1283,7 +1285,10 @@ class TreeIndex:
         return out
 
     def _module_files(self) -> list[tuple[str, Path]]:
-        return [(module, path) for module, path in self.files.items() if not path.is_dir()]
+        """The module files (namespace package directories left out), listed once per index."""
+        if self._listed is None:
+            self._listed = [(module, path) for module, path in self.files.items() if not path.is_dir()]
+        return self._listed
 
     def matches(self, pattern: re.Pattern[bytes]) -> list[tuple[str, Path, set[str]]]:
         """(module, file, texts of the last group `pattern` matched) for each module file of the
@@ -1324,17 +1329,26 @@ class TreeIndex:
         for position, key in enumerate(todo):
             self._passes[key] = (files, position, futures)
 
+    def file_stats(self) -> dict[str, os.stat_result]:
+        """os.stat of each module's path (a namespace package's directory too; unreadable ones left
+        out), taken once: the fingerprint and the patch-release test both read them."""
+        if self._stats is None:
+            self._stats = {}
+            for module, path in self.files.items():
+                try:
+                    self._stats[module] = path.stat()
+                except OSError:
+                    continue
+        return self._stats
+
     def fingerprint(self) -> str:
         """Identity of the tree's files (name, size, mtime): a cheap key for whole-tree searches."""
         if getattr(self, "_fingerprint", None) is None:
             digest = hashlib.blake2b(digest_size=20)
             digest.update(str(self.root.resolve()).encode())
-            for module in sorted(self.files):
-                path = self.files[module]
-                try:
-                    st = path.stat()
-                except OSError:
-                    continue
+            stats = self.file_stats()
+            for module in sorted(stats):
+                st = stats[module]
                 digest.update(f"{module}:{st.st_size}:{st.st_mtime_ns}\n".encode())
             self._fingerprint = digest.hexdigest()
         return self._fingerprint
