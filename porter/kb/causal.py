@@ -12,8 +12,8 @@ first error line), the package whose frames raised it, and the next command to r
 
 from __future__ import annotations
 
-import re
 
+from porter import rxcache
 from porter.kb.extract import PACKAGE_LAYER, Signals, package_of
 from porter.record import record
 
@@ -30,14 +30,14 @@ PLUGINS: dict[str, tuple[str, tuple[str, ...]]] = {
     "vime": ("vime", ("transformers", "torch", "vllm")),
 }
 _DRIFT_TYPES = ("ImportError", "ModuleNotFoundError", "AttributeError", "TypeError")
-_FROM_MODULE = re.compile(r"""(?:from|module) '(?P<module>[A-Za-z_][\w.]{0,200})'|No module named '(?P<missing>[A-Za-z_][\w.]{0,200})'""")
-_FRAME = re.compile(r'^\s*File "(?P<path>[^"]{1,1000})", line \d+')
+_FROM_MODULE = rxcache.compile(r"""(?:from|module) '(?P<module>[A-Za-z_][\w.]{0,200})'|No module named '(?P<missing>[A-Za-z_][\w.]{0,200})'""")
+_FRAME = rxcache.compile(r'^\s*File "(?P<path>[^"]{1,1000})", line \d+')
 _HOST_LAYERS = ("driver", "container", "host", "hccl", "cann")
 # in a causal line: a file path (absolute, or relative like torch_npu/csrc/x.cpp), or a dotted module
 # name at a word start (`torch_npu.npu`)
-_NAMED = re.compile(r"""(?P<path>(?<![\w./-])(?:/|[A-Za-z_][\w.-]{0,40}/)[^\s'"`,;:()\[\]]{1,400})|(?<![\w./-])(?P<module>[A-Za-z_]\w{1,40})(?=\.[A-Za-z_])""")
+_NAMED = rxcache.compile(r"""(?P<path>(?<![\w./-])(?:/|[A-Za-z_][\w.-]{0,40}/)[^\s'"`,;:()\[\]]{1,400})|(?<![\w./-])(?P<module>[A-Za-z_]\w{1,40})(?=\.[A-Za-z_])""")
 # an Ascend install directory (/usr/local/Ascend/<rest>, $HOME/Ascend/<rest>)
-_ASCEND_INSTALL = re.compile(r"[/\\]Ascend[/\\](?P<rest>[\w.-]{1,80})")
+_ASCEND_INSTALL = rxcache.compile(r"[/\\]Ascend[/\\](?P<rest>[\w.-]{1,80})")
 # codes that say nothing about the failing layer: torch_npu prints ERR99999 after any exception
 # raised outside torch_npu (the application's, vllm's, a library's) while it was loaded
 _NO_LAYER_CODES = frozenset({"ERR99999"})

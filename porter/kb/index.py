@@ -14,6 +14,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from operator import methodcaller
 
+from porter import rxcache
 from porter.kb.normalize import fuzzy_form
 from porter.kb.schema import KBEntry
 from porter.record import record
@@ -22,8 +23,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the d
 if TYPE_CHECKING:
     from typing import Iterable
 
-TOKEN = re.compile(r"\w+")
-ASCII_TOKEN = re.compile(r"[A-Za-z0-9_]+")  # TOKEN on an ASCII string (its \w is exactly this class there)
+TOKEN = rxcache.compile(r"\w+")
+ASCII_TOKEN = rxcache.compile(r"[A-Za-z0-9_]+")  # TOKEN on an ASCII string (its \w is exactly this class there)
 # Frequent words make poor index keys (they would send every line to the checker).
 _COMMON = frozenset(
     """error errors exception import module named from cannot name line file object has attribute
@@ -247,7 +248,7 @@ def needle_keys(needles: tuple[str, ...]) -> list[str] | None:
 
 
 # -- the compiled knowledge base ------------------------------------------------------------------
-_ODD_SPACE = re.compile(r"\s\s|[^\S ]")
+_ODD_SPACE = rxcache.compile(r"\s\s|[^\S ]")
 
 
 def squeeze(line: str) -> str:
@@ -281,9 +282,9 @@ class _Sig:
                 if self.kind == "code":
                     from porter.kb.families import code_regex
 
-                    self._rx = re.compile(code_regex(self.pattern))
+                    self._rx = rxcache.compile(code_regex(self.pattern))
                 else:
-                    self._rx = re.compile(self.pattern)
+                    self._rx = rxcache.compile(self.pattern)
             except (re.error, ValueError):
                 self._rx = None  # lint reports it; matching skips it
         return self._rx
