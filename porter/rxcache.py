@@ -36,7 +36,7 @@ def _store_path() -> str | None:
     if not home:
         xdg = os.environ.get("XDG_CACHE_HOME")
         home = os.path.join(xdg or os.path.join(os.path.expanduser("~"), ".cache"), "porter")
-    version = "".join(map(str, sys.version_info[:3]))
+    version = ".".join(map(str, sys.version_info[:3]))
     return os.path.join(home, "re", f"sre-{version}-{_sre.MAGIC}-{_sre.CODESIZE}.marshal")
 
 
