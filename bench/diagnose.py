@@ -314,14 +314,18 @@ def instruction_count(argv: list[str], env: dict) -> int | None:
     return None
 
 
+CODE_TRACE = SEEDS / "073-aclinit-507899-resource-busy.txt"  # shows an error code: the code tables are read
+
+
 def cli_instructions(trace: Path, source: Path | None = None) -> dict:
-    """Millions of instructions of one warm `porter diagnose TRACE` (cache and bytecode written), text and --json."""
+    """Millions of instructions of one warm `porter diagnose TRACE` (cache and bytecode written), text and
+    --json, and text on a trace that shows an error code (CODE_TRACE)."""
     cache = Path(tempfile.mkdtemp(prefix="porter-bench-cache-"))
     env = child_env(source, PORTER_CACHE_DIR=str(cache))
     try:
         out = {}
-        for label, extra in (("text", []), ("json", ["--json"])):
-            argv = [str(PORTER), "diagnose", str(trace), *extra]
+        for label, path, extra in (("text", trace, []), ("json", trace, ["--json"]), ("text_code_trace", CODE_TRACE, [])):
+            argv = [str(PORTER), "diagnose", str(path), *extra]
             timed_process(argv, env)  # warm
             count = instruction_count(argv, env)
             out[label] = round(count / 1e6, 1) if count else None
@@ -477,7 +481,8 @@ def main() -> int:
     for label, cr in result["cache_reuse"].items():
         print(f"[{label:6}] {cr['calls']} sequential CLI calls on a fresh cache: {cr['cached']} used the cached KB, {cr['rebuilt']} built it   [expect 1 build]")
     for label, ic in result.get("cli_instructions_m", {}).items():
-        print(f"[{label:6}] one warm CLI call: {ic['text']} M instructions (text), {ic['json']} M (--json); "
+        print(f"[{label:6}] one warm CLI call: {ic['text']} M instructions (text), {ic['json']} M (--json), "
+              f"{ic.get('text_code_trace')} M (text, {CODE_TRACE.name}); "
               f"`python -c pass` {ic['python_floor']} M   [load-independent]")
     for kind, m in result["cli_big_logs"].items():
         for label in sources:
