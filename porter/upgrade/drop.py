@@ -27,7 +27,7 @@ class DropEdit:
     path: str
     line: int
     end_line: int
-    action: str  # collapse | retarget | remove_import
+    action: str  # collapse | retarget | remove_import | remove_unreachable
     guard: str = ""  # the test (guards) or the imported name (imports)
     kept: str = ""  # body | else (collapse of a guard) | predicate (a version predicate removed)
     retarget_to: str = ""
@@ -136,6 +136,8 @@ class _DropTransformer(cst.CSTTransformer):
         self.keep_predicates: set[int] = set()  # predicate lines whose name is still read after the drop
         self.depth = 0  # indented blocks open around the node being left (0: module level)
         self.lifted: set[int] = set()  # ids of module-level imports a collapse left where its guard was
+        self.terminal: set[int] = set()  # ids of kept statements that end their block (return/raise/...)
+        self.positions: dict[int, tuple[int, int]] = {}  # id of a statement as left -> its original lines
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
         self.depth += 1
@@ -190,6 +192,8 @@ class _DropTransformer(cst.CSTTransformer):
                                          2 if self.depth == 0 else 1)
         if self.depth == 0 and all(_import_module(k) is not None for k in kept):  # a branch of imports only
             self.lifted.update(id(k) for k in kept)
+        if self.depth > 0 and _ends_flow(kept[-1]):
+            self.terminal.add(id(kept[-1]))  # what follows the `if` in its block no longer runs
         return cst.FlattenSentinel(kept)
 
     def leave_IfExp(self, original: cst.IfExp, updated: cst.IfExp):
@@ -232,10 +236,34 @@ class _DropTransformer(cst.CSTTransformer):
         self.depth -= 1
         if not updated.body:  # every statement was a dead branch
             return updated.with_changes(body=[cst.SimpleStatementLine(body=[cst.Pass()])])
+        end = next((i for i, stmt in enumerate(updated.body) if id(stmt) in self.terminal), None)
+        if end is not None and end + 1 < len(updated.body):
+            # The kept branch returned (or raised): the statements after the old `if` were the other lane's path.
+            first, last = updated.body[end + 1], updated.body[-1]
+            lines = [self.positions.get(id(first)), self.positions.get(id(last))]
+            self.edits.append(DropEdit(self.path, lines[0][0] if lines[0] else 0, lines[1][1] if lines[1] else 0,
+                                       "remove_unreachable", cst.Module([]).code_for_node(first).strip().split("\n")[0][:80]))
+            return updated.with_changes(body=updated.body[:end + 1])
         return updated
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node):  # noqa: D102 - statement lines for the record above
+        result = super().on_leave(original_node, updated_node)
+        if isinstance(original_node, cst.BaseStatement) and isinstance(result, cst.BaseStatement):
+            pos = self.get_metadata(PositionProvider, original_node, None)
+            if pos is not None:
+                self.positions[id(result)] = (pos.start.line, pos.end.line)
+        return result
 
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
         return _merge_lifted_imports(updated, self.lifted) if self.lifted else updated
+
+
+_FLOW_ENDS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
+
+
+def _ends_flow(stmt: cst.CSTNode) -> bool:
+    """Does control never pass this statement (`return`, `raise`, `continue`, `break` as its last part)?"""
+    return isinstance(stmt, cst.SimpleStatementLine) and bool(stmt.body) and isinstance(stmt.body[-1], _FLOW_ENDS)
 
 
 def _import_module(stmt: cst.CSTNode) -> str | None:
@@ -388,6 +416,25 @@ def _loaded_names(source: str) -> set[str] | None:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
+def _comma_comment(comma: cst.Comma | cst.MaybeSentinel) -> cst.Comment | None:
+    """The comment after a comma that ends its line (`a,  # noqa`)."""
+    after = comma.whitespace_after if isinstance(comma, cst.Comma) else None
+    return after.first_line.comment if isinstance(after, cst.ParenthesizedWhitespace) else None
+
+
+def _merged_comma(kept: cst.Comma | cst.MaybeSentinel, gone: cst.Comma) -> cst.Comma:
+    """The comma of a name that became the last of a one-name-a-line import: the dropped last name's
+    trailing comma (its line break and the indentation of the closing parenthesis), with the kept
+    name's own comment."""
+    comment = _comma_comment(kept)
+    after = gone.whitespace_after
+    if comment is not None and isinstance(after, cst.ParenthesizedWhitespace) and isinstance(kept, cst.Comma) and \
+            isinstance(kept.whitespace_after, cst.ParenthesizedWhitespace):
+        after = after.with_changes(first_line=kept.whitespace_after.first_line)
+    return gone.with_changes(whitespace_before=kept.whitespace_before if isinstance(kept, cst.Comma) else gone.whitespace_before,
+                             whitespace_after=after)
+
+
 class _RemoveImports(cst.CSTTransformer):
     """Drops `from m import a` / `import m as a` names that are in `unused` (never a bare `import m`:
     it may be imported for its side effects)."""
@@ -399,6 +446,7 @@ class _RemoveImports(cst.CSTTransformer):
         self.unused = unused
         self.line_length = line_length
         self.edits: list[DropEdit] = []
+        self.line_comments: dict[int, cst.Comment] = {}  # id of a joined import -> the comment its line ends with
 
     def _bound(self, alias: cst.ImportAlias) -> str | None:
         if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
@@ -424,17 +472,40 @@ class _RemoveImports(cst.CSTTransformer):
             return cst.RemovalSentinel.REMOVE
         if len(keep) == len(updated.names):
             return updated
-        keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        return self._one_line(original, updated.with_changes(names=keep))
+        comment = None
+        if keep[-1] is not updated.names[-1]:  # the last name went: the new last one ends the list
+            last_comma, gone_comma = keep[-1].comma, updated.names[-1].comma
+            if isinstance(gone_comma, cst.Comma):  # a trailing comma (one name a line): the layout stays
+                keep[-1] = keep[-1].with_changes(comma=_merged_comma(last_comma, gone_comma))
+            else:
+                comment = _comma_comment(last_comma)
+                keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        new = updated.with_changes(names=keep)
+        flat = self._one_line(original, new)
+        if comment is None:
+            return flat
+        if flat is not new:  # the comment that sat on the dropped comma ends the joined line
+            self.line_comments[id(flat)] = comment
+            return flat
+        # Still wrapped: the comma stays (a trailing comma inside parentheses), with its comment.
+        return updated.with_changes(names=[*keep[:-1], keep[-1].with_changes(comma=last_comma)])
+
+    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
+        comment = next((self.line_comments.pop(id(s)) for s in updated.body if id(s) in self.line_comments), None)
+        if comment is None or updated.trailing_whitespace.comment is not None:
+            return updated
+        return updated.with_changes(trailing_whitespace=updated.trailing_whitespace.with_changes(
+            whitespace=cst.SimpleWhitespace("  "), comment=comment))
 
     def _one_line(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom:
         """A wrapped `from m import (a, b,\n c)` that fits on one line after the removal is written on
-        one line, as the plugin's formatter (isort, ruff, yapf) would; never when a comment sits inside."""
-        code = cst.Module([]).code_for_node(updated)
-        if ("\n" not in code and updated.lpar is None) or "#" in cst.Module([]).code_for_node(original):
-            return updated
+        one line, as the plugin's formatter (isort, ruff, yapf) would; never when a comment sits among
+        the names kept (one on the last kept name's comma is the caller's: it moves to the line's end)."""
         names = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for a in updated.names]
         names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        code = cst.Module([]).code_for_node(updated)
+        if ("\n" not in code and updated.lpar is None) or "#" in code:
+            return updated
         flat = updated.with_changes(names=names, lpar=None, rpar=None)
         column = self.get_metadata(PositionProvider, original).start.column
         return flat if column + len(cst.Module([]).code_for_node(flat)) <= self.line_length else updated

@@ -591,3 +591,48 @@ def f():
     compile(new, "m.py", "exec")
     assert '    x = 1\n\n    class Runner:\n        """\n        Runs things.\n\n          Indented example.\n        """\n' in new
     assert '            s = """\n                data\n                """\n' in new  # not a docstring: its text stays
+
+
+def test_a_collapse_whose_kept_branch_returns_removes_the_statements_after_it():
+    source = '''from vllm_ascend.utils import vllm_version_is
+from vllm.a import New, Old
+
+
+def f(x):
+    for i in x:
+        if not vllm_version_is("0.9.1"):
+            continue
+        print(i)
+    if not vllm_version_is("0.9.1"):
+        # the new way
+        return New(x)
+    y = Old(x)
+    # the old way
+    return y
+'''
+    verdicts = [GuardVerdict("m.py", 7, 8, "", "collapse", "", kept="body"),
+                GuardVerdict("m.py", 10, 12, "", "collapse", "", kept="body")]
+    result = drop_source(source, "m.py", verdicts)
+    compile(result.source, "m.py", "exec")
+    assert result.source == ('from vllm.a import New\n\n\ndef f(x):\n    for i in x:\n        continue\n'
+                             '    # the new way\n    return New(x)\n')
+    unreachable = [(e.line, e.end_line) for e in result.edits if e.action == "remove_unreachable"]
+    assert unreachable == [(9, 9), (13, 15)]
+    # The other branch kept: nothing after the `if` is unreachable.
+    other = drop_source(source, "m.py", [GuardVerdict("m.py", 10, 12, "", "collapse", "", kept="else")]).source
+    assert other.endswith("    y = Old(x)\n    # the old way\n    return y\n") and "New(x)" not in other
+
+
+def test_removing_the_last_name_of_a_wrapped_import_keeps_the_comment_on_its_comma():
+    source = ('from vllm_ascend.utils import vllm_version_is\n'
+              'from vllm.a import (Kept,  # noqa: F401\n                    Old)\n'
+              'from vllm.b import (\n    K2,  # keep me\n    O2,\n)\n'
+              'from vllm.c import (Long_name_kept_one, Another_long_name_kept,  # why\n                    O3)\n\n'
+              'if vllm_version_is("0.9.1"):\n    X = Old + O2 + O3\nelse:\n    X = Kept + K2 + Long_name_kept_one + Another_long_name_kept\n')
+    verdict = GuardVerdict("m.py", 11, 14, "", "collapse", "", kept="else")
+    new = drop_source(source, "m.py", [verdict], line_length=60).source
+    compile(new, "m.py", "exec")
+    assert new.startswith('from vllm.a import Kept  # noqa: F401\n'
+                          'from vllm.b import (\n    K2,  # keep me\n)\n'
+                          'from vllm.c import (Long_name_kept_one, Another_long_name_kept,  # why\n'
+                          '                    )\n')
