@@ -636,3 +636,66 @@ def test_removing_the_last_name_of_a_wrapped_import_keeps_the_comment_on_its_com
                           'from vllm.b import (\n    K2,  # keep me\n)\n'
                           'from vllm.c import (Long_name_kept_one, Another_long_name_kept,  # why\n'
                           '                    )\n')
+
+
+UTILS_WITH_PREDICATES = '''import functools
+
+from vllm_ascend.compat import vllm_version_is
+
+
+@functools.cache
+def is_vllm_ge_0_10_1():
+    """The new KV API."""
+    return not vllm_version_is("0.10.0")
+
+
+IS_LEGACY = vllm_version_is("0.10.0")
+
+
+def is_310p():
+    return False
+'''
+
+READER = '''from vllm_ascend.utils import IS_LEGACY, is_310p, is_vllm_ge_0_10_1
+from . import utils
+
+
+def f(x):
+    if is_vllm_ge_0_10_1():
+        y = x.kv
+    else:
+        y = x.old
+    z = 1 if IS_LEGACY else 2
+    if is_310p():
+        z = 0
+    return y, z, utils
+'''
+
+
+def test_a_version_predicate_imported_from_another_plugin_module_is_a_guard():
+    from packaging.version import Version
+
+    from porter.upgrade.guards import GuardConventions
+    from porter.upgrade.lanes import Lanes, guard_verdicts
+    from porter.upgrade.usage import resolve_imported_blocks, scan_source
+
+    files = [scan_source("vllm_ascend/utils.py", UTILS_WITH_PREDICATES.encode(), ["vllm"], ["vllm_ascend"]),
+             scan_source("vllm_ascend/worker/reader.py", READER.encode(), ["vllm"], ["vllm_ascend"])]
+    assert files[0].exports == {"is_vllm_ge_0_10_1()": "not vllm_version_is('0.10.0')", "IS_LEGACY": "vllm_version_is('0.10.0')"}
+    blocks = resolve_imported_blocks([b for f in files for b in f.guard_blocks], files)
+    reader = {b.line: b for b in blocks if b.path.endswith("reader.py")}
+    assert reader[6].source == "not vllm_version_is('0.10.0')" and reader[10].source == "vllm_version_is('0.10.0')"
+    assert 11 not in reader  # `is_310p()` returns no version test: not a guard
+    lanes = Lanes.for_move("vllm", Version("0.10.1"), "0.10.1", Version("0.10.0"))
+    verdicts = {v.line: v for v in guard_verdicts(blocks, set(), GuardConventions({"vllm_version_is": "vllm"}), lanes)
+                if v.path.endswith("reader.py")}
+    assert verdicts[6].verdict == "collapse" and verdicts[6].kept == "body"
+    assert verdicts[10].verdict == "collapse" and verdicts[10].kept == "else"
+    new = drop_source(READER, "reader.py", verdicts.values()).source
+    compile(new, "reader.py", "exec")
+    assert new == ('from vllm_ascend.utils import is_310p\nfrom . import utils\n\n\ndef f(x):\n    y = x.kv\n    z = 2\n'
+                   '    if is_310p():\n        z = 0\n    return y, z, utils\n')
+    # The same predicate defined in the module that reads it.
+    local = UTILS_WITH_PREDICATES + "\n\ndef g(x):\n    if is_vllm_ge_0_10_1():\n        return x.kv\n    return x.old\n"
+    own = scan_source("vllm_ascend/utils.py", local.encode(), ["vllm"], ["vllm_ascend"])
+    assert any(b.source == "not vllm_version_is('0.10.0')" and b.line == 20 for b in own.guard_blocks)
