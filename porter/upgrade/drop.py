@@ -80,6 +80,49 @@ _ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.SimpleString, cs
           cst.FormattedString, *_BRACKETED)
 
 
+def _normal(node: cst.BaseExpression) -> str:
+    """An expression's source as `ast.unparse` writes it (how guard verdicts name a version check)."""
+    try:
+        return ast.unparse(ast.parse(cst.Module([]).code_for_node(node.with_changes(lpar=[], rpar=[])).strip(), mode="eval"))
+    except SyntaxError:
+        return ""
+
+
+def _without_checks(test: cst.BaseExpression, decided: Mapping[str, bool]) -> cst.BaseExpression | None:
+    """The test with the decided version checks taken out of its `and`/`or`/`not` (`x and not
+    is("OLD")` with that check True -> `x`); None when it would be decided as a whole."""
+
+    def simplify(node: cst.BaseExpression) -> tuple[bool | None, cst.BaseExpression | None]:
+        text = _normal(node)
+        if text in decided:
+            return decided[text], None
+        if isinstance(node, cst.BooleanOperation):
+            is_or = isinstance(node.operator, cst.Or)
+            (lk, left), (rk, right) = simplify(node.left), simplify(node.right)
+            if lk is is_or or rk is is_or:
+                return is_or, None  # `x or True` / `x and False`
+            if lk is not None and rk is not None:
+                return not is_or, None
+            kept = right if lk is not None else left if rk is not None else None
+            if kept is None:
+                return None, node.with_changes(left=left, right=right)
+            if node.lpar and not kept.lpar and not isinstance(kept, _ATOMS):
+                kept = kept.with_changes(lpar=node.lpar, rpar=node.rpar)  # `(a or b) and check` keeps its group
+            return None, kept
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+            known, inner = simplify(node.expression)
+            if known is not None:
+                return not known, None
+            if not inner.lpar and isinstance(node.operator.whitespace_after, cst.SimpleWhitespace) and \
+                    not node.operator.whitespace_after.value:  # `not(a or b)` -> `not a`, never `nota`
+                return None, node.with_changes(expression=inner, operator=cst.Not(whitespace_after=cst.SimpleWhitespace(" ")))
+            return None, node.with_changes(expression=inner)
+        return None, node
+
+    known, rest = simplify(test)
+    return None if known is not None else rest
+
+
 def _indent_width(block: cst.BaseSuite) -> int:
     """Columns one level of the block's indentation takes (what a collapse removes); 0: not indented."""
     if not isinstance(block, cst.IndentedBlock):
@@ -165,6 +208,12 @@ class _DropTransformer(cst.CSTTransformer):
                 return updated  # the test reads a predicate: its assignment is what gets retargeted
             self.edits.append(DropEdit(self.path, line, end, "retarget", guard, retarget_to=decision.retarget_to))
             return updated.with_changes(test=test)
+        if decision.kept == "test":  # only the version checks inside the test go
+            test = _without_checks(updated.test, dict(decision.decided))
+            if test is None or test.deep_equals(updated.test):
+                return updated
+            self.edits.append(DropEdit(self.path, line, end, "collapse", guard, kept="test"))
+            return updated.with_changes(test=test)
         self.edits.append(DropEdit(self.path, line, end, "collapse", guard, kept=decision.kept))
         is_elif = id(original) in self.elifs
         if decision.kept == "body":
@@ -204,6 +253,12 @@ class _DropTransformer(cst.CSTTransformer):
         if decision.verdict == "retarget" and decision.retarget_to:
             self.edits.append(DropEdit(self.path, line, end, "retarget", guard, retarget_to=decision.retarget_to))
             return updated.with_changes(test=updated.test.visit(_Retarget(self.functions, decision.retarget_to)))
+        if decision.verdict == "collapse" and decision.kept == "test":
+            test = _without_checks(updated.test, dict(decision.decided))
+            if test is None or test.deep_equals(updated.test):
+                return updated
+            self.edits.append(DropEdit(self.path, line, end, "collapse", guard, kept="test"))
+            return updated.with_changes(test=test)
         if decision.verdict == "collapse":
             self.edits.append(DropEdit(self.path, line, end, "collapse", guard, kept=decision.kept))
             kept = updated.body if decision.kept == "body" else updated.orelse

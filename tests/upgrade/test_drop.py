@@ -699,3 +699,33 @@ def test_a_version_predicate_imported_from_another_plugin_module_is_a_guard():
     local = UTILS_WITH_PREDICATES + "\n\ndef g(x):\n    if is_vllm_ge_0_10_1():\n        return x.kv\n    return x.old\n"
     own = scan_source("vllm_ascend/utils.py", local.encode(), ["vllm"], ["vllm_ascend"])
     assert any(b.source == "not vllm_version_is('0.10.0')" and b.line == 20 for b in own.guard_blocks)
+
+
+def test_version_checks_decided_alike_in_both_lanes_are_taken_out_of_an_undecided_test():
+    source = '''from vllm_ascend.utils import vllm_version_is
+import os
+
+
+def f(self, x):
+    if self.use_mla and not vllm_version_is("0.10.0"):
+        x = 1
+    if (os.environ.get("A") or vllm_version_is("0.10.0")) and x:
+        x = 2
+    y = 3 if not(x or vllm_version_is("0.10.0")) else 4
+    if x and vllm_version_is("0.10.0"):
+        x = 6
+    if x or not vllm_version_is("0.10.0"):
+        x = 7
+    if x and vllm_version_is("0.10.1"):
+        x = 8
+    return x, y
+'''
+    usage, verdicts = _predicate_verdicts(source)
+    assert verdicts[6].verdict == "collapse" and verdicts[6].kept == "test" and verdicts[6].simplified == "self.use_mla"
+    assert verdicts[8].simplified == "os.environ.get('A') and x" and verdicts[10].simplified == "not x"
+    assert (verdicts[11].kept, verdicts[13].kept) == ("else", "body")  # decided as a whole
+    assert verdicts[15].verdict == "keep"  # the check on the target tells the release lane from main
+    new = drop_source(source, "m.py", verdicts.values()).source
+    compile(new, "m.py", "exec")
+    assert ("    if self.use_mla:\n        x = 1\n    if os.environ.get(\"A\") and x:\n        x = 2\n"
+            "    y = 3 if not x else 4\n    x = 7\n    if x and vllm_version_is(\"0.10.1\"):\n") in new
