@@ -124,7 +124,10 @@ def _orphans(plugin_root: Path, results: list[DropResult]) -> tuple[str, ...]:
             return ()  # a file we cannot read may import anything: remove nothing
     prefix = plugin_root.name if (plugin_root / "__init__.py").is_file() else ""
     after = {**before, **{r.path: r.source for r in results}}
-    deleted = {r.path: [(e.line, e.end_line) for e in r.edits if e.action == "collapse"] for r in results}
+    # Spans whose imports may be gone: collapsed guards (not those that only lose a check in their test)
+    # and unreachable code deleted after them.
+    deleted = {r.path: [(e.line, e.end_line) for e in r.edits
+                        if (e.action == "collapse" and e.kept != "test") or e.action == "remove_unreachable"] for r in results}
     return tuple(orphaned(before, after, deleted, prefix))
 
 
@@ -135,8 +138,13 @@ def pr_summary(plan: DropPlan, upstream: str) -> tuple[str, ...]:
     retarget = [e for e in plan.edits if e.action == "retarget"]
     imports = [e for e in plan.edits if e.action == "remove_import"]
     lines = [f"Drop old gates: {len(collapse)} dead version guard(s) collapsed (the branch no lane takes deleted)."]
-    kept = {"body": "kept the if branch", "else": "kept the else branch", "predicate": "removed the version predicate"}
+    kept = {"body": "kept the if branch", "else": "kept the else branch", "predicate": "removed the version predicate",
+            "test": "took the decided version checks out of the test"}
     lines += [f"  - {e.path}:{e.line}-{e.end_line} `{e.guard}`: {kept.get(e.kept, 'collapsed')}" for e in collapse[:100]]
+    unreachable = [e for e in plan.edits if e.action == "remove_unreachable"]
+    if unreachable:
+        lines.append(f"Removed code no lane reaches any more (after a kept `return`/`raise`): {len(unreachable)} block(s).")
+        lines += [f"  - {e.path}:{e.line}-{e.end_line} `{e.guard}`" for e in unreachable[:100]]
     lines.append(f"Bump gates: {len(retarget)} guard(s) retargeted to {plan.target} (their main-lane branch does not "
                  "resolve at the new release while the old branch does).")
     lines += [f"  - {e.path}:{e.line} `{e.guard}` -> `{e.retarget_to}`" for e in retarget[:100]]
