@@ -64,14 +64,46 @@ def selects(guard: GuardVerdict, drop: str | None) -> bool:
     return False
 
 
-def formatter_line_length(plugin_root: Path) -> int:
-    """The line limit the plugin's formatter keeps (pyproject.toml: ruff, black, isort, yapf), else PEP 8's."""
+def formatter_line_length(plugin_root: Path, path: str | None = None) -> int:
+    """The line limit the plugin's formatter keeps (pyproject.toml: ruff, black, isort, yapf), else PEP 8's;
+    with `path` (relative to the plugin root), a formatter that excludes the file does not count (a
+    project moving to ruff lists the folders still formatted the old way in ruff's `exclude`)."""
     import tomllib
 
     try:
         tool = tomllib.loads((plugin_root / "pyproject.toml").read_text(encoding="utf-8")).get("tool", {})
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return DEFAULT_LINE_LENGTH
+    for table, key in (("ruff", "line-length"), ("black", "line-length"), ("isort", "line_length"), ("yapf", "column_limit")):
+        config = tool.get(table) or {}
+        value = config.get(key)
+        if isinstance(value, int) and value > 0 and not (path and _excluded(table, config, path)):
+            return value
+    return DEFAULT_LINE_LENGTH
+
+
+def _excluded(table: str, config: dict[str, Any], path: str) -> bool:
+    """Does the formatter's own exclude setting leave `path` alone (ruff/isort globs, black regexes)?"""
+    import fnmatch
+    import re
+
+    keys = {"ruff": ("exclude", "extend-exclude"), "isort": ("skip", "skip_glob", "extend_skip", "extend_skip_glob"),
+            "black": ("exclude", "extend-exclude", "force-exclude")}.get(table, ())
+    parts = path.split("/")
+    candidates = ["/".join(parts[: i + 1]) for i in range(len(parts))]  # a folder pattern covers what is in it
+    for key in keys:
+        value = config.get(key)
+        patterns = [value] if isinstance(value, str) else [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+        for pattern in patterns:
+            if table == "black":
+                try:
+                    if re.search(pattern, "/" + path):
+                        return True
+                except re.error:
+                    continue
+            elif any(fnmatch.fnmatch(c, pattern.rstrip("/")) or fnmatch.fnmatch(parts[-1], pattern) for c in candidates):
+                return True
+    return False
     for table, key in (("ruff", "line-length"), ("black", "line-length"), ("isort", "line_length"), ("yapf", "column_limit")):
         value = (tool.get(table) or {}).get(key)
         if isinstance(value, int) and value > 0:
@@ -87,12 +119,11 @@ def plan_drop(guards: Iterable[GuardVerdict], plugin_root: Path, drop: str | Non
         by_file.setdefault(guard.path, {})[guard.line] = guard
     results: list[DropResult] = []
     skipped: list[str] = []
-    line_length = formatter_line_length(plugin_root)
     for path, decisions in sorted(by_file.items()):
         file = plugin_root / path
         try:
             source = file.read_text(encoding="utf-8")
-            result = drop_source(source, path, decisions, version_functions, line_length)
+            result = drop_source(source, path, decisions, version_functions, formatter_line_length(plugin_root, path))
         except (OSError, UnicodeDecodeError) as exc:
             skipped.append(f"{path}: {exc}")
             continue

@@ -557,6 +557,11 @@ def test_an_import_left_short_by_the_drop_is_joined_on_one_line(tmp_path):
     assert "from vllm_ascend.utils import (ACL" in drop_source(source, "m.py", [verdict], line_length=40).source
     (tmp_path / "pyproject.toml").write_text("[tool.ruff]\nline-length = 120\n", encoding="utf-8")
     assert formatter_line_length(tmp_path) == 120 and formatter_line_length(tmp_path / "none") == 79
+    # Folders ruff does not format yet keep the old formatter's limit.
+    (tmp_path / "pyproject.toml").write_text('[tool.ruff]\nline-length = 120\nexclude = ["tests/**", "pkg/ops"]\n'
+                                             '[tool.isort]\nline_length = 80\n', encoding="utf-8")
+    assert formatter_line_length(tmp_path, "pkg/ops/rope.py") == 80 and formatter_line_length(tmp_path, "tests/t.py") == 80
+    assert formatter_line_length(tmp_path, "pkg/worker.py") == 120 and formatter_line_length(tmp_path, "pkg/opsx.py") == 120
 
 
 def test_code_a_collapse_moves_left_takes_its_docstrings_and_blank_lines_with_it():
