@@ -181,6 +181,7 @@ class _DropTransformer(cst.CSTTransformer):
         self.lifted: set[int] = set()  # ids of module-level imports a collapse left where its guard was
         self.terminal: set[int] = set()  # ids of kept statements that end their block (return/raise/...)
         self.positions: dict[int, tuple[int, int]] = {}  # id of a statement as left -> its original lines
+        self.removed_top: list[tuple[int, int]] = []  # lines of the module-level statements the drop deleted
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
         self.depth += 1
@@ -303,14 +304,35 @@ class _DropTransformer(cst.CSTTransformer):
 
     def on_leave(self, original_node: cst.CSTNode, updated_node):  # noqa: D102 - statement lines for the record above
         result = super().on_leave(original_node, updated_node)
-        if isinstance(original_node, cst.BaseStatement) and isinstance(result, cst.BaseStatement):
+        if isinstance(original_node, cst.BaseStatement):
             pos = self.get_metadata(PositionProvider, original_node, None)
-            if pos is not None:
+            if pos is not None and isinstance(result, cst.BaseStatement):
                 self.positions[id(result)] = (pos.start.line, pos.end.line)
+            elif pos is not None and isinstance(result, cst.RemovalSentinel) and self.depth == 0:
+                self.removed_top.append((pos.start.line, pos.end.line))
         return result
 
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
+        if self.removed_top:
+            updated = self._close_gaps(updated)
         return _merge_lifted_imports(updated, self.lifted) if self.lifted else updated
+
+    def _close_gaps(self, module: cst.Module) -> cst.Module:
+        """Where a deleted module-level guard sat right after the imports, the imports and what follows
+        are separated as isort and ruff separate them: one blank line, two before a class or function."""
+        body = list(module.body)
+        for i in range(1, len(body)):
+            before, after = self.positions.get(id(body[i - 1])), self.positions.get(id(body[i]))
+            if before is None or after is None or not _is_import_line(body[i - 1]):
+                continue
+            if not any(before[1] < lo and hi < after[0] for lo, hi in self.removed_top):
+                continue
+            lines = list(body[i].leading_lines)
+            blank = next((n for n, line in enumerate(lines) if line.comment is not None), len(lines))  # blanks on top
+            wanted = 2 if _is_definition(body[i]) else 1
+            if blank > wanted:
+                body[i] = body[i].with_changes(leading_lines=lines[blank - wanted:])
+        return module.with_changes(body=body)
 
 
 _FLOW_ENDS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
@@ -328,6 +350,15 @@ def _import_module(stmt: cst.CSTNode) -> str | None:
         if not node.relative and node.module is not None:
             return cst.Module([]).code_for_node(node.module)
     return None
+
+
+def _is_import_line(stmt: cst.CSTNode) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and bool(stmt.body) and \
+        all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body)
+
+
+def _is_definition(stmt: cst.CSTNode) -> bool:
+    return isinstance(stmt, (cst.FunctionDef, cst.ClassDef))  # decorators belong to the node
 
 
 def _is_header(stmt: cst.CSTNode) -> bool:
@@ -381,7 +412,10 @@ def _merge_lifted_imports(module: cst.Module, lifted: set[int]) -> cst.Module:
             carried += sum(1 for line in body[i].leading_lines if line.comment is None)
             continue
         if carried:
-            stmt = _at_most_two_blank(stmt.with_changes(leading_lines=[cst.EmptyLine()] * carried + list(stmt.leading_lines)))
+            # The gap the moved imports leave is as wide as the widest gap around them, not their sum.
+            own = next((n for n, line in enumerate(stmt.leading_lines) if line.comment is not None), len(stmt.leading_lines))
+            if carried > own:
+                stmt = _at_most_two_blank(stmt.with_changes(leading_lines=[cst.EmptyLine()] * (carried - own) + list(stmt.leading_lines)))
             carried = 0
         if i in before:
             inserted = sorted(before[i], key=key)

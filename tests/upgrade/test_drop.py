@@ -734,3 +734,45 @@ def f(self, x):
     compile(new, "m.py", "exec")
     assert ("    if self.use_mla:\n        x = 1\n    if os.environ.get(\"A\") and x:\n        x = 2\n"
             "    y = 3 if not x else 4\n    x = 7\n    if x and vllm_version_is(\"0.10.1\"):\n") in new
+
+
+def test_a_guard_deleted_after_the_imports_leaves_the_gap_isort_keeps():
+    source = '''from vllm.a import A
+from vllm_ascend.utils import vllm_version_is
+
+if vllm_version_is("0.13.0"):
+    from vllm.old import B
+else:
+    from vllm.new import B  # noqa
+
+
+# a constant
+X = A
+if vllm_version_is("0.13.0"):
+    Y = 1
+
+
+def f():
+    return B
+'''
+    verdicts = [GuardVerdict("m.py", 4, 7, "", "collapse", "", kept="else"), GuardVerdict("m.py", 12, 13, "", "collapse", "", kept="else")]
+    new = drop_source(source, "m.py", verdicts).source
+    assert new == 'from vllm.a import A\nfrom vllm.new import B  # noqa\n\n\n# a constant\nX = A\n\n\ndef f():\n    return B\n'
+    removed = '''from vllm.a import A
+from vllm_ascend.utils import vllm_version_is
+
+if vllm_version_is("0.13.0"):
+    A.patch()
+
+
+# a constant
+X = A
+
+
+class C(A):
+    pass
+'''
+    one = drop_source(removed, "m.py", [GuardVerdict("m.py", 4, 5, "", "collapse", "", kept="else")]).source
+    assert one == 'from vllm.a import A\n\n# a constant\nX = A\n\n\nclass C(A):\n    pass\n'
+    two = drop_source(removed.replace("# a constant\nX = A\n\n\n", ""), "m.py", [GuardVerdict("m.py", 4, 5, "", "collapse", "", kept="else")]).source
+    assert two == 'from vllm.a import A\n\n\nclass C(A):\n    pass\n'
