@@ -10,6 +10,7 @@ comments of everything kept survive): source text in, new source text and a reco
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -237,9 +238,11 @@ class _DropTransformer(cst.CSTTransformer):
         kept = [k.visit(_DedentDocstrings(width)) if width else k for k in kept]
         first = kept[0]
         if hasattr(first, "leading_lines"):
-            # Comments above the `if` stay above the code that replaces it; blank lines as a formatter keeps them.
-            kept[0] = _at_most_two_blank(first.with_changes(leading_lines=[*updated.leading_lines, *first.leading_lines]),
-                                         2 if self.depth == 0 else 1)
+            # Comments above the `if` stay above the code that replaces it (except those about the version
+            # split itself); blank lines as a formatter keeps them.
+            kept[0] = _at_most_two_blank(first.with_changes(
+                leading_lines=[*_without_version_notes(updated.leading_lines), *first.leading_lines]),
+                2 if self.depth == 0 else 1)
         if self.depth == 0 and all(_import_module(k) is not None for k in kept):  # a branch of imports only
             self.lifted.update(id(k) for k in kept)
         if self.depth > 0 and _ends_flow(kept[-1]):
@@ -314,7 +317,7 @@ class _DropTransformer(cst.CSTTransformer):
 
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
         if self.removed_top:
-            updated = self._close_gaps(updated)
+            updated = _first_as_before(original, self._close_gaps(updated))
         return _merge_lifted_imports(updated, self.lifted) if self.lifted else updated
 
     def _close_gaps(self, module: cst.Module) -> cst.Module:
@@ -336,6 +339,23 @@ class _DropTransformer(cst.CSTTransformer):
 
 
 _FLOW_ENDS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
+
+
+_VERSION_NOTE = re.compile(r"version|compat|\bv?\d+\.\d+(?:\.\d+)*\b", re.IGNORECASE)
+
+
+def _without_version_notes(lines: Sequence[cst.EmptyLine]) -> list[cst.EmptyLine]:
+    """The lines above a collapsed guard without the comment block right above it when that block
+    talks about versions (`# Import specific patches for different versions`): once one lane is left
+    it describes a split that is gone. Other comments, and blank lines, stay."""
+    lines = list(lines)
+    start = len(lines)
+    while start > 0 and lines[start - 1].comment is not None:
+        start -= 1
+    block = lines[start:]
+    if block and any(_VERSION_NOTE.search(line.comment.value) for line in block if line.comment is not None):
+        return lines[:start] + [line for line in block if _isort_mark(line)]  # fences stay for the fence check
+    return lines
 
 
 def _ends_flow(stmt: cst.CSTNode) -> bool:
@@ -612,6 +632,26 @@ class _RemoveImports(cst.CSTTransformer):
         if not updated.body:
             return updated.with_changes(body=[cst.SimpleStatementLine(body=[cst.Pass()])])
         return updated
+
+    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
+        return _first_as_before(original, updated)
+
+
+def _first_as_before(original: cst.Module, updated: cst.Module) -> cst.Module:
+    """The statement that became the module's first sits where the first one sat: right below the
+    module header (its license comment), with the blank lines the old first statement had above it."""
+    if not original.body or not updated.body or not hasattr(updated.body[0], "leading_lines"):
+        return updated
+    if updated.body[0].deep_equals(original.body[0]):
+        return updated
+    first = updated.body[0]
+    lines = list(first.leading_lines)
+    blank = next((n for n, line in enumerate(lines) if line.comment is not None), len(lines))
+    wanted = next((n for n, line in enumerate(original.body[0].leading_lines) if line.comment is not None),
+                  len(original.body[0].leading_lines))
+    if blank <= wanted:
+        return updated
+    return updated.with_changes(body=[first.with_changes(leading_lines=lines[blank - wanted:]), *updated.body[1:]])
 
 
 def drop_source(source: str, path: str, decisions: Mapping[int, GuardVerdict] | Iterable[GuardVerdict],

@@ -776,3 +776,12 @@ class C(A):
     assert one == 'from vllm.a import A\n\n# a constant\nX = A\n\n\nclass C(A):\n    pass\n'
     two = drop_source(removed.replace("# a constant\nX = A\n\n\n", ""), "m.py", [GuardVerdict("m.py", 4, 5, "", "collapse", "", kept="else")]).source
     assert two == 'from vllm.a import A\n\n\nclass C(A):\n    pass\n'
+
+
+def test_a_comment_about_the_version_split_goes_with_the_guard_it_explains():
+    source = ('from vllm_ascend.utils import vllm_version_is\n\n# Import specific patches for different versions\n'
+              'if vllm_version_is("0.10.0"):\n    from m import patch_0_10_0  # noqa: F401\nelse:\n    from m import patch_main  # noqa: F401\n\n'
+              '# the fast path\nif vllm_version_is("0.10.0"):\n    Y = 1\nelse:\n    Y = 2\n')
+    verdicts = [GuardVerdict("m.py", 4, 7, "", "collapse", "", kept="else"), GuardVerdict("m.py", 10, 13, "", "collapse", "", kept="else")]
+    new = drop_source(source, "m.py", verdicts).source
+    assert new == "from m import patch_main  # noqa: F401\n\n# the fast path\nY = 2\n"
