@@ -7,6 +7,9 @@ called from porter/commands/upgrade.py).
 from __future__ import annotations
 
 import ast
+import io
+import re
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -24,6 +27,7 @@ class DropPlan:
     results: tuple[DropResult, ...]  # changed files only
     skipped: tuple[str, ...] = ()  # files that could not be transformed, with why
     removed: tuple[str, ...] = ()  # plugin modules nothing imports after the drop (orphans.py): deleted
+    notes: tuple[str, ...] = ()  # `path:line: comment` of comments asking for work once the dropped release goes
 
     @property
     def edits(self) -> list[DropEdit]:
@@ -32,7 +36,7 @@ class DropPlan:
     def to_dict(self) -> dict[str, Any]:
         return {"drop": self.drop, "target": self.target, "guards": [g.to_dict() for g in self.guards],
                 "files": [r.path for r in self.results], "edits": [e.to_dict() for e in self.edits],
-                "removed_files": list(self.removed), "skipped": list(self.skipped)}
+                "removed_files": list(self.removed), "skipped": list(self.skipped), "notes": list(self.notes)}
 
 
 def guard_versions(source: str) -> list[str]:
@@ -134,7 +138,44 @@ def plan_drop(guards: Iterable[GuardVerdict], plugin_root: Path, drop: str | Non
             results.append(result)
     removed = _orphans(plugin_root, results)
     kept = tuple(r for r in results if r.path not in removed)  # a deleted module needs no guard edits
-    return DropPlan(drop or "", target, chosen, kept, tuple(skipped), removed)
+    notes = _drop_notes(plugin_root, drop, {r.path: r.source for r in kept}, set(removed)) if drop else ()
+    return DropPlan(drop or "", target, chosen, kept, tuple(skipped), removed, notes)
+
+
+_LATER = re.compile(r"\b(remov|drop|delet|clean|deprecat|legacy|compat|once|after|until|when|todo|fixme|hack|workaround)",
+                    re.IGNORECASE)
+
+
+def drop_notes(path: str, source: str, drop: str) -> list[str]:
+    """`path:line: comment` for each comment that names the dropped release with a word asking for
+    later work (`# TODO: remove this once we drop vllm v0.12.0`): code no guard marks, left for a human."""
+    if drop not in source:
+        return []
+    release = re.compile(rf"(?<![\d.])v?{re.escape(drop)}(?![\d])")
+    out: list[str] = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type == tokenize.COMMENT and release.search(token.string) and _LATER.search(token.string):
+                out.append(f"{path}:{token.start[0]}: {token.string.lstrip('#').strip()[:160]}")
+    except (tokenize.TokenError, SyntaxError):
+        return out
+    return out
+
+
+def _drop_notes(plugin_root: Path, drop: str, changed: dict[str, str], removed: set[str]) -> tuple[str, ...]:
+    """The drop notes of the plugin's files as the drop leaves them (deleted modules have none)."""
+    from porter.upgrade.usage import plugin_files
+
+    out: list[str] = []
+    for rel, file in plugin_files(plugin_root, _IMPORTERS_EXCLUDE):
+        if rel in removed:
+            continue
+        try:
+            source = changed.get(rel) or file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        out += drop_notes(rel, source, drop)
+    return tuple(out)
 
 
 _IMPORTERS_EXCLUDE = (".*", "build/*", "dist/*", "docs/*")  # the plugin's tests import modules too: they count
@@ -186,4 +227,8 @@ def pr_summary(plan: DropPlan, upstream: str) -> tuple[str, ...]:
         lines.append(f"Deleted modules only the deleted branches imported: {len(plan.removed)}.")
         lines += [f"  - {path}" for path in plan.removed[:100]]
     lines += [f"Left for a human: {s}" for s in plan.skipped]
+    if plan.notes:
+        lines.append(f"Left for a human: {len(plan.notes)} comment(s) ask for work once {plan.drop} is dropped "
+                     "(the code they mark is under no version guard):")
+        lines += [f"  - {note}" for note in plan.notes[:100]]
     return tuple(lines)

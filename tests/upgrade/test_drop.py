@@ -785,3 +785,13 @@ def test_a_comment_about_the_version_split_goes_with_the_guard_it_explains():
     verdicts = [GuardVerdict("m.py", 4, 7, "", "collapse", "", kept="else"), GuardVerdict("m.py", 10, 13, "", "collapse", "", kept="else")]
     new = drop_source(source, "m.py", verdicts).source
     assert new == "from m import patch_main  # noqa: F401\n\n# the fast path\nY = 2\n"
+
+
+def test_comments_that_ask_for_work_once_the_release_is_dropped_are_left_for_a_human():
+    from porter.upgrade.drop_run import drop_notes
+
+    source = ('class A:\n    @property\n    def expert_map(self):\n'
+              '        # TODO(x): Remove this once we drop vllm v0.12.0 (backward compatibility)\n        return 1\n'
+              '    # works on 0.12.0 and newer\n    x = "# remove 0.12.0"\n    # drop after 0.12.01\n')
+    assert drop_notes("m.py", source, "0.12.0") == ["m.py:4: TODO(x): Remove this once we drop vllm v0.12.0 (backward compatibility)"]
+    assert drop_notes("m.py", source, "0.13.0") == []
