@@ -180,6 +180,7 @@ class _DropTransformer(cst.CSTTransformer):
         self.keep_predicates: set[int] = set()  # predicate lines whose name is still read after the drop
         self.depth = 0  # indented blocks open around the node being left (0: module level)
         self.lifted: set[int] = set()  # ids of module-level imports a collapse left where its guard was
+        self.partial: set[int] = set()  # ... of those whose branch goes on with other code
         self.terminal: set[int] = set()  # ids of kept statements that end their block (return/raise/...)
         self.positions: dict[int, tuple[int, int]] = {}  # id of a statement as left -> its original lines
         self.removed_top: list[tuple[int, int]] = []  # lines of the module-level statements the drop deleted
@@ -243,8 +244,11 @@ class _DropTransformer(cst.CSTTransformer):
             kept[0] = _at_most_two_blank(first.with_changes(
                 leading_lines=[*_without_version_notes(updated.leading_lines), *first.leading_lines]),
                 2 if self.depth == 0 else 1)
-        if self.depth == 0 and all(_import_module(k) is not None for k in kept):  # a branch of imports only
-            self.lifted.update(id(k) for k in kept)
+        if self.depth == 0:  # the imports a module-level branch starts with may join the import header
+            lead = [k for k in kept[:next((n for n, k in enumerate(kept) if _import_module(k) is None), len(kept))]]
+            self.lifted.update(id(k) for k in lead)
+            if len(lead) < len(kept):
+                self.partial.update(id(k) for k in lead)  # the comments above the guard stay with the code
         if self.depth > 0 and _ends_flow(kept[-1]):
             self.terminal.add(id(kept[-1]))  # what follows the `if` in its block no longer runs
         return cst.FlattenSentinel(kept)
@@ -318,7 +322,7 @@ class _DropTransformer(cst.CSTTransformer):
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
         if self.removed_top:
             updated = _first_as_before(original, self._close_gaps(updated))
-        return _merge_lifted_imports(updated, self.lifted) if self.lifted else updated
+        return _merge_lifted_imports(updated, self.lifted, self.path.split("/")[0], self.partial) if self.lifted else updated
 
     def _close_gaps(self, module: cst.Module) -> cst.Module:
         """Where a deleted module-level guard sat right after the imports, the imports and what follows
@@ -398,10 +402,17 @@ def _without_isort_marks(lines) -> list[cst.EmptyLine]:
     return [line for line in lines if not _isort_mark(line)]
 
 
-def _merge_lifted_imports(module: cst.Module, lifted: set[int]) -> cst.Module:
-    """The imports a collapsed module-level guard left below the import header join the header's
-    run of imports from the same top-level package, in module order (where the plugin's isort or
-    ruff would put them); `# isort: off/on` marks that fenced the guard go with it."""
+def _blank_top(lines: Sequence[cst.EmptyLine]) -> int:
+    return next((n for n, line in enumerate(lines) if line.comment is not None), len(lines))
+
+
+def _merge_lifted_imports(module: cst.Module, lifted: set[int], own_package: str = "",
+                          partial: set[int] | frozenset[int] = frozenset()) -> cst.Module:
+    """The imports a collapsed module-level guard left (the ones its kept branch starts with) join the
+    header's run of imports from the same top-level package, in module order (where the plugin's
+    isort or ruff would put them); `# isort: off/on` marks that fenced the guard go with it. One left
+    further down the module moves up too, unless it imports the plugin's own package (placed late,
+    perhaps, against a circular import); the code after it keeps the comments above the old guard."""
     body = list(module.body)
     header_end = 0
     while header_end < len(body) and (_is_header(body[header_end]) or id(body[header_end]) in lifted):
@@ -410,33 +421,41 @@ def _merge_lifted_imports(module: cst.Module, lifted: set[int]) -> cst.Module:
     before: dict[int, list[cst.BaseStatement]] = {}  # header import -> lifted imports that go just above it
     after: dict[int, list[cst.BaseStatement]] = {}  # ... just below it (the last of its package)
     moved: set[int] = set()
-    for i in range(header_end):
+    staying: set[int] = set()  # moved imports whose comments stay with the code after them
+    for i in range(len(body)):
         name = _import_module(body[i]) if id(body[i]) in lifted else None
-        if name is None:
+        if name is None or (i >= header_end and name.split(".")[0] == own_package):
             continue
         same = [j for j in placed if (_import_module(body[j]) or "").split(".")[0] == name.split(".")[0]]
         if not same:
             continue  # no import of its package in the header: leave it where the guard was
-        stmt = body[i].with_changes(leading_lines=[line for line in _without_isort_marks(body[i].leading_lines)
-                                                    if line.comment is not None])
+        keep = [line for line in _without_isort_marks(body[i].leading_lines) if line.comment is not None]
+        stays = i >= header_end or id(body[i]) in partial  # its comments stay where the guard was
+        stmt = body[i].with_changes(leading_lines=[] if stays else keep)
         successor = next((j for j in same if (_import_module(body[j]) or "").lower() > name.lower()), None)
         (after.setdefault(same[-1], []) if successor is None else before.setdefault(successor, [])).append(stmt)
         moved.add(i)
+        if stays:
+            staying.add(i)
     if not moved:
         return module
     key = lambda stmt: (_import_module(stmt) or "").lower()  # noqa: E731
     out: list[cst.BaseStatement] = []
     carried = 0  # blank lines above the imports that moved: they now separate what was around them
+    notes: list[cst.EmptyLine] = []  # comments above a guard far below the header: they stay with its code
     for i, stmt in enumerate(body):
         if i in moved:
-            carried += sum(1 for line in body[i].leading_lines if line.comment is None)
+            carried = max(carried, _blank_top(body[i].leading_lines))
+            if i in staying:
+                notes += [line for line in body[i].leading_lines[_blank_top(body[i].leading_lines):] if not _isort_mark(line)]
             continue
-        if carried:
+        if carried or notes:
             # The gap the moved imports leave is as wide as the widest gap around them, not their sum.
-            own = next((n for n, line in enumerate(stmt.leading_lines) if line.comment is not None), len(stmt.leading_lines))
-            if carried > own:
-                stmt = _at_most_two_blank(stmt.with_changes(leading_lines=[cst.EmptyLine()] * (carried - own) + list(stmt.leading_lines)))
-            carried = 0
+            lines = list(stmt.leading_lines)
+            own = _blank_top(lines)
+            gap = max(carried, own)
+            stmt = _at_most_two_blank(stmt.with_changes(leading_lines=[cst.EmptyLine()] * gap + notes + lines[own:]))
+            carried, notes = 0, []
         if i in before:
             inserted = sorted(before[i], key=key)
             if all(line.comment is None for line in stmt.leading_lines):  # the blank lines above stay above

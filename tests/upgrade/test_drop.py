@@ -82,7 +82,8 @@ def test_drop_transform_keeps_the_live_branch_and_its_comments():
     new = result.source
     compile(new, "f.py", "exec")
     assert "0.9.1" not in new and 'vllm_version_is("0.11.0")' in new
-    assert "# choose the impl\n# main lane\nfrom vllm.new import new_fn  # noqa\nX = Kept()" in new  # dedented, comments kept
+    # The kept branch's import joins the header; its code stays, dedented, under the comments.
+    assert "from vllm.a import Kept  # both\nfrom vllm.new import new_fn  # noqa\n\n# choose the impl\n# main lane\nX = Kept()" in new
     assert "    if os.environ.get(\"Z\"):\n        return 2\n    else:\n        return new_fn(a)" in new  # elif -> if
     assert "    y = 2\n    y += 1\n    return y" in new  # ternary and `if not` collapsed, dead `if` removed
     assert "def m(self, extra=None)" in new and "def m(self):" not in new
@@ -795,3 +796,17 @@ def test_comments_that_ask_for_work_once_the_release_is_dropped_are_left_for_a_h
               '    # works on 0.12.0 and newer\n    x = "# remove 0.12.0"\n    # drop after 0.12.01\n')
     assert drop_notes("m.py", source, "0.12.0") == ["m.py:4: TODO(x): Remove this once we drop vllm v0.12.0 (backward compatibility)"]
     assert drop_notes("m.py", source, "0.13.0") == []
+
+
+def test_imports_a_kept_branch_starts_with_join_the_header_from_anywhere_in_the_module():
+    source = ('import torch\nfrom vllm.logger import init_logger\nfrom vllm.utils import GiB\n\n'
+              'from vllm_ascend.utils import vllm_version_is\n\nlogger = init_logger(__name__)\n\n\n'
+              'def create_weights(self):\n    return GiB\n\n\n# install the patch\n'
+              'if not vllm_version_is("0.10.2"):\n    from vllm.model_executor.layers.linear import Linear\n'
+              '    from vllm_ascend.ops import helper  # noqa: F401\n    Linear.create_weights = create_weights\n')
+    new = drop_source(source, "vllm_ascend/patch.py", [GuardVerdict("vllm_ascend/patch.py", 15, 18, "", "collapse", "", kept="body")]).source
+    compile(new, "patch.py", "exec")
+    assert new == ('import torch\nfrom vllm.logger import init_logger\nfrom vllm.model_executor.layers.linear import Linear\n'
+                   'from vllm.utils import GiB\n\nlogger = init_logger(__name__)\n\n\n'
+                   'def create_weights(self):\n    return GiB\n\n\n# install the patch\n'
+                   'from vllm_ascend.ops import helper  # noqa: F401\nLinear.create_weights = create_weights\n')
