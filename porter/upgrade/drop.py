@@ -171,8 +171,10 @@ def _statements(block: cst.BaseSuite) -> list[cst.BaseStatement]:
 class _DropTransformer(cst.CSTTransformer):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self, path: str, decisions: Mapping[int, GuardVerdict], functions: frozenset[str]):
+    def __init__(self, path: str, decisions: Mapping[int, GuardVerdict], functions: frozenset[str],
+                 line_length: int = 79):
         self.path = path
+        self.line_length = line_length
         self.decisions = decisions
         self.functions = functions
         self.edits: list[DropEdit] = []
@@ -322,7 +324,9 @@ class _DropTransformer(cst.CSTTransformer):
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
         if self.removed_top:
             updated = _first_as_before(original, self._close_gaps(updated))
-        return _merge_lifted_imports(updated, self.lifted, self.path.split("/")[0], self.partial) if self.lifted else updated
+        if not self.lifted:
+            return updated
+        return _merge_lifted_imports(updated, self.lifted, self.path.split("/")[0], self.partial, self.line_length)
 
     def _close_gaps(self, module: cst.Module) -> cst.Module:
         """Where a deleted module-level guard sat right after the imports, the imports and what follows
@@ -402,12 +406,58 @@ def _without_isort_marks(lines) -> list[cst.EmptyLine]:
     return [line for line in lines if not _isort_mark(line)]
 
 
+def _mergeable(stmt: cst.CSTNode) -> bool:
+    """`from m import a, b` alone on its line with no comment anywhere in it (its names can be combined)."""
+    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.ImportFrom)):
+        return False
+    node = stmt.body[0]
+    return not isinstance(node.names, cst.ImportStar) and stmt.trailing_whitespace.comment is None and \
+        "#" not in cst.Module([]).code_for_node(node)
+
+
+def _isort_key(name: str) -> tuple[int, str]:
+    """isort's and ruff's order of imported names (order-by-type): CONSTANTS, Classes, the rest."""
+    kind = 0 if name.isupper() and len(name) > 1 else 1 if name[:1].isupper() else 2
+    return kind, name.lower() if kind == 2 else name
+
+
+def _with_names(stmt: cst.SimpleStatementLine, extra: cst.SimpleStatementLine, line_length: int,
+                module: cst.Module) -> cst.SimpleStatementLine:
+    """`stmt` with the names of `extra` (same module) added, sorted and laid out as the statement was:
+    one line when it fits, else the wrapped style it (or the module's other imports) uses."""
+    node, other = stmt.body[0], extra.body[0]
+    code = lambda n: cst.Module([]).code_for_node(n)  # noqa: E731
+    aliases = {code(a.with_changes(comma=cst.MaybeSentinel.DEFAULT)).strip() for a in [*node.names, *other.names]}
+    names = sorted(aliases, key=lambda a: _isort_key(a.split(" as ")[0]))
+    head = f"from {code(node.module)} import "
+    flat = head + ", ".join(names)
+    if len(flat) <= line_length:
+        return stmt.with_changes(body=[cst.parse_statement(flat + "\n").body[0]])
+    text = code(node)
+    wrapped_imports = (code(s) for s in module.body if _is_import_line(s) and "(" in code(s) and "\n" in code(s).strip())
+    style = text if "(" in text else next(wrapped_imports, "(\n")
+    if "(\n" in style:  # one name a line, trailing comma (black, ruff format)
+        wrapped = head + "(\n" + "".join(f"    {n},\n" for n in names) + ")"
+    else:  # isort's grid: names after the parenthesis, continuation lines under the first name
+        pad = " " * (len(head) + 1)
+        lines, line = [], head + "("
+        for n in names:
+            piece = n + ","
+            if line.endswith("(") or len(line) + 1 + len(piece) <= line_length:
+                line += piece if line.endswith("(") else " " + piece
+            else:
+                lines.append(line)
+                line = pad + piece
+        wrapped = "\n".join([*lines, line[:-1] + ")"])
+    return stmt.with_changes(body=[cst.parse_statement(wrapped + "\n").body[0]])
+
+
 def _blank_top(lines: Sequence[cst.EmptyLine]) -> int:
     return next((n for n, line in enumerate(lines) if line.comment is not None), len(lines))
 
 
 def _merge_lifted_imports(module: cst.Module, lifted: set[int], own_package: str = "",
-                          partial: set[int] | frozenset[int] = frozenset()) -> cst.Module:
+                          partial: set[int] | frozenset[int] = frozenset(), line_length: int = 79) -> cst.Module:
     """The imports a collapsed module-level guard left (the ones its kept branch starts with) join the
     header's run of imports from the same top-level package, in module order (where the plugin's
     isort or ruff would put them); `# isort: off/on` marks that fenced the guard go with it. One left
@@ -432,8 +482,13 @@ def _merge_lifted_imports(module: cst.Module, lifted: set[int], own_package: str
         keep = [line for line in _without_isort_marks(body[i].leading_lines) if line.comment is not None]
         stays = i >= header_end or id(body[i]) in partial  # its comments stay where the guard was
         stmt = body[i].with_changes(leading_lines=[] if stays else keep)
-        successor = next((j for j in same if (_import_module(body[j]) or "").lower() > name.lower()), None)
-        (after.setdefault(same[-1], []) if successor is None else before.setdefault(successor, [])).append(stmt)
+        twin = next((j for j in same if _import_module(body[j]) == name and _mergeable(body[j])), None)
+        if twin is not None and _mergeable(body[i]) and not keep:
+            # `from m import b` joins the header's `from m import (a, c)`, as isort combines them.
+            body[twin] = _with_names(body[twin], body[i], line_length, module)
+        else:
+            successor = next((j for j in same if (_import_module(body[j]) or "").lower() > name.lower()), None)
+            (after.setdefault(same[-1], []) if successor is None else before.setdefault(successor, [])).append(stmt)
         moved.add(i)
         if stays:
             staying.add(i)
@@ -686,12 +741,12 @@ def drop_source(source: str, path: str, decisions: Mapping[int, GuardVerdict] | 
     # A helper imported under another name (`vllm_version_is as is_vllm`) is retargeted by that name.
     renamed = {local for local, name in helper_renames(list(ast.walk(ast.parse(source)))).items() if name in version_functions}
     version_functions = frozenset(version_functions) | renamed
-    transformer = _DropTransformer(path, wanted, frozenset(version_functions))
+    transformer = _DropTransformer(path, wanted, frozenset(version_functions), line_length)
     new_source = MetadataWrapper(module).visit(transformer).code
     predicates = _predicate_names(wanted, source)
     still_read = {line for line, name in predicates.items() if name in (_loaded_names(new_source) or {name})}
     if still_read:  # a guard that reads the predicate stays: so does the predicate
-        transformer = _DropTransformer(path, wanted, frozenset(version_functions))
+        transformer = _DropTransformer(path, wanted, frozenset(version_functions), line_length)
         transformer.keep_predicates = still_read
         new_source = MetadataWrapper(module).visit(transformer).code
     edits = list(transformer.edits)

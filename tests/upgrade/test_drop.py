@@ -810,3 +810,22 @@ def test_imports_a_kept_branch_starts_with_join_the_header_from_anywhere_in_the_
                    'from vllm.utils import GiB\n\nlogger = init_logger(__name__)\n\n\n'
                    'def create_weights(self):\n    return GiB\n\n\n# install the patch\n'
                    'from vllm_ascend.ops import helper  # noqa: F401\nLinear.create_weights = create_weights\n')
+
+
+def test_a_lifted_import_of_a_module_the_header_imports_joins_that_statement():
+    source = ('import torch\nfrom vllm.v1.kv_cache_interface import (AttentionSpec, FullAttentionSpec,\n'
+              '                                        KVCacheSpec, MambaSpec)\n'
+              'from vllm.v1.outputs import EMPTY_OUTPUT, Output\nfrom vllm.x import Y\n\n'
+              'from vllm_ascend.utils import vllm_version_is\n\nA = 1\n\n'
+              'if not vllm_version_is("0.10.2"):\n    from vllm.v1.kv_cache_interface import UniformSpecs\n'
+              '    from vllm.v1.outputs import PoolerOutput\n    from vllm.x import Z  # noqa: F401\n'
+              'else:\n    from vllm.sequence import PoolerOutput\n    UniformSpecs = None\n\n\n'
+              'def f():\n    return (UniformSpecs, PoolerOutput, Y, torch, AttentionSpec, FullAttentionSpec, KVCacheSpec,\n'
+              '            MambaSpec, EMPTY_OUTPUT, Output)\n')
+    new = drop_source(source, "vllm_ascend/m.py", [GuardVerdict("m.py", 11, 17, "", "collapse", "", kept="body")],
+                      line_length=80).source
+    compile(new, "m.py", "exec")
+    assert new.startswith('import torch\nfrom vllm.v1.kv_cache_interface import (AttentionSpec, FullAttentionSpec,\n'
+                          '                                        KVCacheSpec, MambaSpec, UniformSpecs)\n'
+                          'from vllm.v1.outputs import EMPTY_OUTPUT, Output, PoolerOutput\n'
+                          'from vllm.x import Y\nfrom vllm.x import Z  # noqa: F401\n\nA = 1\n\n\ndef f():\n')
