@@ -28,7 +28,7 @@ from porter.upgrade.models import (
     Severity,
     Site,
 )
-from porter.upgrade.usage import FACTORY, FileUsage, Use
+from porter.upgrade.usage import FACTORY, FileUsage, Use, resolve_imported_blocks
 
 STRATEGIES = {
     DriftFamily.REMOVED: "todo_stub",
@@ -211,7 +211,7 @@ class DriftAnalyzer:
             for cond in use.conditions:
                 if cond.kind == "if" and cond.line:
                     broken.add((use.site.path, cond.line, cond.negated))
-        blocks = [b for f in files for b in f.guard_blocks]
+        blocks = resolve_imported_blocks([b for f in files for b in f.guard_blocks], files)
         aliases = {f.path: f.aliases for f in files}
         features = _installed_unchanged(files, per_use, dead_modules or {})
         return guard_verdicts(blocks, broken, self.conventions, self.lanes, aliases, self._hasattr, features)
