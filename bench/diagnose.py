@@ -205,7 +205,8 @@ def history_big_input_rss(repo: Path, env: dict, trace: Path, mb: int = 30) -> d
 
 
 def history_figures(repo: Path, runs: int) -> dict:
-    """Index build (fresh cache) and the extra time of --history per trace with that index warm."""
+    """Index build (fresh cache) and the extra time of --history per trace with that index warm.
+    The index is `porter kb mine-history`'s default: HEAD and the release branches (HEAD alone is timed too)."""
     from porter.kb.history import mine
     from porter.kb.history.lookup import HistorySource, analyse_diagnosis
     from porter.kb.matcher import diagnose_text
@@ -213,8 +214,12 @@ def history_figures(repo: Path, runs: int) -> dict:
     cache = Path(tempfile.mkdtemp(prefix="porter-bench-history-"))
     try:
         start = time.perf_counter()
-        index, path, _ = mine.build_index(repo, cache)
+        head_index, head_path, _ = mine.build_index(repo, cache)
+        head_build_s = time.perf_counter() - start
+        start = time.perf_counter()
+        index, path, _ = mine.build_index(repo, cache, mine.ALL_BRANCHES)
         build_s = time.perf_counter() - start
+        key = mine.index_key(repo, mine.ALL_BRANCHES)[0]
         traces = sorted((ROOT / "bench" / "known_fixes" / "traces").glob("*.txt"))
         traces += sorted((ROOT / "tests" / "data" / "heldout").glob("h0*.txt"))[:4]
         kb = load_entries(ROOT / "knowledge" / "patterns").compiled()
@@ -224,7 +229,7 @@ def history_figures(repo: Path, runs: int) -> dict:
             text = trace.read_text(errors="replace")
             diag = diagnose_text(kb, text)
             start, start_cpu = time.perf_counter(), time.process_time()
-            loaded = mine.cached_index(cache, repo, mine.resolve(repo, "HEAD"))  # what each CLI run does
+            loaded = mine.cached_index(cache, repo, mine.index_key(repo, mine.ALL_BRANCHES)[0])  # what each CLI run does
             analyse_diagnosis(source, diag, text, {}, cache, index=loaded)
             in_process.append(time.perf_counter() - start)
             cpu.append(time.process_time() - start_cpu)  # this process's CPU: what other load on the cores does not add
@@ -234,7 +239,9 @@ def history_figures(repo: Path, runs: int) -> dict:
         with_history = cli_time([str(PORTER), "diagnose", str(trace), "--history", str(repo)], env, runs)
         return {
             "repo": str(repo), "commits": len(index.commits), "tags": len(index.tags),
-            "index_build_s": round(build_s, 1), "index_bytes": path.stat().st_size,
+            "index_build_s": round(build_s, 1), "index_bytes": path.stat().st_size, "index_key": key,
+            "head_only": {"commits": len(head_index.commits), "index_build_s": round(head_build_s, 1),
+                          "index_bytes": head_path.stat().st_size},
             "extra_per_trace_s": {"traces": len(in_process), "p50": round(statistics.median(in_process), 3),
                                   "p95": round(_p95(in_process), 3), "max": round(max(in_process), 3),
                                   "cpu_p50": round(statistics.median(cpu), 3), "cpu_max": round(max(cpu), 3),
@@ -307,14 +314,18 @@ def instruction_count(argv: list[str], env: dict) -> int | None:
     return None
 
 
+CODE_TRACE = SEEDS / "073-aclinit-507899-resource-busy.txt"  # shows an error code: the code tables are read
+
+
 def cli_instructions(trace: Path, source: Path | None = None) -> dict:
-    """Millions of instructions of one warm `porter diagnose TRACE` (cache and bytecode written), text and --json."""
+    """Millions of instructions of one warm `porter diagnose TRACE` (cache and bytecode written), text and
+    --json, and text on a trace that shows an error code (CODE_TRACE)."""
     cache = Path(tempfile.mkdtemp(prefix="porter-bench-cache-"))
     env = child_env(source, PORTER_CACHE_DIR=str(cache))
     try:
         out = {}
-        for label, extra in (("text", []), ("json", ["--json"])):
-            argv = [str(PORTER), "diagnose", str(trace), *extra]
+        for label, path, extra in (("text", trace, []), ("json", trace, ["--json"]), ("text_code_trace", CODE_TRACE, [])):
+            argv = [str(PORTER), "diagnose", str(path), *extra]
             timed_process(argv, env)  # warm
             count = instruction_count(argv, env)
             out[label] = round(count / 1e6, 1) if count else None
@@ -470,7 +481,8 @@ def main() -> int:
     for label, cr in result["cache_reuse"].items():
         print(f"[{label:6}] {cr['calls']} sequential CLI calls on a fresh cache: {cr['cached']} used the cached KB, {cr['rebuilt']} built it   [expect 1 build]")
     for label, ic in result.get("cli_instructions_m", {}).items():
-        print(f"[{label:6}] one warm CLI call: {ic['text']} M instructions (text), {ic['json']} M (--json); "
+        print(f"[{label:6}] one warm CLI call: {ic['text']} M instructions (text), {ic['json']} M (--json), "
+              f"{ic.get('text_code_trace')} M (text, {CODE_TRACE.name}); "
               f"`python -c pass` {ic['python_floor']} M   [load-independent]")
     for kind, m in result["cli_big_logs"].items():
         for label in sources:

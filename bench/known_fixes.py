@@ -1,7 +1,7 @@
 """Benchmark for `porter diagnose --history`: is the commit that fixed a real trace's bug found?
 
     python bench/known_fixes.py build --repo vllm-ascend=/path/to/clone [--repo triton-ascend=...]
-    python bench/known_fixes.py score --repo vllm-ascend=/path/to/clone [--split dev|test|all] [--no-message] [--all-branches]
+    python bench/known_fixes.py score --repo vllm-ascend=/path/to/clone [--split dev|test|all] [--no-message] [--head-only]
 
 `build` writes bench/known_fixes/index.yaml from
   * the plugin-bug cases of tests/data/corpus (their `fixed_by` PR or commit) and the traces under
@@ -108,6 +108,23 @@ OWN_CASES = [
         (6289, 6290, "the issue's summary and the exception it quotes (the fix says Closes #6289)"),
         (5214, 5200, "the issue title and the Ray worker frames it pastes, no exception line (the fix says Fixes .../issues/5214)"),
         (6233, 6246, "the issue's reproduction: the socket path, the files and functions it blames (the fix says Closes #6233)"),
+    ], repo="verl"),
+    # Session 6: issue threads found in the `issues` corpus for commits of the mirrors (main and release branches)
+    # that say `Fix(es) #N` / name the issue; the issue's own text as the search excerpt showed it. Split by
+    # thread hash when added, before any of them was scored: 3 test (vllm-ascend #8686, verl #6027, #4996), 7 dev.
+    *_issue_cases("issues-s6", [
+        (6820, 6823, "the issue title and the worker's error lines (the fix, on releases/v0.13.0, names #6820)"),
+        (1396, 1831, "the issue title (the assert) and the environment it lists (the fix, on v0.9.1-dev, says Related fixes: .../issues/1396)"),
+        (8686, 8729, "the issue's title and description of the failure (the fix, on releases/v0.13.0, says Fixes #8686)"),
+    ]),
+    *_issue_cases("issues-s6", [
+        (5342, 5348, "the issue title and the versions it lists (the fix says fix .../issues/5342)"),
+        (5959, 5961, "the issue title, versions and the Ray frames it pastes (the fix's PR names #5959)"),
+        (6027, 6089, "the issue's description and the exception it quotes (the fix says fixes #6027)"),
+        (4996, 5002, "the issue's description and its frames (the fix names #4996)"),
+        (4737, 4776, "the issue title (the error) and its frames (the fix names #4737)"),
+        (6152, 6149, "the issue's description and stack trace (the fix says Fixes #6152)"),
+        (4568, 4703, "the issue's summary of the failure, no trace (the fix says Fixes #4568)"),
     ], repo="verl"),
     {"id": "vllm-ascend-3236", "trace": "tests/data/corpus/test/vllm-ascend-3236.txt", "repo": "vllm-ascend",
      "thread": "github.com/vllm-project/vllm-ascend/issues/3236", "batch": "issues-s3",
@@ -270,11 +287,12 @@ def score(repos: dict[str, Path], split: str, use_message: bool, verbose: bool, 
         rep = analyse_diagnosis(src, diag, text, {}, cache, index=indexes[repo], use_message=use_message,
                                 mask_quotes=mask_quotes)
         times.append(time.perf_counter() - t)
-        shas = [c.sha for c in rep.candidates]
+        # a candidate names its cherry-picks too (Candidate.also): the case's fix is found as either copy
+        shas = [{c.sha, *(sha for sha, _ in c.also)} for c in rep.candidates]
         row = {"id": case["id"], "kind": case["kind"], "split": case["split"], "leaky": case.get("leaky", False),
-               "batch": case.get("batch", ""),
+               "batch": case.get("batch", ""), "on_main": case.get("on_main", True),
                "status": rep.status, "frames": len(rep.frames), "installed": rep.installed.ref,
-               "rank": (shas.index(case["fix_sha"]) + 1) if case.get("fix_sha") in shas else None,
+               "rank": next((i + 1 for i, group in enumerate(shas) if case.get("fix_sha") in group), None),
                "contained": any(c.sha == case.get("fix_sha") for c in rep.contained),
                "top": [f"{c.sha[:10]} {c.score:.1f} {c.subject[:70]}" for c in rep.candidates]}
         rows.append(row)
@@ -300,7 +318,10 @@ def score(repos: dict[str, Path], split: str, use_message: bool, verbose: bool, 
             "bug_issues_s3": figures([r for r in bugs if r["batch"] == "issues-s3"]),
             "bug_issues_s4": figures([r for r in bugs if r["batch"] == "issues-s4"]),
             "bug_issues_s5": figures([r for r in bugs if r["batch"] == "issues-s5"]),
-            "bug_before_s5": figures([r for r in bugs if r["batch"] != "issues-s5"]),
+            "bug_before_s5": figures([r for r in bugs if r["batch"] not in ("issues-s5", "issues-s6")]),
+            "bug_issues_s6": figures([r for r in bugs if r["batch"] == "issues-s6"]),
+            "bug_before_s6": figures([r for r in bugs if r["batch"] != "issues-s6"]),
+            "bug_release_only": figures([r for r in bugs if not r["on_main"]]),
             "env": {"n": len(env), "with_candidate": sum(1 for r in env if r["top"])},
             "env_before_s5": {"n": sum(1 for r in env if r["batch"] != "issues-s5"),
                               "with_candidate": sum(1 for r in env if r["top"] and r["batch"] != "issues-s5")},
@@ -321,7 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-message", action="store_true", help="rank on code evidence only (ablation)")
     ap.add_argument("--mask-quotes", action="store_true",
                     help="leave out commit-message lines that quote the trace (scores what a never-quoted trace would get)")
-    ap.add_argument("--all-branches", action="store_true", help="index every branch (release lines), not only HEAD")
+    ap.add_argument("--head-only", action="store_true",
+                    help="index HEAD's branch only (before session 6 the default), not every branch with its release lines")
+    ap.add_argument("--all-branches", action="store_true", help=argparse.SUPPRESS)  # the default since session 6
     ap.add_argument("--cache", default=str(Path.home() / ".cache" / "porter"), help="porter cache dir for the index")
     ap.add_argument("-v", "--verbose", action="store_true")
     ap.add_argument("--json", action="store_true")
@@ -332,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "build":
         build(repos)
         return 0
-    res = score(repos, args.split, not args.no_message, args.verbose, Path(args.cache), args.all_branches, args.mask_quotes)
+    res = score(repos, args.split, not args.no_message, args.verbose, Path(args.cache), not args.head_only, args.mask_quotes)
     if args.json:
         print(json.dumps(res, indent=1))
     else:
@@ -342,7 +365,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{sp}] fixing commit found: top-1 {b['top1']}/{b['n']}, top-3 {b['top3']}/{b['n']} "
                   f"(not leaky: {nl['top1']}/{nl['n']}, {nl['top3']}/{nl['n']}; with plugin frames: {wf['top1']}/{wf['n']}, "
                   f"{wf['top3']}/{wf['n']}; issue threads of session 3: {new['top1']}/{new['n']}, {new['top3']}/{new['n']}; "
-                  f"of session 5: {s5['top1']}/{s5['n']}, {s5['top3']}/{s5['n']}); "
+                  f"of session 5: {s5['top1']}/{s5['n']}, {s5['top3']}/{s5['n']}; "
+                  f"of session 6: {f['bug_issues_s6']['top1']}/{f['bug_issues_s6']['n']}, {f['bug_issues_s6']['top3']}/{f['bug_issues_s6']['n']}; "
+                  f"cases before session 6: {f['bug_before_s6']['top1']}/{f['bug_before_s6']['n']}, {f['bug_before_s6']['top3']}/{f['bug_before_s6']['n']}; "
+                  f"fixed on a release branch only: {f['bug_release_only']['top1']}/{f['bug_release_only']['n']}, {f['bug_release_only']['top3']}/{f['bug_release_only']['n']}); "
                   f"environment faults with a candidate: {e['with_candidate']}/{e['n']}")
         print(f"index load {res['index_load_s']} s; extra time per trace (warm index): {res.get('per_trace_s')}")
     return 0

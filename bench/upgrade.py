@@ -4,7 +4,7 @@
                                             # and put DIR on PYTHONPATH; the griffe processes inherit it)
     .venv/bin/python bench/upgrade.py [--plugin-version 0.18.0] [--baseline 0.18.0] [--target 0.22.1]
                                       [--later-plugin 0.23.0.post1] [--repeat 1] [--out upgrade-load1-2.json]
-                                      [--findings-out /tmp/findings.json]
+                                      [--findings-out /tmp/findings.json] [--no-compile]
 
 Sources: the sdists in the shared cache /work/cache/pypi (`<name>-<version>.tar.gz`; downloaded
 there from pip's configured index when missing). Figures:
@@ -12,12 +12,16 @@ there from pip's configured index when missing). Figures:
     --upstream-path OLD=<sdist> --upstream-path NEW=<sdist> --dry-run --json` with a fresh cache
     (a process of its own: source extraction, scan, index of what the plugin reaches, drift), against
     griffe end to end: a process that extracts the Python sources of both upstream sdists (porter's
-    extractor: the same work) and loads both packages whole (static, no inspection);
+    extractor, lean as porter unpacks an upstream: the same work) and loads both packages whole
+    (static, no inspection);
   * end to end, warm: the same porter command again (result cache) and in-process `run_analysis`;
   * like for like: the same module set (every module porter's index read in that run), parsed in one
     process by porter's parser and by griffe's loader (`submodules=False`), both from extracted trees;
   * agreement of porter's "does this import resolve at the target?" with griffe's alias resolution,
     findings by family, and a sanity run of the plugin against its own release.
+Before timing, porter's own modules are byte-compiled (`compileall`, as `pip install` does; the
+griffe install has its bytecode too): with PYTHONDONTWRITEBYTECODE set, a source checkout would
+otherwise compile every module on each start (about 0.15 s). `--no-compile` measures without.
 Results: bench/results/upgrade.json and a Markdown summary on stdout.
 """
 
@@ -82,11 +86,11 @@ import json, sys, tempfile, time
 from pathlib import Path
 t0 = time.perf_counter()
 import griffe
-from porter.upgrade.sources import extract_archive
+from porter.upgrade.sources import LEAN_SKIPPED, extract_archive
 work = Path(tempfile.mkdtemp())
 for i, archive in enumerate(sys.argv[1:]):
     dest = work / str(i)
-    extract_archive(Path(archive), dest)
+    extract_archive(Path(archive), dest, skip_top=LEAN_SKIPPED)  # what porter unpacks of an upstream
     griffe.load("vllm", search_paths=[str(dest)], allow_inspection=False)
 print(json.dumps({"seconds": time.perf_counter() - t0}))
 """
@@ -146,6 +150,12 @@ def _timed_process(argv: list[str], env: dict[str, str], cwd: Path | None = None
         out.seek(0)
         err.seek(0)
         return wall, usage.ru_utime + usage.ru_stime, proc.returncode, out.read().decode(), err.read().decode()
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def _pythonpath() -> str:
@@ -368,7 +378,13 @@ def main() -> None:
     parser.add_argument("--out", default="upgrade.json", help="file name under bench/results/ (say the load: upgrade-load1-2.json)")
     parser.add_argument("--findings-out", type=Path, default=None,
                         help="write the first cold run's --json findings here (stable parts, indented) to diff two porter versions")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="do not byte-compile porter first (a checkout under PYTHONDONTWRITEBYTECODE compiles on each start)")
     args = parser.parse_args()
+    if not args.no_compile:  # as installed: bytecode next to the sources (__pycache__ is git-ignored)
+        import compileall
+
+        compileall.compile_dir(str(ROOT / "porter"), quiet=1, force=False)
 
     t0 = time.perf_counter()
     plugin_a, base_a, target_a = sdist("vllm-ascend", args.plugin_version), sdist("vllm", args.baseline), sdist("vllm", args.target)
@@ -437,6 +453,7 @@ def main() -> None:
         "pair": {"plugin": f"vllm-ascend {args.plugin_version}", "baseline": f"vllm {args.baseline}",
                  "target": f"vllm {args.target}", "later_plugin": f"vllm-ascend {args.later_plugin}" if later else None},
         "machine": {"cpus": os.cpu_count(), "load_avg": os.getloadavg()},
+        "porter_bytecode": not args.no_compile,
         "prepare_seconds": round(prepare, 2),
         "end_to_end": {"porter_cold_cli_seconds": [round(x, 3) for x in e2e_cold],
                        "porter_cold_cli_cpu_seconds": [round(x, 3) for x in cold_cpu],
@@ -447,6 +464,8 @@ def main() -> None:
                        "ratio": round(min(e2e_cold) / min(griffe_runs), 3),
                        "ratio_median_of_pairs": round(sorted(p["ratio"] for p in pairs)[len(pairs) // 2], 3),
                        "cpu_ratio": round(min(cold_cpu) / min(griffe_cpu), 3),
+                       "cpu_ratio_median_of_pairs": round(_median([p["porter_cold_cpu_s"] / p["griffe_cpu_s"] for p in pairs]), 3),
+                       "porter_cold_median_s": round(_median(e2e_cold), 3), "griffe_median_s": round(_median(griffe_runs), 3),
                        "pairs": pairs,
                        "findings_digests": sorted(digests)},
         "in_process": {"porter_cold_seconds": [round(x, 3) for x in cold], "porter_warm_seconds": [round(x, 3) for x in warm],
@@ -472,7 +491,8 @@ def main() -> None:
     print(f"- end to end (sdists in, fresh cache, own process each): porter cold {min(e2e_cold):.2f} s, "
           f"griffe extract + load of both trees {min(griffe_runs):.2f} s: ratio {e2e['ratio']} "
           f"(median of {len(pairs)} back-to-back pairs {e2e['ratio_median_of_pairs']}; CPU {min(cold_cpu):.2f} s vs "
-          f"{min(griffe_cpu):.2f} s: {e2e['cpu_ratio']})")
+          f"{min(griffe_cpu):.2f} s: {e2e['cpu_ratio']}, median of pairs {e2e['cpu_ratio_median_of_pairs']}); "
+          f"medians: porter {e2e['porter_cold_median_s']:.2f} s, griffe {e2e['griffe_median_s']:.2f} s")
     print(f"- findings: {len(digests)} distinct --json digest(s) over all porter CLI runs: {', '.join(d[:16] for d in sorted(digests))}")
     print(f"- warm: porter CLI {min(e2e_warm):.2f} s (CPU {min(warm_cpu):.2f} s; process start included); in-process {min(warm):.3f} s; "
           f"in-process cold {min(cold):.2f} s")

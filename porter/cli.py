@@ -12,7 +12,10 @@ import sys
 
 
 def main() -> None:
+    from porter import rxcache
     from porter.fastcli import fast_diagnose
+
+    rxcache.persist()  # the process's newly compiled regexes are kept for the next one (porter.rxcache)
 
     code = fast_diagnose(sys.argv[1:])
     if code is not None:

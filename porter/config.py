@@ -11,6 +11,7 @@ import os
 import re
 from pathlib import Path
 
+from porter import rxcache
 from porter.errors import InputError
 from porter.record import field, record
 from porter.yamlio import load_yaml_file
@@ -111,7 +112,7 @@ class PorterConfig:
 _TOOL_KEY = r"""(?:tool|"tool"|'tool')"""
 # every way TOML can define tool.porter: a [tool] or [tool.porter...] header (or [[...]]), or a
 # `tool = {...}` / `tool.porter... =` key (searched on every line, inside a table or not)
-_TOOL_PORTER = re.compile(
+_TOOL_PORTER = rxcache.compile(
     rf"""^[ \t]*(?:\[\[?[ \t]*{_TOOL_KEY}[ \t]*(?:\]|\.[ \t]*(?:porter|"porter"|'porter')[ \t]*[\].])|{_TOOL_KEY}[ \t]*[.=])""",
     re.M,
 )

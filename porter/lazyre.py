@@ -20,7 +20,9 @@ class LazyPattern:
 
     def compiled(self) -> re.Pattern[str]:
         if self._rx is None:
-            self._rx = re.compile(self.pattern, self.flags)
+            from porter.rxcache import compile as compile_cached
+
+            self._rx = compile_cached(self.pattern, self.flags)
         return self._rx
 
     def sub(self, repl, text: str) -> str:  # noqa: ANN001

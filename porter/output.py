@@ -6,7 +6,6 @@ decides which to show. Progress and status go to stderr so `--json` stdout stays
 
 from __future__ import annotations
 
-import json
 import sys
 from contextlib import contextmanager
 
@@ -29,6 +28,8 @@ def schema_id(command: str) -> str:
 
 
 def to_json(payload: dict[str, Any]) -> str:
+    import json  # here: a text-mode diagnose never needs it (its module compiles regexes on import)
+
     return json.dumps(payload, indent=2, default=plain, ensure_ascii=False)
 
 
@@ -111,6 +112,8 @@ class Reporter:
             convert = converter(command, self.format)
             if convert is None:
                 raise UsageError(*unsupported_message(command, self.format))
+            import json
+
             doc = {"schema": schema_id(command), "porter_version": __version__, **payload}
             sys.stdout.write(convert(json.loads(to_json(redact_data(doc)))))
             sys.stdout.flush()

@@ -13,12 +13,13 @@ caller renders through rich instead: the output is byte-identical either way
 from __future__ import annotations
 
 import os
-import re
 import sys
 
-_WORD = re.compile(r"\s*\S+\s*")  # rich._wrap.re_word
+from porter import rxcache
+
+_WORD = rxcache.compile(r"\s*\S+\s*")  # rich._wrap.re_word
 # rich.markup's emoji codes (`:name:` / `:name-emoji:`), tried at every colon
-_EMOJI_CANDIDATE = re.compile(r"(?=(:(\S*?)(?:(?:\-)(emoji|text))?:))")
+_EMOJI_CANDIDATE = rxcache.compile(r"(?=(:(\S*?)(?:(?:\-)(emoji|text))?:))")
 _PRINTABLE = frozenset(map(chr, range(0x20, 0x7F))) | {"\n", "·", "×"}  # one cell each (template characters)
 
 

@@ -88,13 +88,13 @@ def _render(console, payload: dict, explain: bool) -> None:
         render_history(console, payload["history"])
 
 
-def decoded_codes(patterns_dir: Path, diag) -> list[dict]:
+def decoded_codes(patterns_dir: Path, diag, cache_dir: Path | None = None) -> list[dict]:
     """The trace's error codes with their meaning (knowledge/codes), read only when there are codes."""
     if not diag.signals.codes:
         return []
     from porter.kb.codes import codes_dir_for, decode_signals, load_tables
 
-    tables, _ = load_tables(codes_dir_for(patterns_dir))
+    tables, _ = load_tables(codes_dir_for(patterns_dir), cache_dir)
     return decode_signals(tables, diag.signals.codes)
 
 
@@ -132,7 +132,7 @@ def run_diagnose(reporter, cfg, source: str | None, top: int | None, env: list[s
     if reader.bytes == 0:
         raise InputError(f"{name}: empty input, nothing to diagnose", hint="pass the file that holds the traceback or log")
     kb_info = {"entries": len(loaded.entries), "patterns_dir": str(patterns_dir), "cached": loaded.from_cache}
-    payload = diagnose_payload(diag, name, kb_info, explain, decoded_codes(patterns_dir, diag))
+    payload = diagnose_payload(diag, name, kb_info, explain, decoded_codes(patterns_dir, diag, cache_dir))
     if facts:
         payload["env"] = facts
     if history:

@@ -294,14 +294,16 @@ def kb_calibrate(
 def kb_mine_history(
     ctx: typer.Context,
     repo: str = typer.Argument(..., metavar="REPO", help="A git clone with full history (path), or a fork name from forks.yaml."),
-    ref: str = typer.Option("HEAD", "--ref", help="The branch whose history to index (its tip's commit id keys the cache)."),
-    all_branches: bool = typer.Option(False, "--all-branches", help="Index every local branch (release lines and their cherry-picks) instead of --ref."),
+    ref: str = typer.Option("", "--ref", help="Index this branch only (its tip's commit id keys the cache); default: HEAD and every release branch."),
+    all_branches: bool = typer.Option(False, "--all-branches", help="HEAD and every release branch (their cherry-picks too): the default unless --ref is given."),
     json_: bool = json_option(),
 ) -> None:
     """Build the offline index `porter diagnose --history` uses: per commit, the functions it
     changed, its bug-fix flag, the error strings its message quotes and the first tag containing it.
 
-    Cached by the tip's commit id; an index of an older tip is extended with the new commits only.
+    By default HEAD and every release branch (a name with a version: `releases/v0.13.0`, `v0.9.1-dev`) are
+    indexed, so a fix cherry-picked onto a release line is found; feature and bot branches are not.
+    Cached by the tips' commit ids; with --ref, an index of an older tip is extended with the new commits only.
     Exit 3 when the repository cannot be read.
     """
     with command_context(ctx, "kb.mine-history", json_) as (reporter, state):
@@ -317,7 +319,7 @@ def kb_mine_history(
         if problem and "shallow" not in problem:
             raise EnvironmentProblem(problem, hint="clone the repository with its full history, then run this again")
         started = time.perf_counter()
-        if all_branches:
+        if all_branches or not ref:
             ref = ALL_BRANCHES
         index, path, built = build_index(source.repo, cfg.cache_dir, ref)
         payload = {
@@ -331,7 +333,7 @@ def kb_mine_history(
             from rich.markup import escape
 
             verb = "built" if built else "already cached"
-            at = "all branches" if all_branches else index.head[:12]
+            at = "HEAD and its release branches" if ref == ALL_BRANCHES else index.head[:12]
             console.print(f"history index for {escape(payload['repo'])} at {at} {verb}: {payload['commits']} commits "
                           f"({payload['fixes']} bug fixes), {payload['tags']} tags, {payload['bytes'] / 1e6:.1f} MB in "
                           f"{payload['seconds']:.1f} s -> {escape(str(path))}", soft_wrap=True)

@@ -12,9 +12,8 @@ first error line), the package whose frames raised it, and the next command to r
 
 from __future__ import annotations
 
-import re
-
-from porter.kb.extract import PACKAGE_LAYER, Signals, package_of
+from porter import rxcache
+from porter.kb.extract import NO_LAYER_CODES as _NO_LAYER_CODES, PACKAGE_LAYER, Signals, package_of
 from porter.record import record
 
 CAUSAL_MARGIN = 0.2  # an earlier candidate this close in (severity-adjusted) confidence is the cause
@@ -30,18 +29,22 @@ PLUGINS: dict[str, tuple[str, tuple[str, ...]]] = {
     "vime": ("vime", ("transformers", "torch", "vllm")),
 }
 _DRIFT_TYPES = ("ImportError", "ModuleNotFoundError", "AttributeError", "TypeError")
-_FROM_MODULE = re.compile(r"""(?:from|module) '(?P<module>[A-Za-z_][\w.]{0,200})'|No module named '(?P<missing>[A-Za-z_][\w.]{0,200})'""")
-_FRAME = re.compile(r'^\s*File "(?P<path>[^"]{1,1000})", line \d+')
+_FROM_MODULE = rxcache.compile(r"""(?:from|module) '(?P<module>[A-Za-z_][\w.]{0,200})'|No module named '(?P<missing>[A-Za-z_][\w.]{0,200})'""")
+_FRAME = rxcache.compile(r'^\s*File "(?P<path>[^"]{1,1000})", line \d+')
 _HOST_LAYERS = ("driver", "container", "host", "hccl", "cann")
 # in a causal line: a file path (absolute, or relative like torch_npu/csrc/x.cpp), or a dotted module
 # name at a word start (`torch_npu.npu`)
-_NAMED = re.compile(r"""(?P<path>(?<![\w./-])(?:/|[A-Za-z_][\w.-]{0,40}/)[^\s'"`,;:()\[\]]{1,400})|(?<![\w./-])(?P<module>[A-Za-z_]\w{1,40})(?=\.[A-Za-z_])""")
+_NAMED = rxcache.compile(r"""(?P<path>(?<![\w./-])(?:/|[A-Za-z_][\w.-]{0,40}/)[^\s'"`,;:()\[\]]{1,400})|(?<![\w./-])(?P<module>[A-Za-z_]\w{1,40})(?=\.[A-Za-z_])""")
 # an Ascend install directory (/usr/local/Ascend/<rest>, $HOME/Ascend/<rest>)
-_ASCEND_INSTALL = re.compile(r"[/\\]Ascend[/\\](?P<rest>[\w.-]{1,80})")
-# codes that say nothing about the failing layer: torch_npu prints ERR99999 after any exception
-# raised outside torch_npu (the application's, vllm's, a library's) while it was loaded
-_NO_LAYER_CODES = frozenset({"ERR99999"})
+_ASCEND_INSTALL = rxcache.compile(r"[/\\]Ascend[/\\](?P<rest>[\w.-]{1,80})")
 CAUSAL_CODE_LINES = 2  # a code this many lines after the causal exception still belongs to its message
+# a causal line that is one operator call failing (aclnnX / a named operator): the op library refused the inputs
+# or the kernel failed; that is the calling framework's shapes/dtypes/config or an op bug, not the host
+_OPERATOR_CALL = rxcache.compile(r"call (?P<api>aclnn\w{1,80}) failed|Failed to execute operator (?P<op>[\w.-]{1,120})")
+# ...unless the reason printed after it says the op library itself is missing or does not fit the installed
+# CANN/driver (no kernel binary, unparsable kernel config): then it is an installation fault after all
+_OPERATOR_ENV_REASON = rxcache.compile(r"(?i)cannot find (?:the )?bin|cannot find binary|kernel config fail|kernel package|"
+                                  r"not installed|version (?:mismatch|does not match|is lower)|\bopp\b")
 
 
 def first_line(match) -> int:
@@ -186,12 +189,30 @@ def triage(signals: Signals, decoded_codes: list[dict] | None = None) -> Triage:
                           f"installed {top} does not have (API drift)")
                 layer = "vllm" if top == "vllm" else layer
                 break
-    if layer in _HOST_LAYERS or any(c.get("table") in ("dcmi", "acl-runtime") for c in decoded_codes):
+    op = _OPERATOR_CALL.search(text) if text else None
+    host_table = any(c.get("table") in ("dcmi", "acl-runtime") for c in decoded_codes)
+    if op and _OPERATOR_ENV_REASON.search(_lines_after(signals, line, 6)):
+        op = None
+    if op and not host_table and layer in ("cann", "torch-npu", "vllm-ascend", "sglang", ""):
+        name = op.group("api") or op.group("op")
+        reason = reason or (f"operator {name} failed inside the CANN op library: check the shapes, dtypes and "
+                            f"options the calling framework passed (the lines after it name the check that failed); "
+                            f"rerun with ASCEND_LAUNCH_BLOCKING=1 to pin the call")
+    elif layer in _HOST_LAYERS or host_table:
         commands += ["porter hosts check", "npu-smi info"]
         reason = reason or "device, driver or environment fault: check the host first"
     if text:
         commands.append(f"porter kb search {_shell_quote(text[:80])}")
     return Triage(layer, line, text, failing, tuple(dict.fromkeys(commands)), reason)
+
+
+def _lines_after(signals: Signals, line: int, count: int) -> str:
+    """The `count` lines after `line` in the block that holds it (the reason CANN prints after the call)."""
+    for block in signals.blocks:
+        if block.start <= line <= block.end:
+            i = line - block.start
+            return "\n".join(block.lines[i + 1 : i + 1 + count])
+    return ""
 
 
 def _shell_quote(text: str) -> str:

@@ -7,17 +7,17 @@ the decoder is independent of the KB entries, so a code is explained even when n
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from pathlib import Path
 
+from porter import rxcache
 from porter.kb.schema import Problem
+from porter.record import record
 
-_RANGE = re.compile(r"^(?P<lo>-?[A-Z]{0,4}\d{1,8})-(?P<hi>-?[A-Z]{0,4}\d{1,8})$")
-_SPLIT = re.compile(r"^(?P<sign>-?)(?P<prefix>[A-Z]{0,4})(?P<digits>\d{1,8})$")
+_RANGE = rxcache.compile(r"^(?P<lo>-?[A-Z]{0,4}\d{1,8})-(?P<hi>-?[A-Z]{0,4}\d{1,8})$")
+_SPLIT = rxcache.compile(r"^(?P<sign>-?)(?P<prefix>[A-Z]{0,4})(?P<digits>\d{1,8})$")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CodeInfo:
     code: str
     table: str  # family name of the table
@@ -32,7 +32,7 @@ class CodeInfo:
                 "first_steps": list(self.first_steps), "exact": self.exact}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Range:
     prefix: str
     lo: int
@@ -41,7 +41,7 @@ class _Range:
     first_steps: tuple[str, ...]
 
 
-@dataclass
+@record
 class CodeTable:
     family: str
     layer: str
@@ -106,23 +106,69 @@ def parse_table(doc, file: str) -> tuple[CodeTable | None, list[Problem]]:
     return table, problems
 
 
-def load_tables(codes_dir: Path) -> tuple[list[CodeTable], list[Problem]]:
-    from porter.kb.loader import _yaml_load
-
+def load_tables(codes_dir: Path, cache_dir: Path | None = None) -> tuple[list[CodeTable], list[Problem]]:
+    """The tables under `codes_dir`. With `cache_dir`, the parsed YAML documents are memoised
+    there, keyed by every file's name and content: parsing the ~70 kB of tables (and importing
+    yaml) was more than half of a warm `porter diagnose` on a trace that shows a code."""
     tables, problems = [], []
     if not codes_dir.is_dir():
         return [], []
-    for path in sorted(codes_dir.glob("*.yaml")):
-        try:
-            doc = _yaml_load(path.read_text(encoding="utf-8"), str(path))
-        except Exception as exc:  # noqa: BLE001 - reported, not raised
-            problems.append(Problem(str(path), "", f"cannot read: {exc}", "fix the YAML"))
+    paths = sorted(codes_dir.glob("*.yaml"))
+    docs = _parsed_documents(paths, cache_dir)
+    for path, doc in zip(paths, docs):
+        if isinstance(doc, Exception):
+            problems.append(Problem(str(path), "", f"cannot read: {doc}", "fix the YAML"))
             continue
         table, table_problems = parse_table(doc, str(path))
         problems.extend(table_problems)
         if table is not None:
             tables.append(table)
     return tables, problems
+
+
+def _parsed_documents(paths: list[Path], cache_dir: Path | None) -> list:
+    """The YAML document of each file, or the exception that reading it raised."""
+    import marshal
+    import zlib
+
+    texts: list = []
+    crc, adler = zlib.crc32(b"codes-1"), zlib.adler32(b"codes-1")
+    for path in paths:
+        try:
+            data = path.read_bytes()
+            texts.append(data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n"))  # as read_text reads it
+        except (OSError, UnicodeDecodeError) as exc:
+            texts.append(exc)
+            data = b"\0unreadable"
+        name = path.name.encode("utf-8", "surrogateescape") + b"\0"
+        crc, adler = zlib.crc32(data, zlib.crc32(name, crc)), zlib.adler32(data, zlib.adler32(name, adler))
+    memo = Path(cache_dir) / "kb" / f"codes-{crc:08x}{adler:08x}{len(paths):04x}.marshal" if cache_dir is not None else None
+    if memo is not None:
+        try:
+            found = marshal.loads(memo.read_bytes())
+            if type(found) is list and len(found) == len(paths):
+                return found
+        except (OSError, ValueError, EOFError, TypeError):
+            pass
+    from porter.kb.loader import _yaml_load
+
+    docs: list = []
+    for path, text in zip(paths, texts):
+        if isinstance(text, Exception):
+            docs.append(text)
+            continue
+        try:
+            docs.append(_yaml_load(text, str(path)))
+        except Exception as exc:  # noqa: BLE001 - reported, not raised
+            docs.append(exc)
+    if memo is not None and not any(isinstance(d, Exception) for d in docs):
+        try:
+            from porter.fsutil import atomic_write_bytes
+
+            atomic_write_bytes(memo, marshal.dumps(docs), durable=False)
+        except (OSError, ValueError):
+            pass  # a read-only cache, or a value marshal cannot write (a YAML date): not memoised
+    return docs
 
 
 def decode(tables: list[CodeTable], code: str) -> CodeInfo | None:

@@ -7,10 +7,10 @@ versions), a bare environment-facts document (`packages` at the top), or a flat 
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
+from porter import rxcache
 from porter.errors import InputError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the diagnose start-up path
@@ -63,7 +63,7 @@ def _from_mapping(doc: Any, source: str) -> dict[str, str]:
     return facts
 
 
-_PACKAGE_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,100}[A-Za-z0-9])?$")
+_PACKAGE_NAME = rxcache.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,100}[A-Za-z0-9])?$")
 
 
 def _check_version(value: str, version: str) -> None:
@@ -96,6 +96,8 @@ def parse_env(values: Iterable[str]) -> dict[str, str]:
                 f"--env {value!r}: neither package==version nor an existing JSON file",
                 hint="use --env torch_npu==2.7.1 or --env smoke-report.json",
             )
+        import json
+
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

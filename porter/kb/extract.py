@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections import Counter, deque
 
+from porter import rxcache
 from porter.kb.normalize import strip_prefix
 from porter.record import field, record
 
@@ -60,9 +61,9 @@ _CHAIN_MARKERS = (
     "During handling of the above exception, another exception occurred",
     "The above exception was the direct cause of the following exception",
 )
-_FRAME = re.compile(r'^\s*File "(?P<path>[^"]{1,1000})", line (?P<line>\d+)')
+_FRAME = rxcache.compile(r'^\s*File "(?P<path>[^"]{1,1000})", line (?P<line>\d+)')
 # "pkg.mod.SomeError: message" at the start of a line (tracebacks end with one; one-line errors are one)
-_EXCEPTION = re.compile(
+_EXCEPTION = rxcache.compile(
     r"^(?P<type>(?:[A-Za-z_][\w]{0,80}\.){0,8}[A-Za-z_]\w{0,80}"
     r"(?:Error|Exception|Exit|Interrupt|Failed|Fault|Invalid|NotFound|Timeout|Unavailable|Denied))"
     r"(?::\s?(?P<msg>.*))?$"
@@ -76,27 +77,27 @@ _ERR_WORDS = (
 ).split()
 _ERR_TOKENS = frozenset(v for w in _ERR_WORDS for v in (w, w.capitalize(), w.upper()))
 # One leading character class, then the rest: lets the regex engine skip most positions fast.
-_ERR_PHRASES = re.compile(r"[EeNnOoCcr](?:rrCode|etCode|et is|ot found|ot supported|o such file|ut of memory|an't|ould not|OT FOUND|UT OF MEMORY|[ZEIHJLK]\d{4}\b)")
-_TOKEN = re.compile(r"\w+")
+_ERR_PHRASES = rxcache.compile(r"[EeNnOoCcr](?:rrCode|etCode|et is|ot found|ot supported|o such file|ut of memory|an't|ould not|OT FOUND|UT OF MEMORY|[ZEIHJLK]\d{4}\b)")
+_TOKEN = rxcache.compile(r"\w+")
 _EXC_SUFFIXES = ("Error", "Exception", "Exit", "Interrupt", "Failed", "Fault", "Invalid", "NotFound",
                  "Timeout", "Unavailable", "Denied")  # not "Warning": warnings are not part of the failure chain
-_DMESG = re.compile(r"^\[\s{0,8}\d{1,8}\.\d{3,9}\]|\b(?:uda_|devdrv_|davinci|hdc_|dms_)\w*")
+_DMESG = rxcache.compile(r"^\[\s{0,8}\d{1,8}\.\d{3,9}\]|\b(?:uda_|devdrv_|davinci|hdc_|dms_)\w*")
 
 # Error codes: (family, pattern, group). Each pattern starts with literal characters, which lets
 # the regex engine jump between candidate positions (one combined alternation was 6x slower).
 _CODES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("cann", re.compile(r"E[A-Z]\d{4}(?!\w)")),  # EZ9999, EE1001, EI0006, EJ0001, EL0005
-    ("cann", re.compile(r"ERR\d{5}(?!\w)")),
-    ("cann", re.compile(r"[Ee](?:rror[ _]?[Cc]ode|rrCode|rrcode|rr_code|rror)(?:\s+is)?\s*[=:]?\s*\[?(\d{6})(?!\d)")),  # 507899, 161002
-    ("cann", re.compile(r"507\d{3}(?!\d)")),  # runtime 507xxx codes are distinctive even without "code"
-    ("cann", re.compile(r"retCode=0x[0-9a-fA-F]+")),
-    ("cann", re.compile(r"\bresult\s?=\s?(\d{6})(?!\d)")),  # "build op model failed, result = 500001"
-    ("hccl", re.compile(r"HCCL function error: [^\n]{0,300}?error code is (\d{1,2})(?!\d)")),
-    ("driver", re.compile(r"drvRetCode=\d+")),
-    ("driver", re.compile(r"ret is (-?\d{1,6})(?!\d)")),
-    ("driver", re.compile(r"dcmi\b[^\n]{0,80}?\bret(?:urn)?(?: code)?\s*[=:]\s*(-?\d{1,6})(?!\d)")),
+    ("cann", rxcache.compile(r"E[A-Z]\d{4}(?!\w)")),  # EZ9999, EE1001, EI0006, EJ0001, EL0005
+    ("cann", rxcache.compile(r"ERR\d{5}(?!\w)")),
+    ("cann", rxcache.compile(r"[Ee](?:rror[ _]?[Cc]ode|rrCode|rrcode|rr_code|rror)(?:\s+is)?\s*[=:]?\s*\[?(\d{6})(?!\d)")),  # 507899, 161002
+    ("cann", rxcache.compile(r"507\d{3}(?!\d)")),  # runtime 507xxx codes are distinctive even without "code"
+    ("cann", rxcache.compile(r"retCode=0x[0-9a-fA-F]+")),
+    ("cann", rxcache.compile(r"\bresult\s?=\s?(\d{6})(?!\d)")),  # "build op model failed, result = 500001"
+    ("hccl", rxcache.compile(r"HCCL function error: [^\n]{0,300}?error code is (\d{1,2})(?!\d)")),
+    ("driver", rxcache.compile(r"drvRetCode=\d+")),
+    ("driver", rxcache.compile(r"ret is (-?\d{1,6})(?!\d)")),
+    ("driver", rxcache.compile(r"dcmi\b[^\n]{0,80}?\bret(?:urn)?(?: code)?\s*[=:]\s*(-?\d{1,6})(?!\d)")),
 )
-_CODE_GATE = re.compile(r"\d{4}|0x|RetCode|HCCL function")  # every code above has one of these: a cheap first test
+_CODE_GATE = rxcache.compile(r"\d{4}|0x|RetCode|HCCL function")  # every code above has one of these: a cheap first test
 # Per pattern, a substring every match contains ("" = none short enough): a busy log's lines
 # with numbers pass the gate above, and one `in` test is far cheaper than one regex scan each.
 _CODE_LITERALS = ("", "ERR", "rr", "507", "retCode=0x", "result", "HCCL function error", "drvRetCode=", "ret is ", "dcmi")
@@ -111,8 +112,11 @@ EXTRACT_NEEDLES: tuple[str, ...] = (
 )
 # CANN codes (EZ9999, EI0006 ...) make a line worth a look even without an error word; one regex
 # pass over the chunk is cheaper than a str.find per code prefix.
-CODE_LINE = re.compile(r"E[ZEIHJLK]\d{4}")
+CODE_LINE = rxcache.compile(r"E[ZEIHJLK]\d{4}")
 _CODE_LAYER_HINT = {"cann": "cann", "driver": "driver", "hccl": "hccl"}
+# codes that say nothing about the failing layer: torch_npu prints ERR99999 after any exception
+# raised outside torch_npu (the application's, vllm's, a library's) while it was loaded
+NO_LAYER_CODES = frozenset({"ERR99999"})
 
 
 @record(frozen=True)
@@ -413,8 +417,8 @@ class Extractor:
             layer = PACKAGE_LAYER.get(pkg)
             if layer:
                 hints[layer] += count
-        for _, family, _ in self._codes.values():
-            layer = _CODE_LAYER_HINT.get(family)
+        for code, family, _ in self._codes.values():
+            layer = _CODE_LAYER_HINT.get(family) if code not in NO_LAYER_CODES else None
             if layer:
                 hints[layer] += 2
         if any(b.kind == "dmesg" for b in blocks):

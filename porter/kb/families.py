@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 
+from porter import rxcache
+
 # Capture name -> the bounded pattern it matches by default (an item's `captures:` overrides).
 CAPTURE_PATTERNS: dict[str, str] = {
     "op": r"[A-Za-z_][\w.:]{0,120}",
@@ -35,10 +37,10 @@ CAPTURE_PATTERNS: dict[str, str] = {
     "device": r"[\w:.-]{1,40}",
 }
 DEFAULT_CAPTURE = r"[^\s'\"]{1,200}"
-_PLACEHOLDER = re.compile(r"\{(\*|[A-Za-z_]\w{0,40})\}")
-_CODE_RANGE = re.compile(r"^(?P<prefix>[A-Za-z_]{0,6})(?P<lo>\d{1,8})(?:-(?P=prefix)?(?P<hi>\d{1,8}))?$")
-_FRAME_PACKAGE = re.compile(r"^[A-Za-z_][\w.]{0,80}$")
-EXCEPTION_TYPE = re.compile(r"^(?:[A-Za-z_]\w{0,80}\.){0,6}[A-Za-z_]\w{0,80}$")
+_PLACEHOLDER = rxcache.compile(r"\{(\*|[A-Za-z_]\w{0,40})\}")
+_CODE_RANGE = rxcache.compile(r"^(?P<prefix>[A-Za-z_]{0,6})(?P<lo>\d{1,8})(?:-(?P=prefix)?(?P<hi>\d{1,8}))?$")
+_FRAME_PACKAGE = rxcache.compile(r"^[A-Za-z_][\w.]{0,80}$")
+EXCEPTION_TYPE = rxcache.compile(r"^(?:[A-Za-z_]\w{0,80}\.){0,6}[A-Za-z_]\w{0,80}$")
 FORMS = ("literal", "regex", "code", "template", "exception", "frame")
 
 

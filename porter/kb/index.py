@@ -14,6 +14,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from operator import methodcaller
 
+from porter import rxcache
 from porter.kb.normalize import fuzzy_form
 from porter.kb.schema import KBEntry
 from porter.record import record
@@ -22,8 +23,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the d
 if TYPE_CHECKING:
     from typing import Iterable
 
-TOKEN = re.compile(r"\w+")
-ASCII_TOKEN = re.compile(r"[A-Za-z0-9_]+")  # TOKEN on an ASCII string (its \w is exactly this class there)
+TOKEN = rxcache.compile(r"\w+")
+ASCII_TOKEN = rxcache.compile(r"[A-Za-z0-9_]+")  # TOKEN on an ASCII string (its \w is exactly this class there)
 # Frequent words make poor index keys (they would send every line to the checker).
 _COMMON = frozenset(
     """error errors exception import module named from cannot name line file object has attribute
@@ -247,7 +248,7 @@ def needle_keys(needles: tuple[str, ...]) -> list[str] | None:
 
 
 # -- the compiled knowledge base ------------------------------------------------------------------
-_ODD_SPACE = re.compile(r"\s\s|[^\S ]")
+_ODD_SPACE = rxcache.compile(r"\s\s|[^\S ]")
 
 
 def squeeze(line: str) -> str:
@@ -266,8 +267,11 @@ class _Sig:
         self._rx: re.Pattern[str] | None = None
         self._compiled = False
         # a literal with whitespace also matches when runs of spaces/tabs differ (pasted logs)
-        has_space = kind == "literal" and any(ch.isspace() for ch in pattern)
-        self._collapsed = " ".join(pattern.split()) if has_space else None
+        # (split() is [pattern] exactly when the pattern holds no whitespace: a C-level test, as
+        # ~640 signatures are prepared on every call)
+        words = pattern.split() if kind == "literal" else None
+        has_space = words is not None and words != [pattern] and pattern != ""
+        self._collapsed = " ".join(words) if has_space else None
 
     @property
     def collapsed(self) -> str | None:
@@ -281,9 +285,9 @@ class _Sig:
                 if self.kind == "code":
                     from porter.kb.families import code_regex
 
-                    self._rx = re.compile(code_regex(self.pattern))
+                    self._rx = rxcache.compile(code_regex(self.pattern))
                 else:
-                    self._rx = re.compile(self.pattern)
+                    self._rx = rxcache.compile(self.pattern)
             except (re.error, ValueError):
                 self._rx = None  # lint reports it; matching skips it
         return self._rx
@@ -443,6 +447,14 @@ _DIGITS_AS_ZERO = str.maketrans("123456789", "000000000")
 def presence_key(needle: str) -> str:
     """What `distinct_lines` must contain for `needle` to occur in the chunk: the needle, digits as 0."""
     return needle.translate(_DIGITS_AS_ZERO)
+
+
+def presence_keys(needles) -> tuple[str, ...]:
+    """`presence_key` of each needle, with one translate of them all joined (hundreds of
+    needles are keyed on every scan); per needle when one holds the separator."""
+    needles = tuple(needles)
+    keys = "\n".join(needles).translate(_DIGITS_AS_ZERO).split("\n")
+    return tuple(keys) if len(keys) == len(needles) else tuple(map(presence_key, needles))
 
 
 def distinct_lines(lines: list[str], text: str) -> str | None:

@@ -24,7 +24,7 @@ from bisect import bisect_right
 from porter.kb.extract import CODE_LINE, Extractor, Signals, is_errorish
 from porter.kb.index import ASCII_TOKEN as _ASCII_TOKEN
 from porter.kb.index import TOKEN as _TOKEN
-from porter.kb.index import CompiledKB, candidate_lines, distinct_lines, prefilter_needles, presence_key, present_needles, squeeze  # CompiledKB re-exported too
+from porter.kb.index import CompiledKB, candidate_lines, distinct_lines, prefilter_needles, presence_keys, present_needles, squeeze  # CompiledKB re-exported too
 from porter.kb.normalize import fuzzy_form, iter_batches, strip_prefix
 from porter.kb.schema import KBEntry
 from porter.lazyre import LazyPattern
@@ -49,6 +49,9 @@ LINE_MEMO_BYTES = 8 << 20  # the recent-line memo's estimated size (line, de-pre
 FEW_KEYLESS = 16  # at most this many keyless needles in a chunk: test each on the line
 TOKEN_MEMO_BYTES = 4 << 20  # the token memo of the keyless needles, bounded in estimated bytes (cleared when full)
 TOKEN_MEMO_FRESH_PER_LINE = 24  # a line with more unseen tokens tests the needles directly
+# the token memo pays once tokens repeat: before this many distinct lines were matched (a single
+# trace, where every token is new), each line tests the keyless needles directly, which is cheaper
+TOKEN_MEMO_AFTER_LINES = 512
 SEVERITY_RANK_PENALTY = {"warning": 0.15, "info": 0.3}  # ranking only; confidence is unchanged
 ADVICE_NOTE = "only warning lines matched and the log shows no failure: advice for a working run, not a diagnosis"
 # a line the program labels a warning: "Warning:", "UserWarning:", "[W ...]" / glog "W0428 ...", "CAUTION:"
@@ -114,8 +117,8 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
     findall = _TOKEN.findall
     ascii_words = _ASCII_TOKEN.findall  # the same tokens for an ASCII line, found faster than with \w
     needles = prefilter_needles(kb)
-    keys_of = tuple(tuple(map(presence_key, group)) for group in needles) if needles is not None else ((), ())
-    always_keys = [presence_key(needle) for needle, _ in always_needles]
+    keys_of = tuple(presence_keys(group) for group in needles) if needles is not None else ((), ())
+    always_keys = presence_keys(needle for needle, _ in always_needles)
     always_now = always_needles  # this chunk's: the needles absent from it are not tested per line
     # A chunk of unique lines defeats that filter, and testing ~150 needles on every line was
     # most of a crafted log's cost. A needle occurs in a line only if its longest word lies
@@ -163,13 +166,17 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
     seen_lines: dict[str, tuple[str, list[str], list[int]]] = {}
     memo_chars = 0
 
+    matched_lines = 0
+
     def match_line(clean: str) -> tuple[str, list[str], list[int]]:
+        nonlocal matched_lines
+        matched_lines += 1
         text = strip_prefix(clean)
         tokens = ascii_words(clean) if clean.isascii() else findall(clean)
         candidates: set[int] = set(always_bare)
         for tok in keys & tokens:  # the line's index keys, intersected in C
             candidates.update(index[tok])
-        if len(always_now) <= FEW_KEYLESS or not keyless_by_tokens(clean, tokens, candidates):
+        if len(always_now) <= FEW_KEYLESS or matched_lines <= TOKEN_MEMO_AFTER_LINES or not keyless_by_tokens(clean, tokens, candidates):
             for needle, pos in always_now:  # keyless signatures: a substring test first
                 if needle in clean:
                     candidates.add(pos)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import codecs
 import re
 
+from porter import rxcache
 from porter.lazyre import LazyPattern
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the diagnose start-up path
@@ -21,19 +22,19 @@ if TYPE_CHECKING:
 CHUNK_SIZE = 1 << 20
 MAX_LINE_CHARS = 32_768  # longer lines are cut; signatures sit near the start of a line
 
-_ANSI = re.compile(
+_ANSI = rxcache.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor movement, erase line
     r"|\x1b\][^\x07\x1b\n]{0,512}(?:\x07|\x1b\\)"  # OSC: window titles, hyperlinks (never across lines)
     r"|\x1b[@-Z\\-_]"  # two-byte escapes
     r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
 )
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_NEWLINES = re.compile(r"\r\n|\r|\n")
+_CONTROL = rxcache.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_NEWLINES = rxcache.compile(r"\r\n|\r|\n")
 
 # One prefix at a time; applied repeatedly because prefixes stack:
 # "(RayWorker pid=1) [rank3]: 2024-01-01 10:00:00 ERROR ...". A prefix takes at most one
 # separator space, so the indentation of traceback lines ("[rank1]:   File ...") survives.
-_PREFIXES = re.compile(
+_PREFIXES = rxcache.compile(
     r"""^(?:
         \((?:[A-Za-z_][\w.:=-]{0,80}[ \t]{1,4}){0,4}pid=\d+(?:,\s*ip=[\w.:-]{1,64})?\)[ \t]?  # (RayWorker pid=123) (VllmWorker rank=1 pid=7) (pid=5, ip=1.2.3.4)
       | \[rank\s?\d{1,6}\]:?[ \t]?                                            # [rank3]:
@@ -49,7 +50,7 @@ _PREFIXES = re.compile(
     re.VERBOSE,
 )
 # A level word is only a prefix right after a timestamp (a bare "ERROR: ..." is message text, e.g. pip's).
-_LEVEL_AFTER_TS = re.compile(r"^(?:-\s*)?(?:\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]?)(?:\s*[-:|]\s*|\s+)")
+_LEVEL_AFTER_TS = rxcache.compile(r"^(?:-\s*)?(?:\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]?)(?:\s*[-:|]\s*|\s+)")
 
 
 def _clean_block(text: str) -> str:

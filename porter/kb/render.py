@@ -122,99 +122,197 @@ def diagnose_payload(diag: Diagnosis, source: str, kb_info: dict[str, Any], expl
     }
 
 
-# -- rich rendering ------------------------------------------------------------------------------
-def render_diagnosis(console, payload: dict[str, Any], explain: bool = False) -> None:
-    from rich.markup import escape
-    from rich.panel import Panel
+# -- one layout of a diagnosis, drawn by rich and by porter.plain ---------------------------------
+# `_diagnosis_layout` says once what a diagnosis shows: lines of parts, and panels. A part is a
+# str the layout wrote (never markup), `_Esc` (text from the trace or the KB: rich escapes it),
+# `_Raw` (a number or identifier rich prints as it is: the plain back-end declines one holding
+# a bracket, which rich would read as markup) or `_Style` (a rich style around parts). rich
+# draws the parts as markup (`render_diagnosis`); porter.plain draws their text with rich's exact
+# bytes for a non-terminal console (`plain_diagnosis`).
+class _Esc:
+    __slots__ = ("text",)
 
-    src = escape(payload["input"]["source"])
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+class _Raw:
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+class _Style:
+    __slots__ = ("style", "parts")
+
+    def __init__(self, style: str, *parts: Any) -> None:
+        self.style, self.parts = style, parts
+
+
+def _bold(*parts: Any) -> _Style:
+    return _Style("bold", *parts)
+
+
+def _diagnosis_layout(payload: dict[str, Any], explain: bool) -> list[tuple]:
+    """("line", parts, soft_wrap) and ("panel", title parts, [body line parts]) in print order."""
+    out: list[tuple] = []
+
+    def line(*parts: Any, soft_wrap: bool = False) -> None:
+        out.append(("line", parts, soft_wrap))
+
+    source, lines = _Esc(payload["input"]["source"]), _Raw(payload["input"]["lines"])
     causal = payload.get("causal_line") or {}
     if causal.get("text") and payload["status"] != "match":  # a match's panel lists its lines earliest first
-        console.print(f"[bold]causal line[/] {causal['line']}: {escape(causal['text'][:300])}", soft_wrap=True)
-    _render_codes(console, payload.get("codes") or [])
+        line(_bold("causal line"), " ", _Raw(causal["line"]), ": ", _Esc(causal["text"][:300]), soft_wrap=True)
+    decoded = [c for c in payload.get("codes") or [] if c.get("meaning")]
+    if decoded:
+        line(_bold("error codes"), ":")
+        for c in decoded[:8]:
+            name = f" {c['name']}" if c.get("name") else ""
+            how = () if c.get("exact") else (" ", _Style("dim", "(by range)"))
+            line("  ", _Style("cyan", _Esc(c["code"])), _Esc(name), " (line ", _Raw(c["line"]), "): ", _Esc(c["meaning"]), *how,
+                 soft_wrap=True)
+            for step in c.get("first_steps", [])[:2]:
+                line("      - ", _Esc(step), soft_wrap=True)
     if payload["status"] == "match":
         matches = payload["matches"]
-        console.print(f"[bold green]diagnosis[/] for {src} ({payload['input']['lines']} lines): {len(matches)} match(es)")
+        line(_Style("bold green", "diagnosis"), " for ", source, " (", lines, " lines): ", str(len(matches)), " match(es)")
         for m in matches:
             # confidence before the title: a long title is cut at the terminal width, the score must survive
-            head = f"#{m['rank']} [bold]{m['id']}[/] confidence {m['confidence']:.2f} · {escape(m['title'])}  [dim]({m['layer']}, {m['method']})[/]"
-            body: list[str] = []
+            head = ("#", _Raw(m["rank"]), " ", _bold(_Raw(m["id"])), f" confidence {m['confidence']:.2f} · ", _Esc(m["title"]),
+                    "  ", _Style("dim", "(", _Raw(m["layer"]), ", ", _Raw(m["method"]), ")"))
+            body: list[tuple] = []
             shown: set[tuple[int, str]] = set()  # several signatures may hit the same line: show it once
             for ml in m["matched_lines"]:
                 if (ml["line"], ml["text"]) in shown or len(shown) >= 6:
                     continue
                 shown.add((ml["line"], ml["text"]))
-                where = f"line {ml['line']}" if ml["line"] else "fuzzy"
-                body.append(f"[cyan]{where}[/]: {escape(ml['text'][:300])}")
+                where = ("line ", _Raw(ml["line"])) if ml["line"] else ("fuzzy",)
+                body.append((_Style("cyan", *where), ": ", _Esc(ml["text"][:300])))
             if m["rank"] == 1 or payload["close"]:
-                body.append(f"\n[bold]cause[/]: {escape(m['root_cause'])}")
-                body.append("[bold]fix[/]:")
-                body.extend(f"  {i}. {escape(step)}" for i, step in enumerate(m["fix"], 1))
-                body.append(f"[bold]verify[/]: {escape(m['verify'])}")
+                body.append(("\n", _bold("cause"), ": ", _Esc(m["root_cause"])))
+                body.append((_bold("fix"), ":"))
+                body.extend((f"  {i}. ", _Esc(step)) for i, step in enumerate(m["fix"], 1))
+                body.append((_bold("verify"), ": ", _Esc(m["verify"])))
                 if m["aliases"]:
-                    body.append(f"[dim]aliases: {escape(', '.join(m['aliases']))}[/]")
+                    body.append((_Style("dim", "aliases: ", _Esc(", ".join(m["aliases"]))),))
             for note in m["version_notes"]:
-                body.append(f"[yellow]version[/]: {escape(note)}")
+                body.append((_Style("yellow", "version"), ": ", _Esc(note)))
             if explain and "explain" in m:
-                body.append(f"[dim]score: {escape(str(m['explain']))}[/]")
-            console.print(Panel("\n".join(body), title=head, title_align="left", expand=True))
+                body.append((_Style("dim", "score: ", _Esc(str(m["explain"]))),))
+            out.append(("panel", head, body))
         if payload["close"]:
-            console.print("[yellow]the top matches are close[/]; tell them apart with:")
+            line(_Style("yellow", "the top matches are close"), "; tell them apart with:")
             for m in matches[:2]:
                 for d in m["discriminators"] or ["(no discriminator recorded)"]:
-                    console.print(f"  [bold]{m['id']}[/]: {escape(d)}")
-        return
+                    line("  ", _bold(_Raw(m["id"])), ": ", _Esc(d))
+        return out
 
-    console.print(f"[bold yellow]unknown[/]: no knowledge-base entry matches {src} ({payload['input']['lines']} lines)")
+    line(_Style("bold yellow", "unknown"), ": no knowledge-base entry matches ", source, " (", lines, " lines)")
     tri = payload.get("triage") or {}
     if tri:
-        console.print(f"[bold]triage[/]: layer {escape(tri['layer'] or '?')}; failing package {escape(tri['failing_package'] or '?')}"
-                      + (f"; {escape(tri['reason'])}" if tri["reason"] else ""), soft_wrap=True)
+        reason = ("; ", _Esc(tri["reason"])) if tri["reason"] else ()
+        line(_bold("triage"), ": layer ", _Esc(tri["layer"] or "?"), "; failing package ", _Esc(tri["failing_package"] or "?"), *reason,
+             soft_wrap=True)
         for cmd in tri["next_commands"]:
-            console.print(f"  next: [bold]{escape(cmd)}[/]", soft_wrap=True)
+            line("  next: ", _bold(_Esc(cmd)), soft_wrap=True)
     sig = payload["signals"]
     if sig["exceptions"]:
-        console.print("[bold]exception chain[/]:")
+        line(_bold("exception chain"), ":")
         for exc in sig["exceptions"][-8:]:
-            console.print(f"  line {exc['line']}: {escape(exc['type'])}: {escape(exc['message'][:300])}")
+            line("  line ", _Raw(exc["line"]), ": ", _Esc(exc["type"]), ": ", _Esc(exc["message"][:300]))
     if sig["codes"] and not payload.get("codes"):
-        console.print("[bold]error codes[/]: " + escape(", ".join(f"{c['code']} ({c['family']})" for c in sig["codes"][:12])))
+        line(_bold("error codes"), ": ", _Esc(", ".join(f"{c['code']} ({c['family']})" for c in sig["codes"][:12])))
     if sig["packages"]:
-        console.print("[bold]frame packages[/]: " + escape(", ".join(f"{p['package']}×{p['frames']}" for p in sig["packages"][:8])))
+        line(_bold("frame packages"), ": ", _Esc(", ".join(f"{p['package']}×{p['frames']}" for p in sig["packages"][:8])))
     if sig["layer_hints"]:
-        console.print("[bold]layer hints[/]: " + ", ".join(sig["layer_hints"]))
+        line(_bold("layer hints"), ": ", _Raw(", ".join(sig["layer_hints"])))
     if not (sig["exceptions"] or sig["codes"] or sig["blocks"]):
-        console.print("[dim]no error lines were found in the input[/]")
+        line(_Style("dim", "no error lines were found in the input"))
     elif sig["blocks"]:
         last = sig["blocks"][-1]
-        console.print(f"[bold]last error block[/] (lines {last['start_line']}-{last['end_line']}):")
-        for line in last["lines"][-15:]:
-            console.print("  " + escape(line[:300]))
+        line(_bold("last error block"), " (lines ", _Raw(last["start_line"]), "-", _Raw(last["end_line"]), "):")
+        for text in last["lines"][-15:]:
+            line("  ", _Esc(text[:300]))
     if payload["near_misses"]:
-        console.print("[bold]near misses[/] (below the match threshold):")
+        line(_bold("near misses"), " (below the match threshold):")
         for m in payload["near_misses"]:
-            console.print(f"  {m['confidence']:.2f}  {m['id']}  {escape(m['title'])}  [dim]({m['method']})[/]")
+            line(f"  {m['confidence']:.2f}  ", _Raw(m["id"]), "  ", _Esc(m["title"]), "  ", _Style("dim", "(", _Raw(m["method"]), ")"))
             for note in m.get("version_notes", []):
-                console.print(f"        [yellow]version[/]: {escape(note)}")
+                line("        ", _Style("yellow", "version"), ": ", _Esc(note))
             if m.get("advice"):
-                console.print(f"        [cyan]advice[/]: {escape(m['advice'])}")
+                line("        ", _Style("cyan", "advice"), ": ", _Esc(m["advice"]))
             if explain and "explain" in m:
-                console.print(f"        [dim]score: {escape(str(m['explain']))}[/]")
+                line("        ", _Style("dim", "score: ", _Esc(str(m["explain"]))))
+    return out
 
 
-def _render_codes(console, codes: list[dict]) -> None:
+def _markup(parts) -> str:
+    """The parts as rich markup."""
     from rich.markup import escape
 
-    decoded = [c for c in codes if c.get("meaning")]
-    if not decoded:
-        return
-    console.print("[bold]error codes[/]:")
-    for c in decoded[:8]:
-        name = f" {c['name']}" if c.get("name") else ""
-        how = "" if c.get("exact") else " [dim](by range)[/]"
-        console.print(f"  [cyan]{escape(c['code'])}[/]{escape(name)} (line {c['line']}): {escape(c['meaning'])}{how}", soft_wrap=True)
-        for step in c.get("first_steps", [])[:2]:
-            console.print(f"      - {escape(step)}", soft_wrap=True)
+    out = []
+    for part in parts:
+        if type(part) is str:
+            out.append(part)
+        elif type(part) is _Esc:
+            out.append(escape(part.text))
+        elif type(part) is _Raw:
+            out.append(str(part.value))
+        else:
+            out.append(f"[{part.style}]{_markup(part.parts)}[/]")
+    return "".join(out)
+
+
+def _plain(parts) -> str:
+    """The parts' text, as rich prints their markup; Unrenderable for a raw value with a bracket."""
+    from porter.plain import Unrenderable
+
+    out = []
+    for part in parts:
+        if type(part) is str:
+            out.append(part)
+        elif type(part) is _Esc:
+            out.append(part.text)
+        elif type(part) is _Raw:
+            text = str(part.value)
+            if "[" in text:
+                raise Unrenderable(text[:40])
+            out.append(text)
+        else:
+            out.append(_plain(part.parts))
+    return "".join(out)
+
+
+def render_diagnosis(console, payload: dict[str, Any], explain: bool = False) -> None:
+    from rich.panel import Panel
+
+    for item in _diagnosis_layout(payload, explain):
+        if item[0] == "panel":
+            body = "\n".join(_markup(parts) for parts in item[2])
+            console.print(Panel(body, title=_markup(item[1]), title_align="left", expand=True))
+        elif item[2]:
+            console.print(_markup(item[1]), soft_wrap=True)
+        else:
+            console.print(_markup(item[1]))
+
+
+def plain_diagnosis(payload: dict[str, Any], explain: bool, width: int) -> str | None:
+    """What `render_diagnosis` prints through a non-terminal rich Console of `width` columns,
+    laid out by porter.plain; None when it cannot promise the same bytes (rich renders then)."""
+    from porter.plain import PlainPage, Unrenderable
+
+    try:
+        page = PlainPage(width)
+        for item in _diagnosis_layout(payload, explain):
+            if item[0] == "panel":
+                page.panel(_plain(item[1]), "\n".join(_plain(parts) for parts in item[2]))
+            else:
+                page.print(_plain(item[1]), soft_wrap=item[2])
+        return page.text()
+    except Unrenderable:
+        return None
 
 
 def render_entry(console, entry: KBEntry) -> None:
@@ -236,110 +334,3 @@ def render_entry(console, entry: KBEntry) -> None:
             for i, item in enumerate(items, 1):
                 console.print(f"  {i if name == 'fix' else '-'}{'.' if name == 'fix' else ''} {escape(item)}")
     console.print(f"\n[bold]verify[/]\n  {escape(entry.verify)}")
-
-
-# -- the same text without rich (porter.plain), for output that is not a terminal -----------------
-def plain_diagnosis(payload: dict[str, Any], explain: bool, width: int) -> str | None:
-    """What `render_diagnosis` prints through a non-terminal rich Console of `width` columns,
-    laid out by porter.plain; None when it cannot promise the same bytes (rich renders then)."""
-    from porter.plain import PlainPage, Unrenderable
-
-    try:
-        page = PlainPage(width)
-        _plain_diagnosis(page, payload, explain)
-        return page.text()
-    except Unrenderable:
-        return None
-
-
-def _bare(value: Any) -> str:
-    """A value `render_diagnosis` interpolates without escape(): plain only without brackets."""
-    from porter.plain import Unrenderable
-
-    text = str(value)
-    if "[" in text:
-        raise Unrenderable(text[:40])
-    return text
-
-
-def _plain_diagnosis(page, payload: dict[str, Any], explain: bool) -> None:
-    src = payload["input"]["source"]
-    causal = payload.get("causal_line") or {}
-    if causal.get("text") and payload["status"] != "match":
-        page.print(f"causal line {_bare(causal['line'])}: {causal['text'][:300]}", soft_wrap=True)
-    decoded = [c for c in payload.get("codes") or [] if c.get("meaning")]
-    if decoded:
-        page.print("error codes:")
-        for c in decoded[:8]:
-            name = f" {c['name']}" if c.get("name") else ""
-            how = "" if c.get("exact") else " (by range)"
-            page.print(f"  {c['code']}{name} (line {_bare(c['line'])}): {c['meaning']}{how}", soft_wrap=True)
-            for step in c.get("first_steps", [])[:2]:
-                page.print(f"      - {step}", soft_wrap=True)
-    if payload["status"] == "match":
-        matches = payload["matches"]
-        page.print(f"diagnosis for {src} ({_bare(payload['input']['lines'])} lines): {len(matches)} match(es)")
-        for m in matches:
-            head = f"#{_bare(m['rank'])} {_bare(m['id'])} confidence {m['confidence']:.2f} · {m['title']}  ({_bare(m['layer'])}, {_bare(m['method'])})"
-            body: list[str] = []
-            shown: set[tuple[int, str]] = set()
-            for ml in m["matched_lines"]:
-                if (ml["line"], ml["text"]) in shown or len(shown) >= 6:
-                    continue
-                shown.add((ml["line"], ml["text"]))
-                where = f"line {_bare(ml['line'])}" if ml["line"] else "fuzzy"
-                body.append(f"{where}: {ml['text'][:300]}")
-            if m["rank"] == 1 or payload["close"]:
-                body.append(f"\ncause: {m['root_cause']}")
-                body.append("fix:")
-                body.extend(f"  {i}. {step}" for i, step in enumerate(m["fix"], 1))
-                body.append(f"verify: {m['verify']}")
-                if m["aliases"]:
-                    body.append(f"aliases: {', '.join(m['aliases'])}")
-            for note in m["version_notes"]:
-                body.append(f"version: {note}")
-            if explain and "explain" in m:
-                body.append(f"score: {m['explain']}")
-            page.panel(head, "\n".join(body))
-        if payload["close"]:
-            page.print("the top matches are close; tell them apart with:")
-            for m in matches[:2]:
-                for d in m["discriminators"] or ["(no discriminator recorded)"]:
-                    page.print(f"  {_bare(m['id'])}: {d}")
-        return
-
-    page.print(f"unknown: no knowledge-base entry matches {src} ({_bare(payload['input']['lines'])} lines)")
-    tri = payload.get("triage") or {}
-    if tri:
-        page.print(f"triage: layer {tri['layer'] or '?'}; failing package {tri['failing_package'] or '?'}"
-                   + (f"; {tri['reason']}" if tri["reason"] else ""), soft_wrap=True)
-        for cmd in tri["next_commands"]:
-            page.print(f"  next: {cmd}", soft_wrap=True)
-    sig = payload["signals"]
-    if sig["exceptions"]:
-        page.print("exception chain:")
-        for exc in sig["exceptions"][-8:]:
-            page.print(f"  line {_bare(exc['line'])}: {exc['type']}: {exc['message'][:300]}")
-    if sig["codes"] and not payload.get("codes"):
-        page.print("error codes: " + ", ".join(f"{c['code']} ({c['family']})" for c in sig["codes"][:12]))
-    if sig["packages"]:
-        page.print("frame packages: " + ", ".join(f"{p['package']}×{p['frames']}" for p in sig["packages"][:8]))
-    if sig["layer_hints"]:
-        page.print("layer hints: " + ", ".join(_bare(h) for h in sig["layer_hints"]))
-    if not (sig["exceptions"] or sig["codes"] or sig["blocks"]):
-        page.print("no error lines were found in the input")
-    elif sig["blocks"]:
-        last = sig["blocks"][-1]
-        page.print(f"last error block (lines {_bare(last['start_line'])}-{_bare(last['end_line'])}):")
-        for line in last["lines"][-15:]:
-            page.print("  " + line[:300])
-    if payload["near_misses"]:
-        page.print("near misses (below the match threshold):")
-        for m in payload["near_misses"]:
-            page.print(f"  {m['confidence']:.2f}  {_bare(m['id'])}  {m['title']}  ({_bare(m['method'])})")
-            for note in m.get("version_notes", []):
-                page.print(f"        version: {note}")
-            if m.get("advice"):
-                page.print(f"        advice: {m['advice']}")
-            if explain and "explain" in m:
-                page.print(f"        score: {m['explain']}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from porter import rxcache
 from porter.record import asdict, record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the diagnose start-up path
@@ -44,7 +45,7 @@ LAYERS: dict[str, str] = {
 KINDS = ("drift", "bug", "env", "config", "packaging", "build", "hardware", "network", "process")
 SEVERITIES = ("error", "warning", "info")
 MATCH_MODES = ("any", "all")
-ID_RE = re.compile(r"^(?P<prefix>[A-Z]+)-(?P<num>\d{3,4})$")
+ID_RE = rxcache.compile(r"^(?P<prefix>[A-Z]+)-(?P<num>\d{3,4})$")
 
 KNOWN_FIELDS = frozenset(
     {

@@ -31,7 +31,7 @@ from porter.upgrade.index import TreeIndex
 from porter.upgrade.lanes import Lanes
 from porter.upgrade.models import DriftRecord, OutcomeDecision, Severity
 from porter.upgrade.outcome import decide_outcome
-from porter.upgrade.sources import Sources, Tree, check_ref_syntax, parse_release
+from porter.upgrade.sources import LEAN_SKIPPED, Sources, Tree, check_ref_syntax, parse_release
 from porter.upgrade.usage import DEFAULT_EXCLUDES, FileUsage, UsageSummary, scan_plugin, summarize
 
 REPORT_SCHEMA = "porter.upgrade.analysis/1"
@@ -152,13 +152,14 @@ def resolve_upstream_tree(
 ) -> Tree | None:
     """The tree for `ref` of `upstream`: an explicit path, a `--upstream-path` entry, a PyPI
     release, or a git ref of the upstream's repository."""
+    lean = _lean(upstream)
     if path is not None:
-        return sources.local_tree(Path(path), label=ref or Path(path).name)
+        return sources.local_tree(Path(path), label=ref or Path(path).name, lean=lean)
     if ref is None:
         return None
     key = upstream_path_key(ref, upstream_paths)
     if key is not None:
-        return sources.local_tree(Path(upstream_paths[key]), label=ref)
+        return sources.local_tree(Path(upstream_paths[key]), label=ref, lean=lean)
     check_ref_syntax(ref, what)
     release = parse_release(ref)
     if release is not None and upstream.pypi and not ref.startswith("v"):
@@ -169,6 +170,12 @@ def resolve_upstream_tree(
         return sources.git_tree(upstream.git, ref)
     raise InputError(f"no source for {upstream.name} {ref}: the registry has neither a PyPI name nor a git URL",
                      hint=f"pass the tree with --upstream-path {ref}=DIR")
+
+
+def _lean(upstream: UpstreamSpec) -> bool:
+    """An upstream archive is unpacked without the folders its index never reads (tests/, docs/
+    ...), unless one of its packages is named like one of them."""
+    return not LEAN_SKIPPED & set(upstream.packages)
 
 
 def upstream_path_key(ref: str | None, upstream_paths: dict[str, Path]) -> str | None:
@@ -289,13 +296,7 @@ def _module_prefix(root: Path, packages: tuple[str, ...]) -> str:
 
 
 def _module_sizes(index: TreeIndex) -> dict[str, int]:
-    sizes = {}
-    for module, path in index.files.items():
-        try:
-            sizes[module] = path.stat().st_size
-        except OSError:
-            continue
-    return sizes
+    return {module: st.st_size for module, st in index.file_stats().items()}
 
 
 def _with_patch_release(lanes: Lanes, baseline: Tree | None, target_index: TreeIndex, baseline_index: TreeIndex | None) -> Lanes:
@@ -368,8 +369,7 @@ def _run_analysis(request: AnalysisRequest, progress: Any, pool: Any) -> Analysi
     sources = Sources(Path(config.cache_dir), offline=offline, status=getattr(progress, "status", None),
                       stage=lambda description, total: _stage(progress, description, total))
     if pool is not None:  # local archives (sdists, wheels) unpack side by side while the registry is read
-        sources.prepare_archives([request.plugin_path, request.target_path, request.baseline_path,
-                                  *request.upstream_paths.values()], pool)
+        sources.prepare_archives([request.plugin_path], pool)
     registry = load_registry(config.upstreams_file)
     spec = registry.plugin(request.plugin)
     upstream_name = request.upstream or spec.primary_upstream
@@ -377,6 +377,9 @@ def _run_analysis(request: AnalysisRequest, progress: Any, pool: Any) -> Analysi
         raise InputError(f"{spec.name} does not depend on {upstream_name!r}",
                          hint=f"its upstreams: {', '.join(spec.upstreams)}")
     upstream = registry.upstream(upstream_name)
+    if pool is not None:
+        sources.prepare_archives([request.target_path, request.baseline_path, *request.upstream_paths.values()], pool,
+                                 lean=_lean(upstream))
     if request.target is None and request.target_path is None:
         raise InputError("no target given", hint="pass --to REF (a release, tag, branch or commit)")
 

@@ -29,7 +29,7 @@ from porter.upgrade.models import (
     Severity,
     Site,
 )
-from porter.upgrade.usage import FACTORY, PLUGIN, FileUsage, Use
+from porter.upgrade.usage import FACTORY, PLUGIN, FileUsage, Use, resolve_imported_blocks
 
 STRATEGIES = {
     DriftFamily.REMOVED: "todo_stub",
@@ -42,6 +42,7 @@ STRATEGIES = {
     DriftFamily.BASE_CHANGED: "review_subclass",
     DriftFamily.MONKEYPATCH: "retarget_patch",
 }
+_RPC_CALL = re.compile(rb"collective_rpc\(\s*[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']")  # a method every worker runs
 RENAME_THRESHOLD = 0.6
 COPY_THRESHOLD = 0.85  # body similarity above which a plugin function counts as a copy of upstream's
 RENAME_NAME_ONLY_THRESHOLD = 0.75
@@ -113,6 +114,7 @@ class DriftAnalyzer:
 
     def run(self, files: Iterable[FileUsage]) -> DriftResult:
         files = list(files)
+        self._start_passes(files)
         self._prefetch(files)
         self._search_new_homes(files)
         # A call to a function the plugin replaces runs the plugin's replacement, not upstream's.
@@ -159,6 +161,16 @@ class DriftAnalyzer:
                            guards, dead_modules, copies)
 
     # ------------------------------------------------------------------ lanes and guards
+
+    def _start_passes(self, files: list[FileUsage]) -> None:
+        """Start the passes over the trees' text that the checks will ask for in the run's workers,
+        so they run while the parent plans the parse: the search for new homes, and the RPC names
+        where the plugin subclasses a worker (a guess that only decides when the pass runs)."""
+        rpc = [_RPC_CALL] if self.baseline is not None and any(
+            u.kind == "subclass" and "Worker" in u.symbol for f in files for u in f.uses) else []
+        self.target.start_definition_search(also=rpc)
+        if rpc:
+            self.baseline.start_passes(rpc)
 
     def _target_absolute(self, finding: Finding, lane: str, guard: Guard) -> Finding:
         """Main-lane code live at the target is checked against the target itself: a name missing
@@ -209,7 +221,7 @@ class DriftAnalyzer:
             for cond in use.conditions:
                 if cond.kind == "if" and cond.line:
                     broken.add((use.site.path, cond.line, cond.negated))
-        blocks = [b for f in files for b in f.guard_blocks]
+        blocks = resolve_imported_blocks([b for f in files for b in f.guard_blocks], files)
         aliases = {f.path: f.aliases for f in files}
         features = _installed_unchanged(files, per_use, dead_modules or {})
         return guard_verdicts(blocks, broken, self.conventions, self.lanes, aliases, self._hasattr, features)
@@ -1048,9 +1060,8 @@ class DriftAnalyzer:
 
         key = (id(index), "rpc")
         if key not in self._bodies:
-            pattern = re.compile(rb"collective_rpc\(\s*[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']")
             names: set[str] = set()
-            for _, _, found in index.matches(pattern):
+            for _, _, found in index.matches(_RPC_CALL):
                 names.update(found)
             self._bodies[key] = names  # type: ignore[assignment]
         return self._bodies[key]  # type: ignore[return-value]

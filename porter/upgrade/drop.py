@@ -10,6 +10,7 @@ comments of everything kept survive): source text in, new source text and a reco
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -27,7 +28,7 @@ class DropEdit:
     path: str
     line: int
     end_line: int
-    action: str  # collapse | retarget | remove_import
+    action: str  # collapse | retarget | remove_import | remove_unreachable
     guard: str = ""  # the test (guards) or the imported name (imports)
     kept: str = ""  # body | else (collapse of a guard) | predicate (a version predicate removed)
     retarget_to: str = ""
@@ -80,6 +81,49 @@ _ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.SimpleString, cs
           cst.FormattedString, *_BRACKETED)
 
 
+def _normal(node: cst.BaseExpression) -> str:
+    """An expression's source as `ast.unparse` writes it (how guard verdicts name a version check)."""
+    try:
+        return ast.unparse(ast.parse(cst.Module([]).code_for_node(node.with_changes(lpar=[], rpar=[])).strip(), mode="eval"))
+    except SyntaxError:
+        return ""
+
+
+def _without_checks(test: cst.BaseExpression, decided: Mapping[str, bool]) -> cst.BaseExpression | None:
+    """The test with the decided version checks taken out of its `and`/`or`/`not` (`x and not
+    is("OLD")` with that check True -> `x`); None when it would be decided as a whole."""
+
+    def simplify(node: cst.BaseExpression) -> tuple[bool | None, cst.BaseExpression | None]:
+        text = _normal(node)
+        if text in decided:
+            return decided[text], None
+        if isinstance(node, cst.BooleanOperation):
+            is_or = isinstance(node.operator, cst.Or)
+            (lk, left), (rk, right) = simplify(node.left), simplify(node.right)
+            if lk is is_or or rk is is_or:
+                return is_or, None  # `x or True` / `x and False`
+            if lk is not None and rk is not None:
+                return not is_or, None
+            kept = right if lk is not None else left if rk is not None else None
+            if kept is None:
+                return None, node.with_changes(left=left, right=right)
+            if node.lpar and not kept.lpar and not isinstance(kept, _ATOMS):
+                kept = kept.with_changes(lpar=node.lpar, rpar=node.rpar)  # `(a or b) and check` keeps its group
+            return None, kept
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+            known, inner = simplify(node.expression)
+            if known is not None:
+                return not known, None
+            if not inner.lpar and isinstance(node.operator.whitespace_after, cst.SimpleWhitespace) and \
+                    not node.operator.whitespace_after.value:  # `not(a or b)` -> `not a`, never `nota`
+                return None, node.with_changes(expression=inner, operator=cst.Not(whitespace_after=cst.SimpleWhitespace(" ")))
+            return None, node.with_changes(expression=inner)
+        return None, node
+
+    known, rest = simplify(test)
+    return None if known is not None else rest
+
+
 def _indent_width(block: cst.BaseSuite) -> int:
     """Columns one level of the block's indentation takes (what a collapse removes); 0: not indented."""
     if not isinstance(block, cst.IndentedBlock):
@@ -127,8 +171,10 @@ def _statements(block: cst.BaseSuite) -> list[cst.BaseStatement]:
 class _DropTransformer(cst.CSTTransformer):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self, path: str, decisions: Mapping[int, GuardVerdict], functions: frozenset[str]):
+    def __init__(self, path: str, decisions: Mapping[int, GuardVerdict], functions: frozenset[str],
+                 line_length: int = 79):
         self.path = path
+        self.line_length = line_length
         self.decisions = decisions
         self.functions = functions
         self.edits: list[DropEdit] = []
@@ -136,6 +182,10 @@ class _DropTransformer(cst.CSTTransformer):
         self.keep_predicates: set[int] = set()  # predicate lines whose name is still read after the drop
         self.depth = 0  # indented blocks open around the node being left (0: module level)
         self.lifted: set[int] = set()  # ids of module-level imports a collapse left where its guard was
+        self.partial: set[int] = set()  # ... of those whose branch goes on with other code
+        self.terminal: set[int] = set()  # ids of kept statements that end their block (return/raise/...)
+        self.positions: dict[int, tuple[int, int]] = {}  # id of a statement as left -> its original lines
+        self.removed_top: list[tuple[int, int]] = []  # lines of the module-level statements the drop deleted
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
         self.depth += 1
@@ -163,6 +213,12 @@ class _DropTransformer(cst.CSTTransformer):
                 return updated  # the test reads a predicate: its assignment is what gets retargeted
             self.edits.append(DropEdit(self.path, line, end, "retarget", guard, retarget_to=decision.retarget_to))
             return updated.with_changes(test=test)
+        if decision.kept == "test":  # only the version checks inside the test go
+            test = _without_checks(updated.test, dict(decision.decided))
+            if test is None or test.deep_equals(updated.test):
+                return updated
+            self.edits.append(DropEdit(self.path, line, end, "collapse", guard, kept="test"))
+            return updated.with_changes(test=test)
         self.edits.append(DropEdit(self.path, line, end, "collapse", guard, kept=decision.kept))
         is_elif = id(original) in self.elifs
         if decision.kept == "body":
@@ -185,11 +241,18 @@ class _DropTransformer(cst.CSTTransformer):
         kept = [k.visit(_DedentDocstrings(width)) if width else k for k in kept]
         first = kept[0]
         if hasattr(first, "leading_lines"):
-            # Comments above the `if` stay above the code that replaces it; blank lines as a formatter keeps them.
-            kept[0] = _at_most_two_blank(first.with_changes(leading_lines=[*updated.leading_lines, *first.leading_lines]),
-                                         2 if self.depth == 0 else 1)
-        if self.depth == 0 and all(_import_module(k) is not None for k in kept):  # a branch of imports only
-            self.lifted.update(id(k) for k in kept)
+            # Comments above the `if` stay above the code that replaces it (except those about the version
+            # split itself); blank lines as a formatter keeps them.
+            kept[0] = _at_most_two_blank(first.with_changes(
+                leading_lines=[*_without_version_notes(updated.leading_lines), *first.leading_lines]),
+                2 if self.depth == 0 else 1)
+        if self.depth == 0:  # the imports a module-level branch starts with may join the import header
+            lead = [k for k in kept[:next((n for n, k in enumerate(kept) if _import_module(k) is None), len(kept))]]
+            self.lifted.update(id(k) for k in lead)
+            if len(lead) < len(kept):
+                self.partial.update(id(k) for k in lead)  # the comments above the guard stay with the code
+        if self.depth > 0 and _ends_flow(kept[-1]):
+            self.terminal.add(id(kept[-1]))  # what follows the `if` in its block no longer runs
         return cst.FlattenSentinel(kept)
 
     def leave_IfExp(self, original: cst.IfExp, updated: cst.IfExp):
@@ -200,6 +263,12 @@ class _DropTransformer(cst.CSTTransformer):
         if decision.verdict == "retarget" and decision.retarget_to:
             self.edits.append(DropEdit(self.path, line, end, "retarget", guard, retarget_to=decision.retarget_to))
             return updated.with_changes(test=updated.test.visit(_Retarget(self.functions, decision.retarget_to)))
+        if decision.verdict == "collapse" and decision.kept == "test":
+            test = _without_checks(updated.test, dict(decision.decided))
+            if test is None or test.deep_equals(updated.test):
+                return updated
+            self.edits.append(DropEdit(self.path, line, end, "collapse", guard, kept="test"))
+            return updated.with_changes(test=test)
         if decision.verdict == "collapse":
             self.edits.append(DropEdit(self.path, line, end, "collapse", guard, kept=decision.kept))
             kept = updated.body if decision.kept == "body" else updated.orelse
@@ -232,10 +301,74 @@ class _DropTransformer(cst.CSTTransformer):
         self.depth -= 1
         if not updated.body:  # every statement was a dead branch
             return updated.with_changes(body=[cst.SimpleStatementLine(body=[cst.Pass()])])
+        end = next((i for i, stmt in enumerate(updated.body) if id(stmt) in self.terminal), None)
+        if end is not None and end + 1 < len(updated.body):
+            # The kept branch returned (or raised): the statements after the old `if` were the other lane's path.
+            first, last = updated.body[end + 1], updated.body[-1]
+            lines = [self.positions.get(id(first)), self.positions.get(id(last))]
+            self.edits.append(DropEdit(self.path, lines[0][0] if lines[0] else 0, lines[1][1] if lines[1] else 0,
+                                       "remove_unreachable", cst.Module([]).code_for_node(first).strip().split("\n")[0][:80]))
+            return updated.with_changes(body=updated.body[:end + 1])
         return updated
 
+    def on_leave(self, original_node: cst.CSTNode, updated_node):  # noqa: D102 - statement lines for the record above
+        result = super().on_leave(original_node, updated_node)
+        if isinstance(original_node, cst.BaseStatement):
+            pos = self.get_metadata(PositionProvider, original_node, None)
+            if pos is not None and isinstance(result, cst.BaseStatement):
+                self.positions[id(result)] = (pos.start.line, pos.end.line)
+            elif pos is not None and isinstance(result, cst.RemovalSentinel) and self.depth == 0:
+                self.removed_top.append((pos.start.line, pos.end.line))
+        return result
+
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
-        return _merge_lifted_imports(updated, self.lifted) if self.lifted else updated
+        if self.removed_top:
+            updated = _first_as_before(original, self._close_gaps(updated))
+        if not self.lifted:
+            return updated
+        return _merge_lifted_imports(updated, self.lifted, self.path.split("/")[0], self.partial, self.line_length)
+
+    def _close_gaps(self, module: cst.Module) -> cst.Module:
+        """Where a deleted module-level guard sat right after the imports, the imports and what follows
+        are separated as isort and ruff separate them: one blank line, two before a class or function."""
+        body = list(module.body)
+        for i in range(1, len(body)):
+            before, after = self.positions.get(id(body[i - 1])), self.positions.get(id(body[i]))
+            if before is None or after is None or not _is_import_line(body[i - 1]):
+                continue
+            if not any(before[1] < lo and hi < after[0] for lo, hi in self.removed_top):
+                continue
+            lines = list(body[i].leading_lines)
+            blank = next((n for n, line in enumerate(lines) if line.comment is not None), len(lines))  # blanks on top
+            wanted = 2 if _is_definition(body[i]) else 1
+            if blank > wanted:
+                body[i] = body[i].with_changes(leading_lines=lines[blank - wanted:])
+        return module.with_changes(body=body)
+
+
+_FLOW_ENDS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
+
+
+_VERSION_NOTE = re.compile(r"version|compat|\bv?\d+\.\d+(?:\.\d+)*\b", re.IGNORECASE)
+
+
+def _without_version_notes(lines: Sequence[cst.EmptyLine]) -> list[cst.EmptyLine]:
+    """The lines above a collapsed guard without the comment block right above it when that block
+    talks about versions (`# Import specific patches for different versions`): once one lane is left
+    it describes a split that is gone. Other comments, and blank lines, stay."""
+    lines = list(lines)
+    start = len(lines)
+    while start > 0 and lines[start - 1].comment is not None:
+        start -= 1
+    block = lines[start:]
+    if block and any(_VERSION_NOTE.search(line.comment.value) for line in block if line.comment is not None):
+        return lines[:start] + [line for line in block if _isort_mark(line)]  # fences stay for the fence check
+    return lines
+
+
+def _ends_flow(stmt: cst.CSTNode) -> bool:
+    """Does control never pass this statement (`return`, `raise`, `continue`, `break` as its last part)?"""
+    return isinstance(stmt, cst.SimpleStatementLine) and bool(stmt.body) and isinstance(stmt.body[-1], _FLOW_ENDS)
 
 
 def _import_module(stmt: cst.CSTNode) -> str | None:
@@ -245,6 +378,15 @@ def _import_module(stmt: cst.CSTNode) -> str | None:
         if not node.relative and node.module is not None:
             return cst.Module([]).code_for_node(node.module)
     return None
+
+
+def _is_import_line(stmt: cst.CSTNode) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and bool(stmt.body) and \
+        all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body)
+
+
+def _is_definition(stmt: cst.CSTNode) -> bool:
+    return isinstance(stmt, (cst.FunctionDef, cst.ClassDef))  # decorators belong to the node
 
 
 def _is_header(stmt: cst.CSTNode) -> bool:
@@ -264,10 +406,63 @@ def _without_isort_marks(lines) -> list[cst.EmptyLine]:
     return [line for line in lines if not _isort_mark(line)]
 
 
-def _merge_lifted_imports(module: cst.Module, lifted: set[int]) -> cst.Module:
-    """The imports a collapsed module-level guard left below the import header join the header's
-    run of imports from the same top-level package, in module order (where the plugin's isort or
-    ruff would put them); `# isort: off/on` marks that fenced the guard go with it."""
+def _mergeable(stmt: cst.CSTNode) -> bool:
+    """`from m import a, b` alone on its line with no comment anywhere in it (its names can be combined)."""
+    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.ImportFrom)):
+        return False
+    node = stmt.body[0]
+    return not isinstance(node.names, cst.ImportStar) and stmt.trailing_whitespace.comment is None and \
+        "#" not in cst.Module([]).code_for_node(node)
+
+
+def _isort_key(name: str) -> tuple[int, str]:
+    """isort's and ruff's order of imported names (order-by-type): CONSTANTS, Classes, the rest."""
+    kind = 0 if name.isupper() and len(name) > 1 else 1 if name[:1].isupper() else 2
+    return kind, name.lower() if kind == 2 else name
+
+
+def _with_names(stmt: cst.SimpleStatementLine, extra: cst.SimpleStatementLine, line_length: int,
+                module: cst.Module) -> cst.SimpleStatementLine:
+    """`stmt` with the names of `extra` (same module) added, sorted and laid out as the statement was:
+    one line when it fits, else the wrapped style it (or the module's other imports) uses."""
+    node, other = stmt.body[0], extra.body[0]
+    code = lambda n: cst.Module([]).code_for_node(n)  # noqa: E731
+    aliases = {code(a.with_changes(comma=cst.MaybeSentinel.DEFAULT)).strip() for a in [*node.names, *other.names]}
+    names = sorted(aliases, key=lambda a: _isort_key(a.split(" as ")[0]))
+    head = f"from {code(node.module)} import "
+    flat = head + ", ".join(names)
+    if len(flat) <= line_length:
+        return stmt.with_changes(body=[cst.parse_statement(flat + "\n").body[0]])
+    text = code(node)
+    wrapped_imports = (code(s) for s in module.body if _is_import_line(s) and "(" in code(s) and "\n" in code(s).strip())
+    style = text if "(" in text else next(wrapped_imports, "(\n")
+    if "(\n" in style:  # one name a line, trailing comma (black, ruff format)
+        wrapped = head + "(\n" + "".join(f"    {n},\n" for n in names) + ")"
+    else:  # isort's grid: names after the parenthesis, continuation lines under the first name
+        pad = " " * (len(head) + 1)
+        lines, line = [], head + "("
+        for n in names:
+            piece = n + ","
+            if line.endswith("(") or len(line) + 1 + len(piece) <= line_length:
+                line += piece if line.endswith("(") else " " + piece
+            else:
+                lines.append(line)
+                line = pad + piece
+        wrapped = "\n".join([*lines, line[:-1] + ")"])
+    return stmt.with_changes(body=[cst.parse_statement(wrapped + "\n").body[0]])
+
+
+def _blank_top(lines: Sequence[cst.EmptyLine]) -> int:
+    return next((n for n, line in enumerate(lines) if line.comment is not None), len(lines))
+
+
+def _merge_lifted_imports(module: cst.Module, lifted: set[int], own_package: str = "",
+                          partial: set[int] | frozenset[int] = frozenset(), line_length: int = 79) -> cst.Module:
+    """The imports a collapsed module-level guard left (the ones its kept branch starts with) join the
+    header's run of imports from the same top-level package, in module order (where the plugin's
+    isort or ruff would put them); `# isort: off/on` marks that fenced the guard go with it. One left
+    further down the module moves up too, unless it imports the plugin's own package (placed late,
+    perhaps, against a circular import); the code after it keeps the comments above the old guard."""
     body = list(module.body)
     header_end = 0
     while header_end < len(body) and (_is_header(body[header_end]) or id(body[header_end]) in lifted):
@@ -276,30 +471,46 @@ def _merge_lifted_imports(module: cst.Module, lifted: set[int]) -> cst.Module:
     before: dict[int, list[cst.BaseStatement]] = {}  # header import -> lifted imports that go just above it
     after: dict[int, list[cst.BaseStatement]] = {}  # ... just below it (the last of its package)
     moved: set[int] = set()
-    for i in range(header_end):
+    staying: set[int] = set()  # moved imports whose comments stay with the code after them
+    for i in range(len(body)):
         name = _import_module(body[i]) if id(body[i]) in lifted else None
-        if name is None:
+        if name is None or (i >= header_end and name.split(".")[0] == own_package):
             continue
         same = [j for j in placed if (_import_module(body[j]) or "").split(".")[0] == name.split(".")[0]]
         if not same:
             continue  # no import of its package in the header: leave it where the guard was
-        stmt = body[i].with_changes(leading_lines=[line for line in _without_isort_marks(body[i].leading_lines)
-                                                    if line.comment is not None])
-        successor = next((j for j in same if (_import_module(body[j]) or "").lower() > name.lower()), None)
-        (after.setdefault(same[-1], []) if successor is None else before.setdefault(successor, [])).append(stmt)
+        keep = [line for line in _without_isort_marks(body[i].leading_lines) if line.comment is not None]
+        stays = i >= header_end or id(body[i]) in partial  # its comments stay where the guard was
+        stmt = body[i].with_changes(leading_lines=[] if stays else keep)
+        twin = next((j for j in same if _import_module(body[j]) == name and _mergeable(body[j])), None)
+        if twin is not None and _mergeable(body[i]) and not keep:
+            # `from m import b` joins the header's `from m import (a, c)`, as isort combines them.
+            body[twin] = _with_names(body[twin], body[i], line_length, module)
+        else:
+            successor = next((j for j in same if (_import_module(body[j]) or "").lower() > name.lower()), None)
+            (after.setdefault(same[-1], []) if successor is None else before.setdefault(successor, [])).append(stmt)
         moved.add(i)
+        if stays:
+            staying.add(i)
     if not moved:
         return module
     key = lambda stmt: (_import_module(stmt) or "").lower()  # noqa: E731
     out: list[cst.BaseStatement] = []
     carried = 0  # blank lines above the imports that moved: they now separate what was around them
+    notes: list[cst.EmptyLine] = []  # comments above a guard far below the header: they stay with its code
     for i, stmt in enumerate(body):
         if i in moved:
-            carried += sum(1 for line in body[i].leading_lines if line.comment is None)
+            carried = max(carried, _blank_top(body[i].leading_lines))
+            if i in staying:
+                notes += [line for line in body[i].leading_lines[_blank_top(body[i].leading_lines):] if not _isort_mark(line)]
             continue
-        if carried:
-            stmt = _at_most_two_blank(stmt.with_changes(leading_lines=[cst.EmptyLine()] * carried + list(stmt.leading_lines)))
-            carried = 0
+        if carried or notes:
+            # The gap the moved imports leave is as wide as the widest gap around them, not their sum.
+            lines = list(stmt.leading_lines)
+            own = _blank_top(lines)
+            gap = max(carried, own)
+            stmt = _at_most_two_blank(stmt.with_changes(leading_lines=[cst.EmptyLine()] * gap + notes + lines[own:]))
+            carried, notes = 0, []
         if i in before:
             inserted = sorted(before[i], key=key)
             if all(line.comment is None for line in stmt.leading_lines):  # the blank lines above stay above
@@ -388,6 +599,25 @@ def _loaded_names(source: str) -> set[str] | None:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
+def _comma_comment(comma: cst.Comma | cst.MaybeSentinel) -> cst.Comment | None:
+    """The comment after a comma that ends its line (`a,  # noqa`)."""
+    after = comma.whitespace_after if isinstance(comma, cst.Comma) else None
+    return after.first_line.comment if isinstance(after, cst.ParenthesizedWhitespace) else None
+
+
+def _merged_comma(kept: cst.Comma | cst.MaybeSentinel, gone: cst.Comma) -> cst.Comma:
+    """The comma of a name that became the last of a one-name-a-line import: the dropped last name's
+    trailing comma (its line break and the indentation of the closing parenthesis), with the kept
+    name's own comment."""
+    comment = _comma_comment(kept)
+    after = gone.whitespace_after
+    if comment is not None and isinstance(after, cst.ParenthesizedWhitespace) and isinstance(kept, cst.Comma) and \
+            isinstance(kept.whitespace_after, cst.ParenthesizedWhitespace):
+        after = after.with_changes(first_line=kept.whitespace_after.first_line)
+    return gone.with_changes(whitespace_before=kept.whitespace_before if isinstance(kept, cst.Comma) else gone.whitespace_before,
+                             whitespace_after=after)
+
+
 class _RemoveImports(cst.CSTTransformer):
     """Drops `from m import a` / `import m as a` names that are in `unused` (never a bare `import m`:
     it may be imported for its side effects)."""
@@ -399,6 +629,7 @@ class _RemoveImports(cst.CSTTransformer):
         self.unused = unused
         self.line_length = line_length
         self.edits: list[DropEdit] = []
+        self.line_comments: dict[int, cst.Comment] = {}  # id of a joined import -> the comment its line ends with
 
     def _bound(self, alias: cst.ImportAlias) -> str | None:
         if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
@@ -424,17 +655,40 @@ class _RemoveImports(cst.CSTTransformer):
             return cst.RemovalSentinel.REMOVE
         if len(keep) == len(updated.names):
             return updated
-        keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        return self._one_line(original, updated.with_changes(names=keep))
+        comment = None
+        if keep[-1] is not updated.names[-1]:  # the last name went: the new last one ends the list
+            last_comma, gone_comma = keep[-1].comma, updated.names[-1].comma
+            if isinstance(gone_comma, cst.Comma):  # a trailing comma (one name a line): the layout stays
+                keep[-1] = keep[-1].with_changes(comma=_merged_comma(last_comma, gone_comma))
+            else:
+                comment = _comma_comment(last_comma)
+                keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        new = updated.with_changes(names=keep)
+        flat = self._one_line(original, new)
+        if comment is None:
+            return flat
+        if flat is not new:  # the comment that sat on the dropped comma ends the joined line
+            self.line_comments[id(flat)] = comment
+            return flat
+        # Still wrapped: the comma stays (a trailing comma inside parentheses), with its comment.
+        return updated.with_changes(names=[*keep[:-1], keep[-1].with_changes(comma=last_comma)])
+
+    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
+        comment = next((self.line_comments.pop(id(s)) for s in updated.body if id(s) in self.line_comments), None)
+        if comment is None or updated.trailing_whitespace.comment is not None:
+            return updated
+        return updated.with_changes(trailing_whitespace=updated.trailing_whitespace.with_changes(
+            whitespace=cst.SimpleWhitespace("  "), comment=comment))
 
     def _one_line(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom:
         """A wrapped `from m import (a, b,\n c)` that fits on one line after the removal is written on
-        one line, as the plugin's formatter (isort, ruff, yapf) would; never when a comment sits inside."""
-        code = cst.Module([]).code_for_node(updated)
-        if ("\n" not in code and updated.lpar is None) or "#" in cst.Module([]).code_for_node(original):
-            return updated
+        one line, as the plugin's formatter (isort, ruff, yapf) would; never when a comment sits among
+        the names kept (one on the last kept name's comma is the caller's: it moves to the line's end)."""
         names = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for a in updated.names]
         names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        code = cst.Module([]).code_for_node(updated)
+        if ("\n" not in code and updated.lpar is None) or "#" in code:
+            return updated
         flat = updated.with_changes(names=names, lpar=None, rpar=None)
         column = self.get_metadata(PositionProvider, original).start.column
         return flat if column + len(cst.Module([]).code_for_node(flat)) <= self.line_length else updated
@@ -453,6 +707,26 @@ class _RemoveImports(cst.CSTTransformer):
             return updated.with_changes(body=[cst.SimpleStatementLine(body=[cst.Pass()])])
         return updated
 
+    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
+        return _first_as_before(original, updated)
+
+
+def _first_as_before(original: cst.Module, updated: cst.Module) -> cst.Module:
+    """The statement that became the module's first sits where the first one sat: right below the
+    module header (its license comment), with the blank lines the old first statement had above it."""
+    if not original.body or not updated.body or not hasattr(updated.body[0], "leading_lines"):
+        return updated
+    if updated.body[0].deep_equals(original.body[0]):
+        return updated
+    first = updated.body[0]
+    lines = list(first.leading_lines)
+    blank = next((n for n, line in enumerate(lines) if line.comment is not None), len(lines))
+    wanted = next((n for n, line in enumerate(original.body[0].leading_lines) if line.comment is not None),
+                  len(original.body[0].leading_lines))
+    if blank <= wanted:
+        return updated
+    return updated.with_changes(body=[first.with_changes(leading_lines=lines[blank - wanted:]), *updated.body[1:]])
+
 
 def drop_source(source: str, path: str, decisions: Mapping[int, GuardVerdict] | Iterable[GuardVerdict],
                 version_functions: Iterable[str] = ("vllm_version_is",), line_length: int = DEFAULT_LINE_LENGTH) -> DropResult:
@@ -467,12 +741,12 @@ def drop_source(source: str, path: str, decisions: Mapping[int, GuardVerdict] | 
     # A helper imported under another name (`vllm_version_is as is_vllm`) is retargeted by that name.
     renamed = {local for local, name in helper_renames(list(ast.walk(ast.parse(source)))).items() if name in version_functions}
     version_functions = frozenset(version_functions) | renamed
-    transformer = _DropTransformer(path, wanted, frozenset(version_functions))
+    transformer = _DropTransformer(path, wanted, frozenset(version_functions), line_length)
     new_source = MetadataWrapper(module).visit(transformer).code
     predicates = _predicate_names(wanted, source)
     still_read = {line for line, name in predicates.items() if name in (_loaded_names(new_source) or {name})}
     if still_read:  # a guard that reads the predicate stays: so does the predicate
-        transformer = _DropTransformer(path, wanted, frozenset(version_functions))
+        transformer = _DropTransformer(path, wanted, frozenset(version_functions), line_length)
         transformer.keep_predicates = still_read
         new_source = MetadataWrapper(module).visit(transformer).code
     edits = list(transformer.edits)

@@ -795,17 +795,28 @@ def _parse_module(name: str, relpath: str, source: bytes) -> ModuleInfo:
 
 def _names_matching(pattern: bytes, flags: int, paths: list[str]) -> list[set[str]]:
     """The texts of the last group `pattern` matched, per file (an unreadable file: none)."""
-    compiled = re.compile(pattern, flags)
-    out: list[set[str]] = []
+    return _names_matching_each([(pattern, flags)], paths)[0]
+
+
+def _names_matching_each(patterns: list[tuple[bytes, int]], paths: list[str]) -> list[list[set[str]]]:
+    """_names_matching for several patterns in one read of each file: per pattern, per file."""
+    compiled = [re.compile(pattern, flags) for pattern, flags in patterns]
+    out: list[list[set[str]]] = [[] for _ in compiled]
     for path in paths:
         try:
             with open(path, "rb") as fh:
                 text = fh.read()
         except OSError:
-            out.append(set())
-            continue
-        out.append({m.group(m.lastindex or 0).decode() for m in compiled.finditer(text)})
+            text = b""
+        for found, regex in zip(out, compiled):
+            found.append({m.group(m.lastindex or 0).decode() for m in regex.finditer(text)} if text else set())
     return out
+
+
+# Every module-level definition line (`def f`, `class C`, `name =`, `name: T`): the name-specific
+# pattern of find_definitions matches exactly these lines' names that it lists (for ASCII names;
+# `\w` of a bytes pattern is ASCII), so one pass, started early, serves any set of names.
+_DEFINITION_LINES = (rb"^(?:(?:async\s+)?def|class)\s+([A-Za-z_]\w*)|^([A-Za-z_]\w*)\s*[:=]", re.MULTILINE)
 
 
 def _parse_job(job: tuple[str, str, str, str]) -> tuple[str, bytes]:
@@ -902,10 +913,14 @@ class TreeIndex:
         self._modules: dict[str, ModuleInfo | None] = {}
         self._memo: dict[tuple[str, str], Resolution] = {}
         self._facts: dict[tuple[str, str, int], ClassFacts] = {}
+        self._class_sources: dict[str, dict[tuple[str, int], ast.ClassDef]] = {}  # class_facts(): parsed class bodies
         self._planning: set[str] | None = None  # set while unparsed_reach() runs
         self._splits: dict[str, tuple[str, tuple[str, ...]]] = {}  # split_dotted() answers (the file set is fixed)
         self.stats = {"parsed": 0, "cached": 0}
         self.hit_counts: dict[str, int] = {}
+        self._passes: dict[tuple[bytes, int], Any] = {}  # pattern -> matches() answer, or the chunk futures computing it
+        self._stats: dict[str, os.stat_result] | None = None  # file_stats()
+        self._listed: list[tuple[str, Path]] | None = None  # _module_files()
 
     def _extension_modules(self) -> frozenset[str]:
         manifest = self.root / ".porter-extensions.txt"
@@ -1147,20 +1162,13 @@ class TreeIndex:
     def class_facts(self, cls: Definition, module: str) -> ClassFacts:
         """Facts read from the class's own source: the index leaves them out because walking every
         method body of every indexed class costs a third of the index, and only a few classes are
-        ever asked about, so their module is parsed again here, once per class."""
+        ever asked about, so their module is parsed again here, once per module."""
         key = (module, cls.name, cls.line)
         if key in self._facts:
             return self._facts[key]
-        path, info = self.files.get(module), self.module(module)
-        node = None
-        if path is not None and path.is_file() and info is not None:
-            try:
-                tree = ast.parse(path.read_bytes(), filename=str(path))
-            except (SyntaxError, ValueError):
-                tree = None
-            node = next((n for n in walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls.name
-                         and n.lineno == cls.line), None) if tree is not None else None
-        if node is None:
+        node = self._class_nodes(module).get((cls.name, cls.line))
+        info = self.module(module)
+        if node is None or info is None:
             self._facts[key] = ClassFacts()
             return self._facts[key]
         reads: set[str] = set()
@@ -1175,6 +1183,25 @@ class TreeIndex:
         fields = (tuple(_dataclass_fields(node, options["kw_only"])) if options is not None and options["init"] else None)
         self._facts[key] = ClassFacts(frozenset(reads), tuple(types.items()), fields)
         return self._facts[key]
+
+    def _class_nodes(self, module: str) -> dict[tuple[str, int], ast.ClassDef]:
+        """The class statements of a module's source by (name, line), the first of each: parsed once
+        per module however many of its classes are asked about (the first in ast.walk's order, as
+        classes are statements and statements() keeps that order among them)."""
+        nodes = self._class_sources.get(module)
+        if nodes is None:
+            nodes = self._class_sources[module] = {}
+            path = self.files.get(module)
+            tree = None
+            if path is not None and path.is_file():
+                try:
+                    tree = ast.parse(path.read_bytes(), filename=str(path))
+                except (SyntaxError, ValueError):
+                    tree = None
+            for node in statements(tree) if tree is not None else ():
+                if isinstance(node, ast.ClassDef):
+                    nodes.setdefault((node.name, node.lineno), node)
+        return nodes
 
     def class_reads(self, cls: Definition, module: str) -> frozenset[str]:
         """`self.<attr>` read by the class's methods other than `__init__`."""
@@ -1228,14 +1255,20 @@ class TreeIndex:
                     return out
                 except Exception:  # noqa: BLE001 - damaged entry: search again
                     out = {n: [] for n in names}
-        alternation = "|".join(re.escape(n) for n in names)
-        pattern = re.compile(
-            rf"^(?:(?:async\s+)?def|class)\s+({alternation})\b|^({alternation})\s*[:=]".encode(), re.MULTILINE
-        )
         hit_modules: dict[str, list[str]] = {n: [] for n in names}
-        for module, _, found in self.matches(pattern):
-            for name in found:
-                hit_modules[name].append(module)
+        if all(n.isascii() for n in names):
+            wanted = set(names)
+            for module, _, found in self.matches(re.compile(*_DEFINITION_LINES)):
+                for name in found & wanted:
+                    hit_modules[name].append(module)
+        else:
+            alternation = "|".join(re.escape(n) for n in names)
+            pattern = re.compile(
+                rf"^(?:(?:async\s+)?def|class)\s+({alternation})\b|^({alternation})\s*[:=]".encode(), re.MULTILINE
+            )
+            for module, _, found in self.matches(pattern):
+                for name in found:
+                    hit_modules[name].append(module)
         self.hit_counts = {n: len(m) for n, m in hit_modules.items()}
         for name, modules in hit_modules.items():
             if len(modules) > limit:
@@ -1251,32 +1284,71 @@ class TreeIndex:
             atomic_write_bytes(cache_path, pickle.dumps((out, self.hit_counts), protocol=pickle.HIGHEST_PROTOCOL), durable=False)
         return out
 
+    def _module_files(self) -> list[tuple[str, Path]]:
+        """The module files (namespace package directories left out), listed once per index."""
+        if self._listed is None:
+            self._listed = [(module, path) for module, path in self.files.items() if not path.is_dir()]
+        return self._listed
+
     def matches(self, pattern: re.Pattern[bytes]) -> list[tuple[str, Path, set[str]]]:
         """(module, file, texts of the last group `pattern` matched) for each module file of the
         tree where it matches, in file order. One pass over the tree's text, in the run's pool when
-        there is one (such passes are the longest steps after the parallel parse), else here."""
-        files = [(module, path) for module, path in self.files.items() if not path.is_dir()]
+        there is one (such passes are the longest steps after the parallel parse), else here; a
+        pattern passed to start_passes() before is answered by the pass it started."""
+        key = (pattern.pattern, pattern.flags)
+        answer = self._passes.get(key)
+        if answer is None:
+            self.start_passes([pattern])
+            answer = self._passes.get(key)
+        if answer is None:  # no pool: one pass here
+            files = self._module_files()
+            found = _names_matching(pattern.pattern, pattern.flags, [str(path) for _, path in files])
+            answer = self._passes[key] = [(module, path, names) for (module, path), names in zip(files, found) if names]
+        if answer.__class__ is tuple:  # (files, pattern's position, chunk futures): collect them
+            files, position, futures = answer
+            found = [names for future in futures for names in future.result()[position]]
+            answer = self._passes[key] = [(module, path, names) for (module, path), names in zip(files, found) if names]
+        return answer
+
+    def start_definition_search(self, also: Iterable[re.Pattern[bytes]] = ()) -> None:
+        """Start find_definitions()'s pass over the tree in the run's pool (with `also`, patterns
+        matches() will be asked for, in the same read of each file), so it runs while the caller
+        does other work instead of keeping it waiting later."""
+        self.start_passes([re.compile(*_DEFINITION_LINES), *also])
+
+    def start_passes(self, patterns: list[re.Pattern[bytes]]) -> None:
+        """Submit one pass over the tree's text for the `patterns` not passed yet (one read of each
+        file for all of them) to the run's pool; a no-op without a pool or for a small tree."""
+        todo = list(dict.fromkeys((p.pattern, p.flags) for p in patterns if (p.pattern, p.flags) not in self._passes))
+        files = self._module_files() if todo and self.pool is not None else []
+        if len(files) < 4 * _PARALLEL_THRESHOLD:
+            return
         paths = [str(path) for _, path in files]
-        if self.pool is None or len(paths) < 4 * _PARALLEL_THRESHOLD:
-            found = _names_matching(pattern.pattern, pattern.flags, paths)
-        else:
-            size = max(64, len(paths) // 8)
-            chunks = [paths[i: i + size] for i in range(0, len(paths), size)]
-            found = [names for part in self.pool.map(_names_matching, [pattern.pattern] * len(chunks),
-                                                     [pattern.flags] * len(chunks), chunks) for names in part]
-        return [(module, path, names) for (module, path), names in zip(files, found) if names]
+        size = max(64, len(paths) // 8)
+        futures = [self.pool.submit(_names_matching_each, todo, paths[i: i + size]) for i in range(0, len(paths), size)]
+        for position, key in enumerate(todo):
+            self._passes[key] = (files, position, futures)
+
+    def file_stats(self) -> dict[str, os.stat_result]:
+        """os.stat of each module's path (a namespace package's directory too; unreadable ones left
+        out), taken once: the fingerprint and the patch-release test both read them."""
+        if self._stats is None:
+            self._stats = {}
+            for module, path in self.files.items():
+                try:
+                    self._stats[module] = path.stat()
+                except OSError:
+                    continue
+        return self._stats
 
     def fingerprint(self) -> str:
         """Identity of the tree's files (name, size, mtime): a cheap key for whole-tree searches."""
         if getattr(self, "_fingerprint", None) is None:
             digest = hashlib.blake2b(digest_size=20)
             digest.update(str(self.root.resolve()).encode())
-            for module in sorted(self.files):
-                path = self.files[module]
-                try:
-                    st = path.stat()
-                except OSError:
-                    continue
+            stats = self.file_stats()
+            for module in sorted(stats):
+                st = stats[module]
                 digest.update(f"{module}:{st.st_size}:{st.st_mtime_ns}\n".encode())
             self._fingerprint = digest.hexdigest()
         return self._fingerprint

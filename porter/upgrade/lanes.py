@@ -96,9 +96,13 @@ class GuardVerdict:
     verdict: str  # keep | collapse | retarget
     reason: str
     kind: str = "if"  # if | elif | ifexp | assign (a version predicate)
-    kept: str = ""  # which branch stays after collapse/retarget: body | else ("" for keep)
+    kept: str = ""  # which branch stays after collapse/retarget: body | else | test ("" for keep)
     retarget_to: str | None = None  # version written into the guard on retarget
     value_at_target: bool | None = None  # the test at the target (release lane)
+    # kept == "test": the version checks inside an undecided test that both lanes answer alike, as
+    # (check's source, its value); the drop removes them from the test (`x and not is("OLD")` -> `x`).
+    decided: tuple[tuple[str, bool], ...] = ()
+    simplified: str = ""  # kept == "test": the test that remains
 
     def to_dict(self) -> dict[str, Any]:
         out = {"path": self.path, "line": self.line, "end_line": self.end_line, "guard": self.guard,
@@ -107,6 +111,8 @@ class GuardVerdict:
             out["kept"] = self.kept
         if self.retarget_to:
             out["retarget_to"] = self.retarget_to
+        if self.simplified:
+            out["simplified"] = self.simplified
         return out
 
 
@@ -205,6 +211,14 @@ def guard_verdicts(
         common = dict(path=block.path, line=block.line, end_line=block.end_line, guard=block.source, kind=block.kind,
                       value_at_target=at_release)
         if at_release is None or at_main is None:
+            partial = _decided_checks(block.source, conventions, lanes, hasattr_fn, aliases)
+            if partial is not None:
+                decided, rest = partial
+                out.append(GuardVerdict(verdict="collapse", kept="test", decided=decided, simplified=rest, reason=(
+                    f"the version check{'s' if len(decided) > 1 else ''} in the test "
+                    f"{'are' if len(decided) > 1 else 'is'} decided alike at {lanes.target_label} and at main: "
+                    f"the test becomes `{rest}`"), **common))
+                continue
             out.append(GuardVerdict(verdict="keep", reason="the test cannot be decided for both lanes", **common))
             continue
         if at_release != at_main:
@@ -251,6 +265,58 @@ def guard_verdicts(
     return sorted(out + predicates, key=lambda v: (v.path, v.line))
 
 
+def _decided_checks(source: str, conventions: GuardConventions, lanes: Lanes, hasattr_fn: HasAttr | None,
+                    aliases: dict[str, str]) -> tuple[tuple[tuple[str, bool], ...], str] | None:
+    """An undecided `and`/`or` test whose version checks both lanes answer alike (`self.x and not
+    vllm_version_is("OLD")`): ((check, value), ...) and the test without them; None when no version check
+    is decided alike, or the rest would still read a version."""
+    try:
+        expr = ast.parse(source, mode="eval").body
+    except SyntaxError:
+        return None
+    decided: dict[str, bool] = {}
+
+    def leaf_value(node: ast.expr) -> bool | None:
+        text = ast.unparse(node)
+        if not is_version_guard(text, conventions):
+            return None
+        cond = Condition("if", text, False)
+        at_release = evaluate_condition(cond, conventions, lanes.release, hasattr_fn, aliases)
+        at_main = evaluate_condition(cond, conventions, lanes.main, hasattr_fn, aliases)
+        if at_release is None or at_release != at_main:
+            return None
+        decided[text] = at_release
+        return at_release
+
+    def simplify(node: ast.expr) -> tuple[bool | None, ast.expr | None]:
+        if isinstance(node, ast.BoolOp):
+            rest: list[ast.expr] = []
+            for value in node.values:
+                known, left = simplify(value)
+                if known is None:
+                    rest.append(left)  # type: ignore[arg-type]
+                elif known is isinstance(node.op, ast.Or):
+                    return known, None  # `x or True`, `x and False`: decided
+            if not rest:
+                return not isinstance(node.op, ast.Or), None
+            return None, rest[0] if len(rest) == 1 else ast.BoolOp(node.op, rest)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) and not isinstance(node.operand, ast.Call):
+            known, inner = simplify(node.operand)
+            return (None if known is None else not known), (None if inner is None else ast.UnaryOp(ast.Not(), inner))
+        known = leaf_value(node)
+        return known, (node if known is None else None)
+
+    if not isinstance(expr, (ast.BoolOp, ast.UnaryOp)):
+        return None
+    known, rest = simplify(expr)
+    if known is not None or rest is None or not decided:
+        return None
+    text = ast.unparse(rest)
+    if is_version_guard(text, conventions):
+        return None  # a version check both lanes answer differently stays: so does the guard
+    return tuple(sorted(decided.items())), text
+
+
 def _branches(block: GuardBlock, kept: str) -> tuple[tuple[tuple[str, ...], tuple[str, ...]], tuple[tuple[str, ...], tuple[str, ...]]]:
     """((bound, read) of the kept branch, (bound, read) of the other one)."""
     return (block.body_names, block.else_names) if kept == "body" else (block.else_names, block.body_names)
@@ -270,7 +336,7 @@ def _follow_retargets(verdicts: list[GuardVerdict], blocks: list[GuardBlock], br
         main_only: dict[str, dict[str, int]] = {}  # path -> name -> line of the retargeted guard that binds it
         for v in out:
             block = by_place.get((v.path, v.line))
-            if block is None or v.verdict not in ("collapse", "retarget"):
+            if block is None or v.verdict not in ("collapse", "retarget") or v.kept == "test":
                 continue
             kept, other = _branches(block, v.kept)
             if v.verdict == "retarget":
@@ -282,7 +348,7 @@ def _follow_retargets(verdicts: list[GuardVerdict], blocks: list[GuardBlock], br
         changed = False
         for i, v in enumerate(out):
             block = by_place.get((v.path, v.line))
-            if block is None or v.verdict != "collapse" or v.path not in main_only:
+            if block is None or v.verdict != "collapse" or v.kept == "test" or v.path not in main_only:
                 continue
             only = {n: line for n, line in main_only[v.path].items() if n not in bound_at_target.get(v.path, ())}
             kept, dropped = _branches(block, v.kept)

@@ -76,17 +76,37 @@ def _scope_predicates(scope: ast.AST, span: tuple[int, int], reads_everywhere: l
 
 class Predicates:
     """The version predicates of one module, looked up by the line of the test that reads them, and
-    the version helpers it imports under another name (`vllm_version_is as is_vllm`)."""
+    the version helpers it imports under another name (`vllm_version_is as is_vllm`). `functions`:
+    the module's own predicate functions (`def is_legacy(): return vllm_version_is("0.10.0")`), name ->
+    the test they return; `foreign`: names it imports from the plugin's own modules (local name ->
+    dotted `module.name`), which may be another module's predicate (resolved plugin-wide)."""
 
-    def __init__(self, found: list[Predicate], renames: dict[str, str] | None = None):
+    def __init__(self, found: list[Predicate], renames: dict[str, str] | None = None,
+                 functions: dict[str, str] | None = None, foreign: dict[str, str] | None = None):
         self.found = found
         self.renames = renames or {}  # local name -> the helper's own name
+        self.functions = functions or {}
+        self.foreign = foreign or {}
         self._by_name: dict[str, list[Predicate]] = {}
         for p in found:
             self._by_name.setdefault(p.name, []).append(p)
 
     def __bool__(self) -> bool:
-        return bool(self.found or self.renames)
+        return bool(self.found or self.renames or self.functions or self.foreign)
+
+    def exports(self) -> dict[str, str]:
+        """What another module can import as a predicate: name -> test (`f()` for a function)."""
+        out = {f"{name}()": test for name, test in self.functions.items()}
+        out.update({p.name: p.source for p in self.found if p.scope == (0, 0)})
+        return out
+
+    def foreign_reads(self, test: ast.expr) -> tuple[tuple[str, str], ...]:
+        """(local name, dotted plugin name) of what a test reads that this module imports from the
+        plugin (candidates for another module's predicate): `is_ge()` -> (("is_ge", "vllm_ascend.utils.is_ge"),)."""
+        if not self.foreign:
+            return ()
+        names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name) and n.id in self.foreign}
+        return tuple(sorted((name, self.foreign[name]) for name in names))
 
     def lookup(self, name: str, line: int) -> Predicate | None:
         """The innermost predicate `name` visible at `line` (a function's own before the module's)."""
@@ -104,6 +124,11 @@ class Predicates:
         used: list[Predicate] = []
 
         class _Swap(ast.NodeTransformer):
+            def visit_Call(self, node: ast.Call) -> ast.AST:
+                if isinstance(node.func, ast.Name) and node.func.id in functions and not node.args and not node.keywords:
+                    return ast.parse(functions[node.func.id], mode="eval").body
+                return self.generic_visit(node)
+
             def visit_Name(self, node: ast.Name) -> ast.AST:
                 if node.id in renames and isinstance(node.ctx, ast.Load):
                     return ast.copy_location(ast.Name(renames[node.id], ast.Load()), node)
@@ -113,8 +138,9 @@ class Predicates:
                 used.append(found)
                 return ast.parse(found.source, mode="eval").body
 
-        lookup, renames = self.lookup, self.renames
-        if not any(isinstance(n, ast.Name) and (n.id in self._by_name or n.id in renames) for n in ast.walk(test)):
+        lookup, renames, functions = self.lookup, self.renames, self.functions
+        if not any(isinstance(n, ast.Name) and (n.id in self._by_name or n.id in renames or n.id in functions)
+                   for n in ast.walk(test)):
             return ast.unparse(test), ()
         swapped = _Swap().visit(ast.parse(ast.unparse(test), mode="eval").body)
         return ast.unparse(swapped), tuple(dict.fromkeys(used))
@@ -131,10 +157,42 @@ def _candidate_lines(nodes: list[ast.AST]) -> list[int]:
             and isinstance(node.value, _TESTS) and _VERSIONISH.search(ast.unparse(node.value))]
 
 
-def find_predicates(tree: ast.Module) -> Predicates:
-    """Every version predicate of a module (names assigned once in their scope from a version test)."""
+def predicate_functions(tree: ast.Module) -> dict[str, str]:
+    """Module-level functions that take no argument and only return a version test (a cached helper
+    such as `def is_vllm_ge_x(): return vllm_version_is("0.11.0") or ...`): name -> the test."""
+    out: dict[str, str] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef) or node.args.args or node.args.posonlyargs or node.args.kwonlyargs \
+                or node.args.vararg or node.args.kwarg:
+            continue
+        body = node.body[1:] if (node.body and isinstance(node.body[0], ast.Expr)
+                                 and isinstance(node.body[0].value, ast.Constant)) else node.body
+        if len(body) == 1 and isinstance(body[0], ast.Return) and isinstance(body[0].value, _TESTS):
+            source = ast.unparse(body[0].value)
+            if _VERSIONISH.search(source):
+                out[node.name] = source
+    return out
+
+
+def plugin_imports(tree: ast.Module, module: str, is_package: bool, plugin_packages: frozenset[str]) -> dict[str, str]:
+    """Names a module imports from the plugin's own modules at module level: local name -> `module.name`."""
+    from porter.upgrade.index import _absolute
+
+    out: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.names[0].name != "*":
+            base = _absolute(module, is_package, node.level, node.module) if node.level else node.module or ""
+            if base and (node.level or base.split(".")[0] in plugin_packages):
+                out.update({a.asname or a.name: f"{base}.{a.name}" for a in node.names})
+    return out
+
+
+def find_predicates(tree: ast.Module, foreign: dict[str, str] | None = None) -> Predicates:
+    """Every version predicate of a module (names assigned once in their scope from a version test,
+    and predicate functions); `foreign`: the names it imports from the plugin's modules."""
     blocks = list(statements(tree))  # assignments, functions and imports are statements; ast.walk's order
     renames = helper_renames(blocks)
+    functions = predicate_functions(tree)
     lines = _candidate_lines(blocks)
     found: list[Predicate] = []
     if lines:
@@ -146,7 +204,50 @@ def find_predicates(tree: ast.Module) -> Predicates:
         for node, (lo, hi) in spans:
             if any(lo <= line <= hi for line in lines):
                 found += _scope_predicates(node, (lo, hi), None)
-    return Predicates(found, renames) if found or renames else NO_PREDICATES
+    foreign = {k: v for k, v in (foreign or {}).items() if k not in functions and k not in renames}
+    return Predicates(found, renames, functions, foreign) if found or renames or functions or foreign else NO_PREDICATES
+
+
+def resolve_imported(source: str, exports: dict[str, str], foreign: dict[str, str]) -> str | None:
+    """`foreign`: local name -> dotted plugin name (as `Predicates.foreign_reads` gives them)."""
+    return _resolve(source, exports, foreign)
+
+
+def _resolve(source: str, exports: dict[str, str], foreign: dict[str, str]) -> str | None:
+    """A guard test that reads predicates imported from other plugin modules, with each one replaced by
+    the test it holds (`exports`: dotted `module.name` or `module.name()` -> test); None when it reads none."""
+    expr = parse_expr(source)
+    if expr is None:
+        return None
+    hit = False
+
+    class _Swap(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            nonlocal hit
+            if isinstance(node.func, ast.Name) and node.func.id in foreign and not node.args and not node.keywords:
+                test = exports.get(f"{foreign[node.func.id]}()")
+                if test is not None:
+                    hit = True
+                    return ast.parse(test, mode="eval").body
+            return self.generic_visit(node)
+
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            nonlocal hit
+            test = exports.get(foreign.get(node.id, ""))
+            if test is not None and isinstance(node.ctx, ast.Load):
+                hit = True
+                return ast.parse(test, mode="eval").body
+            return node
+
+    swapped = _Swap().visit(expr)
+    return ast.unparse(swapped) if hit else None
+
+
+def parse_expr(source: str) -> ast.expr | None:
+    try:
+        return ast.parse(source, mode="eval").body
+    except SyntaxError:
+        return None
 
 
 def helper_renames(nodes: list[ast.AST]) -> dict[str, str]:

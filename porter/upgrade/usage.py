@@ -17,7 +17,7 @@ import os
 import pickle
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -26,9 +26,9 @@ from porter.upgrade.bindings import branch_names, reads
 from porter.upgrade.guards import Condition
 from porter.upgrade.index import PLAIN_BASES, FastVisitor, Signature, body_span, body_text, dotted_name, gc_paused, signature_of, walk
 from porter.upgrade.models import Site
-from porter.upgrade.predicates import NO_PREDICATES, Predicates, find_predicates
+from porter.upgrade.predicates import NO_PREDICATES, Predicates, find_predicates, plugin_imports, resolve_imported
 
-USAGE_VERSION = 8
+USAGE_VERSION = 9
 DEFAULT_EXCLUDES = ("tests/*", "*/tests/*", "test/*", "benchmarks/*", "examples/*", "docs/*", "build/*", ".*")
 
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "AttributeError", "Exception", "BaseException"}
@@ -70,6 +70,9 @@ class GuardBlock:
     pure: bool = True  # assign: every read of the name is in a guard test (the assignment can go with them)
     body_names: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # (bound, read) in the body (bindings.py)
     else_names: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # the same for the else branch
+    # (local, dotted) plugin names the test reads that another module may define as a version predicate
+    # (`from vllm_ascend.utils import is_vllm_ge_x`): resolved plugin-wide by resolve_imported_blocks.
+    foreign: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "line": self.line, "end_line": self.end_line, "guard": self.source, "kind": self.kind}
@@ -84,6 +87,7 @@ class FileUsage:
     guard_blocks: list[GuardBlock] = field(default_factory=list)
     internal_imports: list[tuple[str, tuple[Condition, ...]]] = field(default_factory=list)  # plugin modules it imports
     module: str = ""  # dotted module name of the file inside the plugin
+    exports: dict[str, str] = field(default_factory=dict)  # predicates other modules can import: name (`f()`) -> test
     # plugin class (dotted) -> self.<attr> -> dotted upstream class: how a receiver typed by a plugin
     # class (PLUGIN) reaches upstream, across files
     class_types: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -189,24 +193,44 @@ def _enter_if(scan, node: ast.If) -> tuple[str, str]:
     open conditions and guard blocks); a version test is recorded as a GuardBlock."""
     source, used = scan.predicates.expand(node.test)
     kind = "type_checking" if source.rsplit(".", 1)[-1] == "TYPE_CHECKING" else "if"
-    if kind == "if" and _VERSIONISH_TEST.search(source):
+    if kind != "if":
+        return kind, source
+    foreign = () if _VERSIONISH_TEST.search(source) else scan.predicates.foreign_reads(node.test)
+    if foreign or _VERSIONISH_TEST.search(source):
         first = scan.lines[node.lineno - 1].lstrip() if 0 < node.lineno <= len(scan.lines) else ""
         scan.guard_blocks.append(GuardBlock(scan.path, node.lineno, node.end_lineno or node.lineno, source,
                                             "elif" if first.startswith("elif") else "if", bool(node.orelse),
                                             tuple(scan.conditions), tuple(p.line for p in used),
-                                            body_names=branch_names(node.body), else_names=branch_names(node.orelse)))
+                                            body_names=branch_names(node.body), else_names=branch_names(node.orelse),
+                                            foreign=foreign))
     return kind, source
 
 
 def _ternary_block(scan, node: ast.IfExp, conditions: tuple[Condition, ...]) -> str:
     """The test source of `x if c else y` (predicates expanded); a version test is recorded as a GuardBlock."""
     source, used = scan.predicates.expand(node.test)
-    if _VERSIONISH_TEST.search(source):
+    foreign = () if _VERSIONISH_TEST.search(source) else scan.predicates.foreign_reads(node.test)
+    if foreign or _VERSIONISH_TEST.search(source):
         scan.guard_blocks.append(GuardBlock(scan.path, node.lineno, node.end_lineno or node.lineno, source, "ifexp",
                                             True, conditions, tuple(p.line for p in used),
                                             body_names=((), tuple(sorted(reads([node.body])))),
-                                            else_names=((), tuple(sorted(reads([node.orelse]))))))
+                                            else_names=((), tuple(sorted(reads([node.orelse])))), foreign=foreign))
     return source
+
+
+def resolve_imported_blocks(blocks: list[GuardBlock], files: list["FileUsage"]) -> list[GuardBlock]:
+    """Guard blocks whose test reads a version predicate another plugin module defines get that
+    predicate's test in their source; blocks that read none (their test is no version check) go."""
+    exports = {f"{f.module}.{name}": test for f in files for name, test in f.exports.items()}
+    out: list[GuardBlock] = []
+    for block in blocks:
+        if not block.foreign:
+            out.append(block)
+            continue
+        source = resolve_imported(block.source, exports, dict(block.foreign)) if exports else None
+        if source is not None and _VERSIONISH_TEST.search(source):
+            out.append(replace(block, source=source, foreign=()))
+    return out
 
 
 def _predicate_blocks(path: str, predicates: Predicates) -> list[GuardBlock]:
@@ -786,22 +810,27 @@ def _scan_source(path: str, source: bytes, packages: Iterable[str], plugin_packa
     collector.collect(tree)
     plugin_packages = frozenset(plugin_packages)
     lines = source.decode("utf-8", errors="replace").splitlines()
-    predicates = find_predicates(tree) if b"version" in source.lower() else NO_PREDICATES
+    foreign = plugin_imports(tree, module, is_package, plugin_packages)
+    # A module with no version text has no predicate of its own; what it imports from the plugin may be one.
+    predicates = find_predicates(tree, foreign) if b"version" in source.lower() else \
+        Predicates([], foreign=foreign) if foreign else NO_PREDICATES
+    exports = predicates.exports()
     if not collector.aliases and not any(p.encode() in source for p in packages):
         # No upstream use: only the plugin-internal imports and the guard blocks matter (a statement walk).
         light = _LightScan(path, lines, module, is_package, plugin_packages)
         light.predicates = predicates
         light.body(tree.body)
-        if b"version" in source.lower():
+        if b"version" in source.lower() or foreign:
             light.ternaries(tree)
         return FileUsage(path, [], {}, guard_blocks=light.guard_blocks + _predicate_blocks(path, predicates),
-                         internal_imports=light.internal_imports, module=module)
+                         internal_imports=light.internal_imports, module=module, exports=exports)
     visitor = _UseVisitor(path, lines, packages, collector.aliases, module, is_package, plugin_packages,
                           singletons, tree)
     visitor.predicates = predicates
     visitor.visit(tree)
     return FileUsage(path, visitor.uses, collector.aliases, guard_blocks=visitor.guard_blocks + _predicate_blocks(path, predicates),
-                     internal_imports=visitor.internal_imports, module=module, class_types=visitor.class_types)
+                     internal_imports=visitor.internal_imports, module=module, exports=exports,
+                     class_types=visitor.class_types)
 
 
 def plugin_files(root: Path, excludes: Iterable[str] = DEFAULT_EXCLUDES) -> list[tuple[str, Path]]:

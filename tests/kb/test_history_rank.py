@@ -147,3 +147,25 @@ def test_command_line_flags_are_names_and_a_log_records_source_lines_are_not():
     report = "Does the model support enabling --enable-prompt-tokens-details?"
     ranked = rank([fix, transport, *noise], TraceFacts((), "", ""), {}, None, {}, error_text=report + "\n" + log)[0]
     assert [c.sha for c in ranked] == [fix.sha]  # the log's `ascend_direct_transport.cpp` names no code
+
+
+def test_an_exception_written_with_a_comma_before_its_quoted_message_is_read_and_quoted(tmp_path):
+    from porter.kb.history.lookup import embedded_exception
+
+    report = ("1. Resolve the issue of qwen2.5-VL quantization service startup failure:\n"
+              "AttributeError, 'Parameter' object has no attribute 'weight_loader'.\n")
+    assert embedded_exception(report) == ("AttributeError", "'Parameter' object has no attribute 'weight_loader'.")
+    assert embedded_exception("a RuntimeError, which the caller catches") is None  # a clause, not a message
+    assert "AttributeError, 'Parameter' object has no attribute 'weight_loader'." in mine.error_strings(report)
+    h = History(tmp_path / "plug-repo")
+    h.commit("[Core] quant config", {"plug/__init__.py": "", "plug/quant.py": "def load(p):\n    return p.weight_loader\n"})
+    h.tag("v0.1.0")
+    other = h.commit("[Feature] add a weight_loader option for MoE (#4)",
+                     {"plug/moe.py": "def weight_loader(p):\n    return p\n"})
+    fix = h.commit("[BugFix] fix qwen2.5vl quant bug (#5)\n\n" + report,
+                   {"plug/quant.py": "def load(p):\n    return getattr(p, 'weight_loader', None)\n"})
+    mine.build_index(h.root, tmp_path / "cache", mine.ALL_BRANCHES)  # a report without frames needs the index
+    rep = analyse(HistorySource("plug", h.root), [], report, {}, tmp_path / "cache",
+                  fallback_exception=embedded_exception(report), error_text=report)
+    assert [c.sha for c in rep.candidates][:1] == [fix] and other not in [c.sha for c in rep.candidates][:1]
+    assert any(e.startswith("message quotes the error") for e in rep.candidates[0].evidence)

@@ -147,3 +147,77 @@ def test_new_home_search_in_a_pool_finds_what_the_serial_search_finds(tmp_path, 
         pooled = TreeIndex(root, ["pkg"], pool=pool).find_definitions(names, limit=50)
     assert {n: [m for m, _ in v] for n, v in pooled.items()} == {n: [m for m, _ in v] for n, v in serial.items()}
     assert len(serial["Needle1"]) == 13 and [m for m, _ in serial["value7"]] == ["pkg.m7"] and serial["absent"] == []
+
+
+def _name_specific_search(root, names):
+    """find_definitions' former pass: one pattern naming every wanted name (the reference)."""
+    import re
+
+    alternation = "|".join(re.escape(n) for n in names)
+    pattern = re.compile(rf"^(?:(?:async\s+)?def|class)\s+({alternation})\b|^({alternation})\s*[:=]".encode(), re.MULTILINE)
+    return {m: found for m, _, found in TreeIndex(root, ["pkg"]).matches(pattern)}
+
+
+def test_the_general_definition_pass_finds_what_the_name_specific_pattern_finds(tmp_path, monkeypatch):
+    tricky = ("class Needle(Base):\n    pass\nNeedle_x = 1\nNeedleX: int = 2\nasync  def other(): pass\n"
+              "def\tother2(): pass\nvalue7 : int\nvalue7=3\n  zeta = 1\nclass\nvalue9 = 1\n"
+              "def Needleé(): pass\n_private = 1\nif x:\n    other = 1\nvalue10 == 1\n")
+    files = {"pkg/__init__.py": "", "pkg/tricky.py": tricky}
+    files.update({f"pkg/m{i}.py": f"class Needle{i % 3}:\n    pass\nvalue{i} = 1\n" for i in range(60)})
+    root = write_tree(tmp_path / "tree", files)
+    names = ["Needle", "Needle1", "other", "other2", "value7", "zeta", "value9", "value10", "_private", "absent"]
+    reference = _name_specific_search(root, names)
+    serial = TreeIndex(root, ["pkg"]).find_definitions(names, limit=100)
+    monkeypatch.setattr(index_mod, "_PARALLEL_THRESHOLD", 2)
+    with ThreadPoolExecutor(2) as pool:
+        index = TreeIndex(root, ["pkg"], pool=pool)
+        index.start_definition_search()  # started early, answered by the same pass later
+        pooled = index.find_definitions(names, limit=100)
+        hits = dict(index.hit_counts)
+    for found in (serial, pooled):
+        assert {n: sorted(m for m, _ in v) for n, v in found.items()} == \
+            {n: sorted(m for m, f in reference.items() if n in f and n in TreeIndex(root, ["pkg"]).module(m).defs)
+             for n in names}
+    assert hits == {n: sum(1 for f in reference.values() if n in f) for n in names}
+    assert hits["Needle"] == 1 and hits["other"] == 1 and hits["other2"] == 1 and hits["zeta"] == 0 and hits["value7"] == 2
+
+
+def test_a_non_ascii_name_is_searched_with_its_own_pattern(tmp_path):
+    root = write_tree(tmp_path / "tree", {"pkg/__init__.py": "", "pkg/a.py": "def naïve():\n    pass\nnaïve_x = 1\n"})
+    found = TreeIndex(root, ["pkg"]).find_definitions(["naïve"])
+    assert [m for m, _ in found["naïve"]] == ["pkg.a"]
+
+
+def test_class_facts_parse_each_module_once(tmp_path, monkeypatch):
+    root = write_tree(tmp_path / "tree", {
+        "pkg/__init__.py": "",
+        "pkg/a.py": "class A:\n    def __init__(self, x: 'B'):\n        self.x = x\n    def f(self):\n        return self.y\n"
+                    "class B:\n    def g(self):\n        return self.z\n",
+    })
+    index = TreeIndex(root, ["pkg"])
+    parses = []
+    real = index_mod.ast.parse
+    monkeypatch.setattr(index_mod.ast, "parse", lambda source, *a, **k: parses.append(type(source)) or real(source, *a, **k))
+    a = index.resolve("pkg.a", "A").definition
+    b = index.resolve("pkg.a", "B").definition
+    assert index.class_reads(a, "pkg.a") == {"y"} and index.class_reads(b, "pkg.a") == {"z"}
+    assert dict(index.class_facts(a, "pkg.a").attribute_types) == {"x": "pkg.a.B"}
+    assert parses.count(bytes) == 2  # the module's index record, then its source once for both classes
+
+
+def test_an_upstream_archive_unpacks_lean_and_indexes_the_same(tmp_path):
+    files = {"pkg/__init__.py": "from pkg.a import A\n", "pkg/a.py": "class A:\n    pass\n",
+             "pkg/tests/test_inner.py": "x = 1\n", "tests/test_a.py": "import pkg\n", "docs/conf.py": "x = 1\n",
+             "examples/run.py": "x = 1\n", "benchmarks/b.py": "x = 1\n", "setup.py": "x = 1\n"}
+    archive = _sdist(tmp_path / "pkg-1.0.tar.gz", files)
+    sources = Sources(tmp_path / "cache")
+    full = sources.archive_tree(archive, "1.0")
+    lean = sources.archive_tree(archive, "1.0", lean=True)
+    assert lean.root != full.root and (full.root / "tests" / "test_a.py").is_file()
+    kept = sorted(str(p.relative_to(lean.root)) for p in lean.root.rglob("*.py"))
+    assert kept == ["pkg/__init__.py", "pkg/a.py", "pkg/tests/test_inner.py", "setup.py"]  # nested tests stay
+    assert TreeIndex(lean.root, ["pkg"]).files.keys() == TreeIndex(full.root, ["pkg"]).files.keys()
+    with ThreadPoolExecutor(1) as pool:  # prepared in a pool: the same lean tree, from the cache
+        again = Sources(tmp_path / "cache")
+        again.prepare_archives([archive], pool, min_bytes=0, lean=True)
+        assert again.archive_tree(archive, "1.0", lean=True).root == lean.root

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from rapidfuzz import fuzz
@@ -568,6 +568,80 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
         # fix is the one that fixed it)
         (inside if is_in else scored).append((s, age, cand))
     fixes = {c.sha for c in commits if c.is_fix}
-    scored.sort(key=lambda t: (-t[0], t[2].sha not in fixes, -t[1]))
-    inside.sort(key=lambda t: (-t[0], t[1]))
-    return [c for _, _, c in scored[:top]], [c for _, _, c in inside[:1]]
+    by_sha = {c.sha: c for c in commits}
+    # ties: a bug fix before other work, a release line's copy after the change it copies, then the oldest
+    scored.sort(key=lambda t: (-t[0], t[2].sha not in fixes, is_backport(by_sha[t[2].sha]), -t[1]))
+    inside.sort(key=lambda t: (-t[0], is_backport(by_sha[t[2].sha]), t[1]))
+    after_cands, inside_cands = merge_backports([c for _, _, c in scored], [c for _, _, c in inside], by_sha)
+    return after_cands[:top], inside_cands[:1]
+
+
+# a release line's tag in a title (`[v0.13.0]`, `[0.20.2rc]`, `[releases/v0.24.0rc]`) or a cherry-pick marker
+_RELEASE_TAG = re.compile(r"\[\s*(?:v?\d+\.\d+(?:\.\d+)?(?:rc\d*|\.?post\d+|\.?dev\d*)?|releases?/[^\]]{1,40}|cherry[- ]?pick(?:ed)?|backport)\s*\]", re.I)
+_FROM_PR = re.compile(r"\s*\((?:from|cherry[- ]picked from|backport of)\s+#?\d+\)", re.I)
+_LEADING_TAGS = re.compile(r"^\s*(?:\[[^\]]{0,40}\]\s*:?\s*)+")
+MIN_CHANGE_KEY = 16  # a shorter title ("fix ci", "update readme") is written for many unrelated changes
+
+
+def is_backport(commit: CommitRecord) -> bool:
+    """The commit copies a change onto a release line: its title carries a release tag or a
+    cherry-pick marker, or git's `cherry picked from commit` line is in its message."""
+    return bool(_RELEASE_TAG.search(commit.subject) or _FROM_PR.search(commit.subject)
+                or "cherry picked from commit" in commit.body)
+
+
+def change_key(subject: str) -> str:
+    """The title without its tags, release markers and PR number: a change and its cherry-picks share it."""
+    s = _FROM_PR.sub("", _PR_REF.sub("", subject.strip()))
+    s = _LEADING_TAGS.sub("", _RELEASE_TAG.sub("", s))
+    key = " ".join(s.lower().rstrip(". ").split())
+    return key if len(key) >= MIN_CHANGE_KEY else ""
+
+
+def merge_backports(after: Sequence[Candidate], inside: Sequence[Candidate],
+                    commits: Mapping[str, CommitRecord]) -> tuple[list[Candidate], list[Candidate]]:
+    """One answer per change: a cherry-pick onto a release line (is_backport) and the change it
+    copies (the same change_key) are one candidate, the better ranked one first, the other in `also`.
+    When the installed version holds either copy, it holds the fix: the change is no candidate."""
+    def key(c: Candidate) -> str:
+        return change_key(c.subject)
+
+    def group(cands: Sequence[Candidate]) -> dict[str, list[Candidate]]:
+        out: dict[str, list[Candidate]] = {}
+        for c in cands:
+            if k := key(c):
+                out.setdefault(k, []).append(c)
+        return out
+
+    # a key joins copies only where one of them is a release line's copy: two unrelated changes may share a title
+    def copies(members: Sequence[Candidate]) -> bool:
+        return len(members) > 1 and any(is_backport(commits[m.sha]) for m in members) \
+            and any(not is_backport(commits[m.sha]) for m in members)
+
+    both = group([*after, *inside])
+    joined = {k for k, members in both.items() if copies(members)}
+    held = {key(c) for c in inside} & joined
+    merged_after: list[Candidate] = []
+    placed: set[str] = set()
+    for c in after:
+        k = key(c)
+        if k in held:
+            continue  # the installed version has a copy of this change
+        if k in joined:
+            if k in placed:
+                continue
+            placed.add(k)
+            others = [m for m in both[k] if m.sha != c.sha and not m.contained]
+            c = replace(c, also=tuple((m.sha, m.first_tag) for m in others))
+        merged_after.append(c)
+    merged_inside: list[Candidate] = []
+    for c in inside:
+        k = key(c)
+        if k in joined:
+            if k in placed:
+                continue
+            placed.add(k)
+            others = [m for m in both[k] if m.sha != c.sha]
+            c = replace(c, also=tuple((m.sha, m.first_tag) for m in others))
+        merged_inside.append(c)
+    return merged_after, merged_inside

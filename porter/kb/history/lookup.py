@@ -247,7 +247,8 @@ def embedded_exception(text: str) -> tuple[str, str] | None:
     from porter.kb.history.mine import unwrap_prose
 
     text = unwrap_prose(text)
-    m = re.search(r"\b([A-Z]\w{0,60}(?:Error|Exception))\b:\s*([^\n`]{4,300})(?:\n([^\n`]{1,200}))?", text)
+    # `Type: message`, or `Type, 'value' ...` (a report's prose: the comma, then the message from its quoted value on)
+    m = re.search(r"\b([A-Z]\w{0,60}(?:Error|Exception))\b(?::\s*|,[ \t]?(?=['\"]))([^\n`]{4,300})(?:\n([^\n`]{1,200}))?", text)
     if not m:
         return None
     message = m.group(2).strip()

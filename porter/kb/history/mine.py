@@ -27,7 +27,8 @@ _FIX = re.compile(r"\b(?:bug\s?fix(?:es|ed)?|fix(?:es|ed|ing)?|hot\s?fix|bugs?|c
 _PR = re.compile(r"\(#(\d{1,7})\)\s*$")
 _DEF = re.compile(r"^\s*(?:async\s+)?def\s+(\w+)|^\s*class\s+(\w+)")
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@ ?(?P<ctx>.*)$")
-_ERR_LINE = re.compile(r"\b[A-Z]\w{0,60}(?:Error|Exception)\b(?::[^\n`]{3,240})?")
+# `Type: message`, or `Type, 'value' ...` as prose often writes it (a quoted value after the comma: a message, not a clause)
+_ERR_LINE = re.compile(r"\b[A-Z]\w{0,60}(?:Error|Exception)\b(?::[^\n`]{3,240}|,[ \t]?['\"][^\n`]{3,240})?")
 _BACKTICK = re.compile(r"`([^`\n]{1,240}(?:\n[^`\n]{1,240})?)`")  # a span prose wrapping split over two lines too
 _TYPE_WRAPPED = re.compile(r"[ \t]*\n[ \t]*([^\n`]{3,240})")  # `TypeError:` at a line's end, its message on the next
 _WRAPPED = re.compile(r"\n\s*(['\"][^\n`]{1,120})")
@@ -315,16 +316,28 @@ def _read(path: Path) -> HistoryIndex | None:
     return HistoryIndex.from_dict(raw)
 
 
-ALL_BRANCHES = "--branches"  # `ref` that indexes every local branch (release lines included)
+ALL_BRANCHES = "--branches"  # `ref` that indexes the current branch and every release line
+# a release line's branch name holds a version (`releases/v0.13.0`, `v0.9.1-dev`, `release/3.2.x`, `v0.4.x`);
+# feature, revert and bot branches (`songlin/dsv4-lora`, `revert-4430-...`, `dependabot/...`) hold unmerged work
+_RELEASE_BRANCH = re.compile(r"(?:^|[/_-])v?\d+\.(?:\d+|x)\b|(?:^|/)v\d+(?:\b|\.)")
+
+
+def is_release_branch(name: str) -> bool:
+    return bool(_RELEASE_BRANCH.search(name)) and not name.startswith(("dependabot/", "revert-"))
 
 
 def index_key(repo: Path, ref: str) -> tuple[str, list[str]]:
-    """(cache key, tips) of `ref`: its commit id, or for ALL_BRANCHES a digest of every branch tip."""
+    """(cache key, tips) of `ref`: its commit id, or for ALL_BRANCHES a digest of the tips of HEAD
+    and of every release branch (is_release_branch)."""
     if ref != ALL_BRANCHES:
         head = resolve(repo, ref)
         return head, [head]
-    out = git_ok(repo, ["for-each-ref", "--format=%(objectname)", "refs/heads"], "for-each-ref")
-    tips = sorted(set(out.split()))
+    out = git_ok(repo, ["for-each-ref", "--format=%(objectname) %(refname:short)", "refs/heads"], "for-each-ref")
+    tips = [line.split(" ", 1)[0] for line in out.splitlines() if " " in line and is_release_branch(line.split(" ", 1)[1])]
+    head = _git(repo, ["rev-parse", "--verify", "-q", "HEAD^{commit}"], 60)
+    if head.ok and head.stdout.strip():
+        tips.append(head.stdout.strip())
+    tips = sorted(set(tips))
     if not tips:
         raise InputError(f"{repo}: no branches", hint="index a repository that has commits")
     return "branches-" + hashlib.sha256("\n".join(tips).encode()).hexdigest()[:24], tips

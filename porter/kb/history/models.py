@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-INDEX_SCHEMA = 6
+INDEX_SCHEMA = 7
 REPORT_SCHEMA = 1
 
 
@@ -131,11 +131,14 @@ class Candidate:
     score: float
     evidence: tuple[str, ...]
     contained: bool = False  # already in the installed version
+    also: tuple[tuple[str, str | None], ...] = ()  # (sha, first tag) of the same change on other branches (cherry-picks)
 
     @property
     def headline(self) -> str:
         pr = f" (#{self.pr})" if self.pr and f"(#{self.pr})" not in self.subject else ""
         where = f", first in {self.first_tag}" if self.first_tag else ", in no tag yet"
+        if self.also:
+            where += "; also " + ", ".join(f"{sha[:12]}" + (f" (first in {tag})" if tag else "") for sha, tag in self.also)
         if self.contained:
             return f"your version already contains this fix: {self.sha[:12]} {self.subject}{pr}{where}"
         return f"possibly fixed upstream by {self.sha[:12]} {self.subject}{pr}{where}"
@@ -143,7 +146,7 @@ class Candidate:
     def to_dict(self) -> dict[str, Any]:
         return {"sha": self.sha, "subject": self.subject, "pr": self.pr, "first_tag": self.first_tag,
                 "score": round(self.score, 3), "evidence": list(self.evidence), "contained": self.contained,
-                "headline": self.headline}
+                "also": [{"sha": sha, "first_tag": tag} for sha, tag in self.also], "headline": self.headline}
 
 
 @dataclass
