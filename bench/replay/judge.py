@@ -22,6 +22,9 @@ word in a log message of the same name is not a definition):
     override's parameters -> real; all bind, or none exists -> false. `forward` / `__call__` are
     also reached through `module(...)`, which no call by name shows: only a call that does not fit
     decides (real); otherwise unjudged;
+    A constructor override (`Class.__init__`) is checked against the calls of the class by name;
+  * an override porter finds narrower than what a NEW file now passes (`override_new_callers`): the
+    cited NEW call exists with a shape that does not bind to the override -> real, else unjudged;
   * a call no longer binds (new required parameter, keyword removed, too many positionals, positional
     shift): the NEW definition, read from its file (through re-exports), has that shape -> real;
   * a base class requires new methods (or an RPC the target sends): the NEW tree calls them -> real;
@@ -467,9 +470,21 @@ def judge(record: dict, tree: Tree, old: Tree | None = None, plugin=None) -> tup
                                        "reads it from is a subclass at run time, nothing was removed")
         return verdict
     method = symbol.rsplit(".", 1)[-1]
+    if method == "__init__" and symbol.count(".") >= 2:
+        method = symbol.rsplit(".", 2)[-2]  # a constructor override: its callers call the class by name
+    if change == "override_new_callers":
+        rendered = str(detail.get("override_signature", ""))
+        shape = _override_shape(rendered[1:rendered.find(")")] if rendered.startswith("(") else rendered)
+        for where in detail.get("calls") or []:
+            path, _, line = str(where).rpartition(":")
+            hit = next(((f, l, n, k) for f, l, n, k in tree.calls().get(method, []) if f == path and str(l) == line), None)
+            if hit and not _binds(*shape, hit[2], hit[3]):
+                return "known_real", (f"{PREFIX}the NEW tree calls {method} at {_where(path, hit[1])} with {hit[2]} positional "
+                                      f"argument(s) and keywords {sorted(hit[3])}, which do not bind to the override {rendered.split(' ->')[0]}")
+        return None
     if change == "override_mismatch" or "that the override" in msg:
-        if len(tree.calls().get(method, [])) > MAX_CALLERS:
-            return None  # too many unrelated callers to tell which one reaches this class
+        if len(tree.calls().get(method, [])) > MAX_CALLERS and not symbol.endswith(".__init__"):
+            return None  # too many unrelated callers to tell which one reaches this class (a class name is unambiguous)
         # forward is reached through module(...) too, which no call by name shows: a call that does not
         # fit still proves the break, finding none proves nothing
         unseen = method in ("forward", "__call__")

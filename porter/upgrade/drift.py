@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable
 
 from rapidfuzz import fuzz
 
+from porter.upgrade.callers import CallShape, binds, bound, call_shapes, narrower
 from porter.upgrade.guards import GuardConventions, TargetVersions, combine
 from porter.upgrade.lanes import GuardVerdict, Lanes, guard_verdicts, innermost_version_block, lane_of
 from porter.upgrade.index import Definition, Resolution, Signature, TreeIndex, prefetch_reach, walk
@@ -28,7 +29,7 @@ from porter.upgrade.models import (
     Severity,
     Site,
 )
-from porter.upgrade.usage import FACTORY, FileUsage, Use, resolve_imported_blocks
+from porter.upgrade.usage import FACTORY, PLUGIN, FileUsage, Use, resolve_imported_blocks
 
 STRATEGIES = {
     DriftFamily.REMOVED: "todo_stub",
@@ -46,6 +47,8 @@ RENAME_THRESHOLD = 0.6
 COPY_THRESHOLD = 0.85  # body similarity above which a plugin function counts as a copy of upstream's
 RENAME_NAME_ONLY_THRESHOLD = 0.75
 MAX_CANDIDATES = 5
+IMPLICITLY_CALLED = frozenset({"forward", "__call__"})  # reached through `module(...)`: calls by name are other classes'
+MAX_CALLER_FILES = 25  # a method called in more files than this is too common to tell which calls reach an override
 
 
 @dataclass
@@ -116,8 +119,14 @@ class DriftAnalyzer:
         self._search_new_homes(files)
         # A call to a function the plugin replaces runs the plugin's replacement, not upstream's.
         self._patched = {u.symbol for f in files for u in f.uses if u.kind in ("monkeypatch", "patch")}
+        self._plugin_types = {cls: attrs for f in files for cls, attrs in f.class_types.items()}
+        # Plugin classes upstream builds itself: CustomOp OOT registrations and classes installed over upstream ones.
+        self._installed = {str(u.detail["registers"]) for f in files for u in f.uses if u.detail.get("registers")} | {
+            str(u.detail.get("replacement", "")).rsplit(".", 1)[-1] for f in files for u in f.uses
+            if u.kind in ("monkeypatch", "patch") and u.detail.get("replacement")}
         self._bodies: dict[tuple[int, str], list[str]] = {}
         self._factories: dict[str, str | None] = {}
+        self._narrow_overrides: list[tuple[Use, str, str, Signature, Signature, Location]] = []
         dead_modules = self._dead_modules(files)
         per_use: list[tuple[Use, Guard, list[Finding], bool]] = []
         self._use_lane: dict[int, tuple[str, Any]] = {}
@@ -141,6 +150,7 @@ class DriftAnalyzer:
                 guard = self._exception_guard(use, guard, broken_tries)
                 per_use.append((use, guard, findings, broken))
         per_use = self._drop_uncalled_optional(per_use)
+        per_use = self._new_call_shapes(per_use)
         guards = self._guard_verdicts(files, per_use, dead_modules)
         records, notes = self._merge(per_use, guards)
         # A copied body whose upstream original changed breaks nothing by itself: a sync hint, kept apart.
@@ -301,6 +311,11 @@ class DriftAnalyzer:
             if typed is None:
                 return [], False  # no usable return annotation: the receiver stays untyped
             use = replace(use, symbol=typed)
+        if use.symbol.startswith(PLUGIN):
+            typed = self._through_plugin_class(use.symbol[len(PLUGIN):])
+            if typed is None:
+                return [], False  # a member of the plugin's own class, or an attribute of unknown type
+            use = replace(use, symbol=typed)
         if use.kind == "import":
             res = self.target.resolve(use.detail["module"], use.detail["name"])
             verdicts.setdefault(use.symbol, Verdict(use.symbol, res.status, use.detail["module"], use.detail["name"]))
@@ -334,6 +349,20 @@ class DriftAnalyzer:
         if use.kind == "patch":
             return self._patch(use), False
         return [], False
+
+    def _through_plugin_class(self, dotted: str) -> str | None:
+        """`mod.PluginCls.attr.rest` -> `UpstreamCls.rest`: the upstream class the plugin class gives
+        `self.attr` (`self.block_table = MultiGroupBlockTable(...)`); None for anything else."""
+        parts = dotted.split(".")
+        for cut in range(len(parts) - 2, 0, -1):
+            attrs = self._plugin_types.get(".".join(parts[:cut]))
+            if attrs is None:
+                continue
+            attr, rest = parts[cut], parts[cut + 1:]
+            if attr in attrs:
+                return ".".join([attrs[attr], *rest])
+            return None  # set by the plugin class untyped, or by its upstream base: not followed
+        return None
 
     def _through_fields(self, dotted: str) -> str:
         """`T.a.b` where `a` is a field or property of T annotated with class A: `A.b` (followed as far as
@@ -725,8 +754,11 @@ class DriftAnalyzer:
         loc = self._location(use, None)
         findings: list[Finding] = []
         for name, plugin_sig in methods.items():
-            if name.startswith("__") and name != "__call__":
+            if name.startswith("__") and name not in ("__call__", "__init__"):
                 continue
+            # A constructor override is called by upstream only where upstream builds the class by name
+            # (or through an interface such as `impl_cls(...)`): its findings need the target's callers.
+            constructor = name == "__init__"
             new_member = self.target.class_member(target_cls[0], target_cls[1], name)
             if new_member is None or new_member.signature is None:
                 continue
@@ -735,30 +767,50 @@ class DriftAnalyzer:
             old_member = self.baseline.class_member(base_cls[0], base_cls[1], name) if base_cls and self.baseline else None
             if base_cls is not None and (old_member is None or old_member.signature is None):
                 continue  # the plugin defined it first; upstream added a same-named method: not drift of an override
+            if constructor and (old_member is None or not (
+                    use.detail.get("registered") or plugin_cls in self._installed or new_member.is_abstract)):
+                continue  # upstream never builds this class itself (only an OOT registration, a patch or an interface does)
             new_names = set(new_member.signature.names)
             old_names = set(old_member.signature.names) if old_member and old_member.signature else None
             added = sorted(new_names - old_names) if old_names is not None else sorted(new_names - set(plugin_sig.names))
             removed = sorted(old_names - new_names) if old_names is not None else []
             problems = [p for p in added if not plugin_sig.accepts_keyword(p)]
-            required_removed = [p for p in removed if p in plugin_sig.required_names()]
+            required_removed = [] if constructor else [p for p in removed if p in plugin_sig.required_names()]
             new_required = set(new_member.signature.required_names())
-            optional_only = bool(problems) and not required_removed and not (set(problems) & new_required)
+            optional_only = bool(problems) and not required_removed and (constructor or not (set(problems) & new_required))
             positions = {p.name: i for i, p in enumerate(new_member.signature.params[1:]) if p.kind in ("posonly", "pos")}
-            if problems or required_removed:
+            # Only constructors (of installed classes or abstract interfaces) are built by position from
+            # upstream code often enough to say so without the calls; methods take keywords mostly.
+            shift = (_override_shift(bound(old_member.signature), bound(new_member.signature), bound(plugin_sig))
+                     if constructor and old_member is not None and old_member.signature is not None else None)
+            if shift is not None:
+                optional_only = False  # positional callers of the base bind the override's parameters wrongly
+            elif not constructor and not problems and not required_removed and name not in IMPLICITLY_CALLED \
+                    and old_member is not None and old_member.signature is not None \
+                    and narrower(bound(plugin_sig), bound(new_member.signature)):
+                # only where the signature comparison found nothing (one finding, one fix, per override)
+                # What upstream passes may have changed although the base did not: compared call by call later.
+                self._narrow_overrides.append((use, name, plugin_cls, plugin_sig, new_member.signature, loc))
+            if problems or required_removed or shift:
                 severity = Severity.BREAKING if old_names is not None else Severity.RISKY
                 parts = []
                 if problems:
                     parts.append(f"gained parameter(s) {', '.join(problems)} that the override does not accept")
                 if required_removed:
                     parts.append(f"dropped parameter(s) {', '.join(required_removed)} that the override requires")
+                if shift:
+                    parts.append(f"reordered its positional parameters (callers' {shift}; the override keeps the old order)")
                 findings.append(Finding(DriftFamily.SIGNATURE, f"{use.symbol}.{name}", loc, severity,
                                         f"{use.symbol}.{name} {' and '.join(parts)} (override {plugin_cls}.{name}{plugin_sig.render()})",
                                         evidence=(f"target: {new_member.signature.render()}",)
                                         + ((f"baseline: {old_member.signature.render()}",) if old_member and old_member.signature else ()),
                                         detail={"change": "override_mismatch", "plugin_class": plugin_cls, "method": name,
                                                 "added": problems, "removed": required_removed,
-                                                **({"optional_only": True, "positions": {p: positions.get(p) for p in problems}}
+                                                **({"optional_only": True, "positions": {p: positions.get(p) for p in problems},
+                                                    "callee": target_cls[0].name if constructor else name,
+                                                    "constructor": constructor}
                                                    if optional_only else {}),
+                                                **({"positional_shift": shift} if shift else {}),
                                                 "new_signature": new_member.signature.render(),
                                                 "override_signature": plugin_sig.render()}, subject=f"override:{plugin_cls}.{name}"))
         if base_cls is None:
@@ -946,49 +998,61 @@ class DriftAnalyzer:
 
     def _drop_uncalled_optional(self, per_use: list[tuple[Use, Guard, list[Finding], bool]]) -> list[tuple[Use, Guard, list[Finding], bool]]:
         """An override that lacks a parameter the base gained *with a default* breaks only when an
-        upstream caller passes it: keep those findings only where the target's code does."""
-        import ast as _ast
-        import re as _re
-
-        pending = {(f.detail["method"], p, f.detail.get("positions", {}).get(p)) for _, _, fs, _ in per_use for f in fs
-                   if f.detail.get("optional_only") for p in f.detail.get("added", [])}
+        upstream caller passes it: keep those findings only where the target's code does. A constructor's
+        callers are the calls of the upstream class by name."""
+        pending = {(f.detail.get("callee", f.detail["method"]), bool(f.detail.get("constructor")), p,
+                    f.detail.get("positions", {}).get(p))
+                   for _, _, fs, _ in per_use for f in fs if f.detail.get("optional_only") for p in f.detail.get("added", [])}
         if not pending:
             return per_use
-        methods = sorted({m for m, _, _ in pending})
-        call = re.compile(rb"\.(" + b"|".join(re.escape(m.encode()) for m in methods) + rb")\(")
-        passed: set[tuple[str, str]] = set()
-        for _, path, found in self.target.matches(call):  # the files that call one of the methods
-            try:
-                text = path.read_bytes()
-            except OSError:
-                continue
-            wanted = [(m, p, pos) for m, p, pos in pending if m in found and (m, p) not in passed
-                      and (p.encode() in text or pos is not None)]
-            if not wanted:
-                continue
-            try:
-                tree = _ast.parse(text)
-            except (SyntaxError, ValueError):
-                continue
-            for node in walk(tree):  # ast.walk's order, faster
-                if isinstance(node, _ast.Call) and isinstance(node.func, _ast.Attribute) and node.func.attr in found:
-                    keywords = {k.arg for k in node.keywords}
-                    positional = 0 if any(isinstance(a, _ast.Starred) for a in node.args) else len(node.args)
-                    for m, p, pos in wanted:
-                        if m == node.func.attr and (p in keywords or (pos is not None and positional > pos)):
-                            passed.add((m, p))
+        sites = call_shapes(self.target, {c for c, ctor, _, _ in pending if not ctor}, {c for c, ctor, _, _ in pending if ctor})
+        passed = {(callee, p) for callee, _, p, pos in pending for shape in sites.shapes.get(callee, ())
+                  if p in shape.keywords or (pos is not None and shape.positional > pos)}
         out = []
         for use, guard, findings, broken in per_use:
             kept = []
             for f in findings:
                 if f.detail.get("optional_only"):
-                    used = [p for p in f.detail.get("added", []) if (f.detail["method"], p) in passed]
+                    callee = f.detail.get("callee", f.detail["method"])
+                    used = [p for p in f.detail.get("added", []) if (callee, p) in passed]
                     if not used:
                         continue  # no upstream caller passes the new optional parameter(s)
                     f = replace(f, detail={**f.detail, "passed_by_upstream_callers": used})
                 kept.append(f)
             out.append((use, guard, kept, broken))
         return out
+
+    def _new_call_shapes(self, per_use: list[tuple[Use, Guard, list[Finding], bool]]) -> list[tuple[Use, Guard, list[Finding], bool]]:
+        """An override narrower than its base (fewer positional slots, a keyword it does not take) breaks
+        when the target starts calling the method in a way the base accepts and the override does not,
+        although the base's signature did not change (a caller now passes the base's optional argument)."""
+        if not self._narrow_overrides or self.baseline is None:
+            return per_use
+        names = {name for _, name, *_ in self._narrow_overrides}
+        new_sites, old_sites = call_shapes(self.target, names), call_shapes(self.baseline, names)
+        extra: dict[int, list[Finding]] = {}
+        for use, name, plugin_cls, plugin_sig, base_sig, loc in self._narrow_overrides:
+            if new_sites.files.get(name, 0) > MAX_CALLER_FILES:
+                continue  # called all over the tree (`apply`, `forward`): which calls reach this class is unknown
+            # A call is new when its file did not call the method that way at the baseline.
+            seen = {(s.path, s.positional, s.keywords) for s in old_sites.shapes.get(name, ())}
+            override, base = bound(plugin_sig), bound(base_sig)
+            fresh = [s for s in new_sites.shapes.get(name, ()) if (s.path, s.positional, s.keywords) not in seen
+                     and binds(base, s.positional, s.keywords) and not binds(override, s.positional, s.keywords)]
+            if not fresh:
+                continue
+            where = "; ".join(f"{s.path}:{s.line} ({s.render()})" for s in fresh[:3])
+            extra.setdefault(id(use), []).append(Finding(
+                DriftFamily.SIGNATURE, f"{use.symbol}.{name}", loc, Severity.BREAKING,
+                f"the target now calls {name} in a way {plugin_cls}.{name}{plugin_sig.render()} does not accept: {where}",
+                evidence=(f"target: {base_sig.render()}",),
+                detail={"change": "override_new_callers", "plugin_class": plugin_cls, "method": name,
+                        "calls": [f"{s.path}:{s.line}" for s in fresh[:5]], "shapes": [s.render() for s in fresh[:5]],
+                        "new_signature": base_sig.render(), "override_signature": plugin_sig.render()},
+                subject=f"callers:{plugin_cls}.{name}"))
+        if not extra:
+            return per_use
+        return [(use, guard, findings + extra.get(id(use), []), broken) for use, guard, findings, broken in per_use]
 
     def _rpc_calls(self, index: TreeIndex) -> set[str]:
         """Method names the upstream invokes on every worker by name (`collective_rpc("name", ...)`)."""
@@ -1272,6 +1336,21 @@ def _positional_shift(old: Signature, new: Signature, positional: int, keywords:
             if not duplicate and was not in everything_new:
                 return None  # a renamed parameter in the same slot: nothing is misbound for sure
             return f"argument for '{was}' now binds '{now}'", duplicate
+    return None
+
+
+def _override_shift(old: Signature, new: Signature, override: Signature) -> str | None:
+    """The base removed or inserted a positional parameter while the override (all three bound) still
+    follows the old order: an upstream caller passing arguments by position (as the base now orders
+    them) fills the override's parameters with the wrong values. Returns what binds where."""
+    take = lambda sig: [p.name for p in sig.params if p.kind in ("posonly", "pos")]
+    o, n, mine = take(old), take(new), take(override)
+    for i, (was, now) in enumerate(zip(o, n)):
+        if was == now:
+            continue
+        if (was in n and now in o) or i >= len(mine) or mine[i] != was:
+            return None  # a swap of existing parameters, or an override that already follows the new order
+        return f"argument for '{now}' now lands in the override's '{was}'"
     return None
 
 

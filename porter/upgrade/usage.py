@@ -28,7 +28,7 @@ from porter.upgrade.index import PLAIN_BASES, FastVisitor, Signature, body_span,
 from porter.upgrade.models import Site
 from porter.upgrade.predicates import NO_PREDICATES, Predicates, find_predicates, plugin_imports, resolve_imported
 
-USAGE_VERSION = 7
+USAGE_VERSION = 9
 DEFAULT_EXCLUDES = ("tests/*", "*/tests/*", "test/*", "benchmarks/*", "examples/*", "docs/*", "build/*", ".*")
 
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "AttributeError", "Exception", "BaseException"}
@@ -88,6 +88,9 @@ class FileUsage:
     internal_imports: list[tuple[str, tuple[Condition, ...]]] = field(default_factory=list)  # plugin modules it imports
     module: str = ""  # dotted module name of the file inside the plugin
     exports: dict[str, str] = field(default_factory=dict)  # predicates other modules can import: name (`f()`) -> test
+    # plugin class (dotted) -> self.<attr> -> dotted upstream class: how a receiver typed by a plugin
+    # class (PLUGIN) reaches upstream, across files
+    class_types: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -181,6 +184,7 @@ class _AliasCollector(FastVisitor):
 
 _VERSIONISH_TEST = re.compile(r"version|VERSION")
 FACTORY = "@returns:"  # receiver typed by the return annotation of an upstream function, resolved against the index
+PLUGIN = "@plugin:"  # receiver of a plugin class (`self.batch = InputBatch(...)`): its attributes' types come from that class (drift.py)
 _SELF_SITES = 3  # sites kept per (class, self attribute): enough to find it, not one per read
 
 
@@ -282,12 +286,15 @@ class _UseVisitor(FastVisitor):
         self.internal_imports: list[tuple[str, tuple[Condition, ...]]] = []
         self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.classes: dict[str, ast.ClassDef] = {}
+        self.plugin_classes: dict[str, str] = {}  # local name -> dotted plugin class (imported or defined here)
+        self.class_types: dict[str, dict[str, str]] = {}
         if tree is not None:
             for stmt in _function_defs(tree.body):
                 self.functions.setdefault(stmt.name, stmt)
             for node in tree.body:
                 if isinstance(node, ast.ClassDef):
                     self.classes[node.name] = node
+                    self.plugin_classes[node.name] = f"{module}.{node.name}" if module else node.name
         self.scopes: list[dict[str, str]] = [{}]  # local name -> dotted upstream class of its value
         self.self_types: list[dict[str, str]] = []  # per enclosing class: self.<attr> -> dotted upstream class
         self.self_class: list[dict[str, Any] | None] = []  # per enclosing class with an upstream base: its facts
@@ -379,6 +386,8 @@ class _UseVisitor(FastVisitor):
                 for alias in node.names:  # `from pkg import submodule`
                     if alias.name != "*":
                         self.internal_imports.append((f"{base}.{alias.name}", tuple(self.conditions)))
+                        if alias.name[:1].isupper():
+                            self.plugin_classes[alias.asname or alias.name] = f"{base}.{alias.name}"
             return
         if not node.module or node.module.split(".")[0] not in self.packages:
             return
@@ -422,6 +431,10 @@ class _UseVisitor(FastVisitor):
                     if found:
                         self_types.setdefault(target.attr, found)
         facts: dict[str, Any] | None = None
+        if not self.self_types:  # a top-level class: what other files' receivers of it can reach
+            types = {k: v for k, v in self_types.items() if not v.startswith((FACTORY, PLUGIN))}
+            if types:
+                self.class_types[self.plugin_classes.get(node.name, node.name)] = types
         for base in node.bases:
             target = base.value if isinstance(base, ast.Subscript) else base
             dotted = self.upstream_dotted(target)
@@ -434,7 +447,9 @@ class _UseVisitor(FastVisitor):
                         bodies.setdefault(stmt.name, body_text(self.lines, body_span(stmt)))
                 upstream_base = upstream_base or dotted
                 self.add("subclass", dotted, node, cls=node.name, methods=methods, attrs=sorted(assigned),
-                         defines_init="__init__" in methods, calls_super_init=calls_super_init, bodies=bodies)
+                         defines_init="__init__" in methods, calls_super_init=calls_super_init, bodies=bodies,
+                         registered=any(isinstance(d, ast.Call) and (dotted_name(d.func) or "").endswith("register_oot")
+                                        for d in node.decorator_list))
             else:
                 self.visit(base)
         bases = [b.value if isinstance(b, ast.Subscript) else b for b in node.bases]  # Generic[T] -> Generic
@@ -477,6 +492,9 @@ class _UseVisitor(FastVisitor):
                 return dotted  # Cls(...)
             if dotted:
                 return f"{FACTORY}{dotted}"  # upstream_fn(...): its return annotation decides (drift.py)
+            if isinstance(node.func, ast.Name) and node.func.id in self.plugin_classes and not any(
+                    node.func.id in scope for scope in self.scopes):
+                return f"{PLUGIN}{self.plugin_classes[node.func.id]}"  # PluginCls(...): typed through that class
             return None
         if isinstance(node, (ast.Name, ast.Attribute)):
             return self.receiver_type(node)
@@ -639,7 +657,11 @@ class _UseVisitor(FastVisitor):
                     keywords.extend(known)
         star_args = any(isinstance(a, ast.Starred) for a in node.args)
         positional = sum(1 for a in node.args if not isinstance(a, ast.Starred))
-        extra = {"bound": True, "via": via} if bound else {}
+        extra: dict[str, Any] = {"bound": True, "via": via} if bound else {}
+        if callee.endswith(".register_oot"):  # CustomOp.register_oot(_decorated_op_cls=PluginCls, name=...)
+            cls_arg = next((k.value for k in node.keywords if k.arg == "_decorated_op_cls"), node.args[0] if node.args else None)
+            if isinstance(cls_arg, ast.Name):
+                extra["registers"] = cls_arg.id  # upstream now builds this plugin class wherever it builds the named op
         if id(node) in self.dropped_results:
             extra["result"] = "ignored"  # a statement of its own: the returned value is never used
         elif id(node) in self.unpacked_results:
@@ -807,7 +829,8 @@ def _scan_source(path: str, source: bytes, packages: Iterable[str], plugin_packa
     visitor.predicates = predicates
     visitor.visit(tree)
     return FileUsage(path, visitor.uses, collector.aliases, guard_blocks=visitor.guard_blocks + _predicate_blocks(path, predicates),
-                     internal_imports=visitor.internal_imports, module=module, exports=exports)
+                     internal_imports=visitor.internal_imports, module=module, exports=exports,
+                     class_types=visitor.class_types)
 
 
 def plugin_files(root: Path, excludes: Iterable[str] = DEFAULT_EXCLUDES) -> list[tuple[str, Path]]:
