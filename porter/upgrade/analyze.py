@@ -303,13 +303,12 @@ def _with_patch_release(lanes: Lanes, baseline: Tree | None, target_index: TreeI
     """The lanes, marked as a patch-release move when the baseline tree is the current release and few
     modules differ from the target. A pure function of the trees the result key already hashes, so it
     is computed only when the result is (a warm run skips the file stats)."""
-    from dataclasses import replace
-
     from porter.upgrade.lanes import is_patch_release
 
     if baseline is None or baseline_index is None or baseline.version != lanes.replaced_release or not lanes.retarget_to:
         return lanes
-    return replace(lanes, patch_release=is_patch_release(_module_sizes(baseline_index), _module_sizes(target_index)))
+    patch = is_patch_release(_module_sizes(baseline_index), _module_sizes(target_index))
+    return lanes.as_patch_release() if patch else lanes
 
 
 def _lanes(spec: PluginSpec, plugin_tree: Tree, upstream: str, target: Tree, baseline: Tree | None) -> Lanes:

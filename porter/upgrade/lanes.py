@@ -44,8 +44,7 @@ class Lanes:
     patch_release: bool = False  # the target is a patch release of the current one (see is_patch_release)
 
     @classmethod
-    def for_move(cls, upstream: str, target: Version | None, target_label: str, current: Version | None,
-                 patch_release: bool = False) -> "Lanes":
+    def for_move(cls, upstream: str, target: Version | None, target_label: str, current: Version | None) -> "Lanes":
         """A release target moves the release lane (main stays main, past the target); a branch target
         (`main`) moves the main lane (the release lane stays at the plugin's current release)."""
         if target is not None:
@@ -59,8 +58,12 @@ class Lanes:
             current_main=TargetVersions({upstream: MainRef(current)}),
             target_label=target_label,
             retarget_to=retarget,
-            patch_release=patch_release and target is not None,
         )
+
+    def as_patch_release(self) -> "Lanes":
+        """The same move, marked as one to a patch release of the current one (a release target only:
+        `--to main` has no release to retarget to)."""
+        return replace(self, patch_release=True) if self.retarget_to else self
 
     @property
     def replaced_release(self) -> Version | MainRef | None:

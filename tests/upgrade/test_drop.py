@@ -369,7 +369,8 @@ def _patch_verdicts(patch_release: bool, broken=frozenset()):
     from porter.upgrade.usage import scan_source
 
     usage = scan_source("m.py", PATCH.encode(), ["vllm"], ["vllm_ascend"])
-    lanes = Lanes.for_move("vllm", Version("0.17.1"), "0.17.1", Version("0.17.0"), patch_release=patch_release)
+    lanes = Lanes.for_move("vllm", Version("0.17.1"), "0.17.1", Version("0.17.0"))
+    lanes = lanes.as_patch_release() if patch_release else lanes
     verdicts = guard_verdicts(usage.guard_blocks, set(broken), GuardConventions({"vllm_version_is": "vllm"}), lanes)
     return {v.line: v for v in verdicts}
 
