@@ -43,7 +43,7 @@ def call_shapes(index: TreeIndex, methods: Iterable[str], constructors: Iterable
     names = methods | constructors
     if not names:
         return CallSites({}, {})
-    pattern = re.compile(rb"\b(" + b"|".join(re.escape(n.encode()) for n in sorted(names)) + rb")\(")
+    pattern = _call_pattern(methods - constructors, constructors)
     shapes: dict[str, dict[tuple[str, int, frozenset[str]], CallShape]] = {}
     files: dict[str, int] = {}
     for _, path, _found in index.matches(pattern):
@@ -74,6 +74,20 @@ def call_shapes(index: TreeIndex, methods: Iterable[str], constructors: Iterable
         for name in called:  # files that call it (definitions and mentions do not count)
             files[name] = files.get(name, 0) + 1
     return CallSites({n: tuple(s.values()) for n, s in shapes.items()}, files)
+
+
+def _call_pattern(methods: set[str], constructors: set[str]) -> re.Pattern[bytes]:
+    """The text a file must hold to call one of the names: `.m(` for a method (only attribute calls
+    count, so the many files that merely define `def forward(` are not parsed), `C(` for a class."""
+    def alternation(names: set[str]) -> bytes:
+        return b"|".join(re.escape(n.encode()) for n in sorted(names))
+
+    parts = []
+    if methods:
+        parts.append(rb"\.[\s\\]*(?:" + alternation(methods) + rb")\(")
+    if constructors:
+        parts.append(rb"\b(?:" + alternation(constructors) + rb")\(")
+    return re.compile(b"|".join(parts))
 
 
 def bound(sig: Signature) -> Signature:
