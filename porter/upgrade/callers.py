@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import ast
 import re
+from bisect import bisect_left
+from collections import deque
 from dataclasses import dataclass
 from typing import Iterable
 
-from porter.upgrade.index import Signature, TreeIndex, walk
+from porter.upgrade.index import Signature, TreeIndex
 
 
 @dataclass(frozen=True)
@@ -48,32 +50,147 @@ def call_shapes(index: TreeIndex, methods: Iterable[str], constructors: Iterable
     files: dict[str, int] = {}
     for _, path, _found in index.matches(pattern):
         try:
-            tree = ast.parse(path.read_bytes())
-        except (OSError, SyntaxError, ValueError):
+            text = path.read_bytes()
+        except OSError:
+            continue
+        calls = _file_calls(text, pattern, methods, constructors)
+        if calls is None:
             continue
         try:
             rel = str(path.relative_to(index.root))
         except ValueError:
             rel = str(path)
         called: set[str] = set()
-        for node in walk(tree):
-            if not isinstance(node, ast.Call):
-                continue
-            func = node.func
-            if isinstance(func, ast.Attribute) and (func.attr in methods or func.attr in constructors):
-                name = func.attr
-            elif isinstance(func, ast.Name) and func.id in constructors:
-                name = func.id
-            else:
-                continue
-            if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
-                continue
+        for line, name, positional, keywords in sorted(calls, key=lambda c: c[0]):  # first site in file order
             called.add(name)
-            key = (rel, len(node.args), frozenset(k.arg for k in node.keywords if k.arg))
-            shapes.setdefault(name, {}).setdefault(key, CallShape(key[1], key[2], rel, node.lineno))
+            key = (rel, positional, keywords)
+            shapes.setdefault(name, {}).setdefault(key, CallShape(positional, keywords, rel, line))
         for name in called:  # files that call it (definitions and mentions do not count)
             files[name] = files.get(name, 0) + 1
     return CallSites({n: tuple(s.values()) for n, s in shapes.items()}, files)
+
+
+Call = tuple[int, str, int, frozenset[str]]  # line, name called, positional count, keyword names
+
+
+def _file_calls(text: bytes, pattern: re.Pattern[bytes], methods: set[str], constructors: set[str]) -> list[Call] | None:
+    """The calls of one file's text to the names (None: it does not parse). Only the functions that hold
+    a matched line are parsed (a large module is mostly other code); a match outside any function, or a
+    function that does not parse on its own, parses the whole file instead."""
+    if text.count(b"\r") != text.count(b"\r\n"):  # the parser also ends lines at a lone CR: so do we
+        text = text.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    lines = _match_lines(pattern, text)
+    source = text.split(b"\n")
+    segments = _function_segments(source, lines)
+    if segments is not None:
+        calls: list[Call] = []
+        for first, last, indent in segments:
+            piece = b"\n".join(_dedent(line, indent) for line in source[first - 1:last])
+            try:
+                tree = ast.parse(piece)
+            except (SyntaxError, ValueError):
+                break
+            inner = [line - first + 1 for line in lines if first <= line <= last]
+            calls.extend((line + first - 1, *rest) for line, *rest in _calls_in(tree, inner, methods, constructors))
+        else:
+            return list(dict.fromkeys(calls))  # nested functions are parsed with their outer one too
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    return _calls_in(tree, lines, methods, constructors)
+
+
+def _calls_in(tree: ast.AST, lines: list[int], methods: set[str], constructors: set[str]) -> list[Call]:
+    out: list[Call] = []
+    for node in _nodes_on_lines(tree, lines):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and (func.attr in methods or func.attr in constructors):
+            name = func.attr
+        elif isinstance(func, ast.Name) and func.id in constructors:
+            name = func.id
+        else:
+            continue
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            continue
+        out.append((node.lineno, name, len(node.args), frozenset(k.arg for k in node.keywords if k.arg)))
+    return out
+
+
+_DEF = re.compile(rb"([ \t]*)(?:async[ \t]+)?def[ \t]")
+
+
+def _indent(line: bytes) -> int:
+    return len(line) - len(line.lstrip(b" \t"))
+
+
+def _function_segments(source: list[bytes], lines: list[int]) -> list[tuple[int, int, int]] | None:
+    """(first line, last line, indent) of the innermost `def` around each matched line, or None when a
+    line lies outside every function (module or class level: the caller parses the whole file). The
+    def's end is the next code line indented no deeper than the `def` (closing brackets of a wrapped
+    signature excepted); a wrong guess (a string or a bracket continued at a lower indent) fails to
+    parse and sends the caller to the whole file."""
+    segments: dict[tuple[int, int, int], None] = {}
+    for line in lines:
+        own = _indent(source[line - 1])
+        for first in range(line, 0, -1):
+            match = _DEF.match(source[first - 1])
+            if match and (len(match.group(1)) < own or first == line):
+                break
+        else:
+            return None
+        indent = len(match.group(1))
+        last = first
+        for last in range(first + 1, len(source) + 1):
+            code = source[last - 1].strip()
+            if code and not code.startswith((b"#", b")", b"]", b"}")) and _indent(source[last - 1]) <= indent:
+                last -= 1
+                break
+        else:
+            last = len(source)
+        if line > last:
+            return None
+        segments[(first, last, indent)] = None
+    return list(segments)
+
+
+def _dedent(line: bytes, indent: int) -> bytes:
+    return line[min(indent, _indent(line)):]
+
+
+def _match_lines(pattern: re.Pattern[bytes], text: bytes) -> list[int]:
+    """The (1-based, sorted) lines where `pattern` matches in `text`."""
+    lines, line, at = [], 1, 0
+    for m in pattern.finditer(text):
+        line += text.count(b"\n", at, m.start())
+        at = m.start()
+        lines.append(line)
+    return lines
+
+
+def _nodes_on_lines(tree: ast.AST, lines: list[int]):
+    """The nodes of `tree` whose source span holds one of `lines`, in ast.walk's breadth-first order
+    (walk() restricted to them): a call's span holds the line its `.m(` text is on, so only the
+    paths down to the matched lines are visited instead of every node of a large module. A node
+    without a position (arguments, comprehension, ...) is entered; a definition's span starts at
+    its first decorator."""
+    todo = deque([tree])
+    pop, push = todo.popleft, todo.append
+    while todo:
+        node = pop()
+        for child in ast.iter_child_nodes(node):
+            lo, hi = getattr(child, "lineno", None), getattr(child, "end_lineno", None)
+            if lo is not None and hi is not None:
+                decorators = getattr(child, "decorator_list", None)
+                if decorators:
+                    lo = min(lo, decorators[0].lineno)
+                i = bisect_left(lines, lo)
+                if i == len(lines) or lines[i] > hi:
+                    continue
+            push(child)
+        yield node
 
 
 def _call_pattern(methods: set[str], constructors: set[str]) -> re.Pattern[bytes]:

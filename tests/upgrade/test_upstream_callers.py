@@ -184,3 +184,82 @@ def test_binding_rules():
     assert narrower(_sig(("a", "pos", False)), base)
     assert not narrower(base, base)
     assert not narrower(_sig(("args", "varargs", True), ("kw", "varkw", True)), base)
+
+
+# The call finder parses only the functions that hold a matched line; whatever it cannot place in a
+# function (module or class level, a docstring at column 0, a lone CR) parses the whole file. Either
+# way the calls must be those a whole-file walk finds.
+SHAPES_SOURCE = '''
+import upkg
+
+def top(runner):
+    runner.step(1, 2)
+
+    def inner(x):
+        return x.step(k=3)
+    return inner
+
+
+class Runner:
+    table = upkg.Table(4)  # class level: the whole file is parsed
+
+    @upkg.wrap(lambda r: r.step(5))
+    def method(
+        self,
+        n,
+    ) -> None:
+        self.other.step(n, flag=True)
+        doc = """
+text at column 0: runner.step(9)
+"""
+        return doc
+
+async def later(r):
+    await r.step(*r.args)  # star arguments: not a shape
+'''
+
+
+def _whole_file_calls(text: bytes, methods: set[str], constructors: set[str]):
+    import ast
+
+    out = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if (name in methods and isinstance(func, ast.Attribute)) or name in constructors:
+                if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+                    continue
+                out.add((node.lineno, name, len(node.args), frozenset(k.arg for k in node.keywords if k.arg)))
+    return out
+
+
+@pytest.mark.parametrize("transform", [
+    lambda s: s,                                              # a class-level call: whole file
+    lambda s: s.replace("    table = upkg.Table(4)  # class level: the whole file is parsed\n", ""),
+    lambda s: s.split("\n\nclass Runner")[0] + "\n",          # functions only: segments
+    lambda s: s.replace("\n", "\r\n"),
+    lambda s: s.replace("\n", "\r"),                          # lone CRs end lines for the parser too
+])
+def test_the_call_finder_finds_what_a_whole_file_walk_finds(transform):
+    from porter.upgrade.callers import _call_pattern, _file_calls
+
+    text = transform(SHAPES_SOURCE).encode()
+    methods, constructors = {"step"}, {"Table"}
+    found = _file_calls(text, _call_pattern(methods, constructors), methods, constructors)
+    assert found is not None and set(found) == _whole_file_calls(text, methods, constructors)
+    assert found  # the fixture does call step()
+
+
+def test_segments_are_the_innermost_function_and_a_class_level_line_has_none():
+    from porter.upgrade.callers import _function_segments
+
+    source = SHAPES_SOURCE.encode().split(b"\n")
+    line = next(i for i, s in enumerate(source, 1) if b"x.step(k=3)" in s)
+    inner_def = next(i for i, s in enumerate(source, 1) if b"def inner" in s)
+    assert _function_segments(source, [line]) == [(inner_def, line, 4)]
+    wrapped = next(i for i, s in enumerate(source, 1) if b"self.other.step" in s)
+    (first, last, indent), = _function_segments(source, [wrapped])
+    assert source[first - 1].strip() == b"def method(" and indent == 4 and last >= wrapped
+    class_level = next(i for i, s in enumerate(source, 1) if b"upkg.Table(4)" in s)
+    assert _function_segments(source, [class_level]) is None
