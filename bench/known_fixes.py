@@ -128,7 +128,7 @@ OWN_CASES = [
     ], repo="verl"),
     # Session 7: issue threads found in the `issues` corpus for commits of the mirrors (main and release branches) that
     # say `Fix(es) #N` / name the issue; the issue's own text as the search excerpt showed it. Split by thread hash when
-    # each was added, before any of them was scored: 1 test (vllm-ascend #7769), 6 dev.
+    # each was added, before any of them was scored: 2 test (vllm-ascend #7769, verl #5607), 6 dev.
     *_issue_cases("issues-s7", [
         (14306, 14236, "the issue title; its excerpt held npu-smi output only (the fix says Fixes #14306)"),
         (4430, 4553, "the issue title and the worker frames of its server log (the fix, on v0.11.0-dev, names issues/4430)"),
@@ -139,6 +139,7 @@ OWN_CASES = [
     *_issue_cases("issues-s7", [
         (2968, 2985, "the issue title (the ImportError) and the Ray frames it pastes (the fix says Fixes #2968)"),
         (3787, 3810, "the issue title, description and frames, cut before the error line (the fix says Fixes #3787)"),
+        (5607, 5609, "the issue title and its analysis with the code it blames, a hang without trace (the fix says Fixes #5607)"),
     ], repo="verl"),
     {"id": "vllm-ascend-3236", "trace": "tests/data/corpus/test/vllm-ascend-3236.txt", "repo": "vllm-ascend",
      "thread": "github.com/vllm-project/vllm-ascend/issues/3236", "batch": "issues-s3",
