@@ -126,6 +126,21 @@ OWN_CASES = [
         (6152, 6149, "the issue's description and stack trace (the fix says Fixes #6152)"),
         (4568, 4703, "the issue's summary of the failure, no trace (the fix says Fixes #4568)"),
     ], repo="verl"),
+    # Session 7: issue threads found in the `issues` corpus for commits of the mirrors (main and release branches) that
+    # say `Fix(es) #N` / name the issue; the issue's own text as the search excerpt showed it. Split by thread hash when
+    # each was added, before any of them was scored: 2 test (vllm-ascend #7769, verl #5607), 6 dev.
+    *_issue_cases("issues-s7", [
+        (14306, 14236, "the issue title; its excerpt held npu-smi output only (the fix says Fixes #14306)"),
+        (4430, 4553, "the issue title and the worker frames of its server log (the fix, on v0.11.0-dev, names issues/4430)"),
+        (3548, 3549, "the issue title and the worker log it pastes, no error line (the fix names issues/3548)"),
+        (449, 452, "the issue title (the assert), its environment and the frames it pastes (the fix names issues/449)"),
+        (7769, 7789, "the issue title and the environment it lists (the fix names issue 7769)"),
+    ]),
+    *_issue_cases("issues-s7", [
+        (2968, 2985, "the issue title (the ImportError) and the Ray frames it pastes (the fix says Fixes #2968)"),
+        (3787, 3810, "the issue title, description and frames, cut before the error line (the fix says Fixes #3787)"),
+        (5607, 5609, "the issue title and its analysis with the code it blames, a hang without trace (the fix says Fixes #5607)"),
+    ], repo="verl"),
     {"id": "vllm-ascend-3236", "trace": "tests/data/corpus/test/vllm-ascend-3236.txt", "repo": "vllm-ascend",
      "thread": "github.com/vllm-project/vllm-ascend/issues/3236", "batch": "issues-s3",
      "fixed_by": "https://github.com/vllm-project/vllm-ascend/pull/3234",
@@ -320,7 +335,9 @@ def score(repos: dict[str, Path], split: str, use_message: bool, verbose: bool, 
             "bug_issues_s5": figures([r for r in bugs if r["batch"] == "issues-s5"]),
             "bug_before_s5": figures([r for r in bugs if r["batch"] not in ("issues-s5", "issues-s6")]),
             "bug_issues_s6": figures([r for r in bugs if r["batch"] == "issues-s6"]),
-            "bug_before_s6": figures([r for r in bugs if r["batch"] != "issues-s6"]),
+            "bug_before_s6": figures([r for r in bugs if r["batch"] not in ("issues-s6", "issues-s7")]),
+            "bug_issues_s7": figures([r for r in bugs if r["batch"] == "issues-s7"]),
+            "bug_before_s7": figures([r for r in bugs if r["batch"] != "issues-s7"]),
             "bug_release_only": figures([r for r in bugs if not r["on_main"]]),
             "env": {"n": len(env), "with_candidate": sum(1 for r in env if r["top"])},
             "env_before_s5": {"n": sum(1 for r in env if r["batch"] != "issues-s5"),
@@ -367,7 +384,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{wf['top3']}/{wf['n']}; issue threads of session 3: {new['top1']}/{new['n']}, {new['top3']}/{new['n']}; "
                   f"of session 5: {s5['top1']}/{s5['n']}, {s5['top3']}/{s5['n']}; "
                   f"of session 6: {f['bug_issues_s6']['top1']}/{f['bug_issues_s6']['n']}, {f['bug_issues_s6']['top3']}/{f['bug_issues_s6']['n']}; "
-                  f"cases before session 6: {f['bug_before_s6']['top1']}/{f['bug_before_s6']['n']}, {f['bug_before_s6']['top3']}/{f['bug_before_s6']['n']}; "
+                  f"of session 7: {f['bug_issues_s7']['top1']}/{f['bug_issues_s7']['n']}, {f['bug_issues_s7']['top3']}/{f['bug_issues_s7']['n']}; "
+                  f"cases before session 7: {f['bug_before_s7']['top1']}/{f['bug_before_s7']['n']}, {f['bug_before_s7']['top3']}/{f['bug_before_s7']['n']}; "
                   f"fixed on a release branch only: {f['bug_release_only']['top1']}/{f['bug_release_only']['n']}, {f['bug_release_only']['top3']}/{f['bug_release_only']['n']}); "
                   f"environment faults with a candidate: {e['with_candidate']}/{e['n']}")
         print(f"index load {res['index_load_s']} s; extra time per trace (warm index): {res.get('per_trace_s')}")

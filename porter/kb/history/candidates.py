@@ -44,6 +44,8 @@ LITERAL_CAP = 3.0
 TITLE_POINTS = 4.0  # the commit's title restates a short report (an issue title) that has no error line: times its coverage
 TITLE_MIN_COVERAGE = 0.35  # the share of the report's information (idf-weighted words) the title must hold
 TITLE_MIN_WORDS = 2
+PHRASE_MIN_WORDS = 3  # this many content words in the same order in the report and the title: one phrase, not a bag
+PHRASE_POINTS = 1.0  # (`low MTP acceptance rate` in both): the title names the same symptom
 MASK_MIN = 20  # a message line this long that the trace contains (or one holding a trace line) is a quote
 QUOTED_LINE_POINTS = LINE_POINTS  # rewrote a code line the report quotes in backticks (`x[i] = y[j]`): the failing line
 BODY_WORD_WEIGHT = 0.5  # a report word the commit's description (not its title) holds counts this much towards the coverage
@@ -82,6 +84,18 @@ _COMMON_WORDS = frozenset(
     "error failed value type must with should into than this that have when which size dtype device index "
     "list dict tuple call called function method class vllm pytorch".split()
 )
+
+
+# a stop-gap rather than the repair: `add a switch` to turn the failing feature off, `workaround`, `temporarily`
+_WORKAROUND = re.compile(
+    r"\b(?:workaround|work[- ]around|temporar(?:y|ily)|bypass|stop-?gap|(?:add|adds|added)\s+(?:a\s+|an\s+)?"
+    r"(?:switch|toggle|env(?:ironment)?\s+var(?:iable)?))\b", re.I)
+
+
+def is_workaround(subject: str) -> bool:
+    """The title says the commit sidesteps the failure (a switch to disable it, a temporary workaround):
+    where it ties with a commit that repairs it, the repair is the answer."""
+    return bool(_WORKAROUND.search(subject))
 
 
 def is_mechanical(subject: str) -> bool:
@@ -134,6 +148,26 @@ def _stem(word: str) -> str:
         if len(w) > len(suffix) + 3 and w.endswith(suffix):
             return w[: -len(suffix)]
     return w
+
+
+@functools.lru_cache(maxsize=16384)
+def title_sequence(title: str) -> tuple[str, ...]:
+    """title_words() in the order the title writes them."""
+    text = _PR_REF.sub("", _TAG.sub("", title))
+    return tuple(w for w in (_stem(t) for t in _WORD.findall(text)) if len(w) >= 3 and w not in _REPORT_STOP)
+
+
+def shared_phrase(report: Sequence[str], title: Sequence[str]) -> tuple[str, ...]:
+    """The longest run of words both sequences hold one after the other."""
+    best: tuple[str, ...] = ()
+    for i in range(len(report)):
+        for j in range(len(title)):
+            n = 0
+            while i + n < len(report) and j + n < len(title) and report[i + n] == title[j + n]:
+                n += 1
+            if n > len(best):
+                best = tuple(report[i:i + n])
+    return best
 
 
 @functools.lru_cache(maxsize=16384)  # pure; the df count and the scoring read every title of the index
@@ -193,6 +227,7 @@ class _Query:
     specific: tuple[str, ...] = ()  # specific_tokens() of the message: a quote must hold them all
     report: frozenset[str] = frozenset()  # title_words() of a short report without an error line (an issue title)
     quoted: tuple[tuple[str, str], ...] = ()  # (code line, line_key) of statements the report quotes in backticks
+    report_words: tuple[str, ...] = ()  # title_sequence() of the same report
 
 
 def _query(facts: TraceFacts, extra_text: str = "", report: str = "", quoted: Sequence[str] = ()) -> _Query:
@@ -211,7 +246,8 @@ def _query(facts: TraceFacts, extra_text: str = "", report: str = "", quoted: Se
                   _literals(facts.exception_message or extra_text),
                   _diff_names((), [o.source for o in facts.other_frames[:1]]), specific_tokens(facts.exception_message),
                   title_words(report) if report and not facts.exception_message else frozenset(),
-                  tuple((line, key) for line in quoted if (key := line_key(line))))
+                  tuple((line, key) for line in quoted if (key := line_key(line))),
+                  title_sequence(report) if report and not facts.exception_message else ())
 
 
 def _literals(text: str) -> tuple[tuple[str, str], ...]:
@@ -482,6 +518,10 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
             if coverage >= TITLE_MIN_COVERAGE:
                 msg += TITLE_POINTS * coverage
                 evidence.append(f"its title restates the report ({', '.join(sorted(shared)[:5])}; {coverage:.0%} of its words)")
+                phrase = shared_phrase(q.report_words, title_sequence(commit.subject)) if len(shared) >= PHRASE_MIN_WORDS else ()
+                if len(phrase) >= PHRASE_MIN_WORDS:
+                    msg += PHRASE_POINTS
+                    evidence.append(f"its title has the report's phrase `{' '.join(phrase)}`")
     if code and use_message:
         where = next((w for w in q.places if w in text), None)
         if where:
@@ -569,8 +609,9 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
         (inside if is_in else scored).append((s, age, cand))
     fixes = {c.sha for c in commits if c.is_fix}
     by_sha = {c.sha: c for c in commits}
-    # ties: a bug fix before other work, a release line's copy after the change it copies, then the oldest
-    scored.sort(key=lambda t: (-t[0], t[2].sha not in fixes, is_backport(by_sha[t[2].sha]), -t[1]))
+    # ties: a bug fix before other work, a repair before a workaround (an earlier `add a switch` for the same
+    # error), a release line's copy after the change it copies, then the oldest
+    scored.sort(key=lambda t: (-t[0], t[2].sha not in fixes, is_workaround(t[2].subject), is_backport(by_sha[t[2].sha]), -t[1]))
     inside.sort(key=lambda t: (-t[0], is_backport(by_sha[t[2].sha]), t[1]))
     after_cands, inside_cands = merge_backports([c for _, _, c in scored], [c for _, _, c in inside], by_sha)
     return after_cands[:top], inside_cands[:1]

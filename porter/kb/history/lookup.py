@@ -215,10 +215,10 @@ def named_exception(text: str) -> tuple[str, str] | None:
     from `x[i] = y[j]``): the type alone, which a fix's message may name."""
     import re
 
-    m = re.search(r"""\b([A-Z]\w{0,60}(?:Error|Exception))\((['"])(.{4,300}?)\2\)""", text)
+    m = re.search(r"""(?<![A-Za-z0-9_])([A-Z][A-Za-z0-9_]{0,60}(?:Error|Exception))\((['"])(.{4,300}?)\2\)""", text)
     if m:  # an exception printed by repr (`ValueError('...')`, as Ray and loggers do): its message too
         return m.group(1), m.group(3)
-    m = re.search(r"\b([A-Z]\w{0,60}(?:Error|Exception))\b(?!\s*[:(])", text)
+    m = re.search(r"(?<![A-Za-z0-9_])([A-Z][A-Za-z0-9_]{0,60}(?:Error|Exception))(?![A-Za-z0-9_])(?!\s*[:(])", text)
     return (m.group(1), "") if m else None
 
 
@@ -248,7 +248,9 @@ def embedded_exception(text: str) -> tuple[str, str] | None:
 
     text = unwrap_prose(text)
     # `Type: message`, or `Type, 'value' ...` (a report's prose: the comma, then the message from its quoted value on)
-    m = re.search(r"\b([A-Z]\w{0,60}(?:Error|Exception))\b(?::\s*|,[ \t]?(?=['\"]))([^\n`]{4,300})(?:\n([^\n`]{1,200}))?", text)
+    # ASCII boundaries, not \b: in a Chinese report the class name is written against CJK text (`显示AssertionError: ...`),
+    # which \w counts as word characters
+    m = re.search(r"(?<![A-Za-z0-9_])([A-Z][A-Za-z0-9_]{0,60}(?:Error|Exception))(?![A-Za-z0-9_])(?::\s*|,[ \t]?(?=['\"]))([^\n`]{4,300})(?:\n([^\n`]{1,200}))?", text)
     if not m:
         return None
     message = m.group(2).strip()

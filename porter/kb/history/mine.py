@@ -28,7 +28,8 @@ _PR = re.compile(r"\(#(\d{1,7})\)\s*$")
 _DEF = re.compile(r"^\s*(?:async\s+)?def\s+(\w+)|^\s*class\s+(\w+)")
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@ ?(?P<ctx>.*)$")
 # `Type: message`, or `Type, 'value' ...` as prose often writes it (a quoted value after the comma: a message, not a clause)
-_ERR_LINE = re.compile(r"\b[A-Z]\w{0,60}(?:Error|Exception)\b(?::[^\n`]{3,240}|,[ \t]?['\"][^\n`]{3,240})?")
+# ASCII boundaries: a Chinese description writes the class against CJK text (`报错RuntimeError: ...`)
+_ERR_LINE = re.compile(r"(?<![A-Za-z0-9_])[A-Z][A-Za-z0-9_]{0,60}(?:Error|Exception)(?![A-Za-z0-9_])(?::[^\n`]{3,240}|,[ \t]?['\"][^\n`]{3,240})?")
 _BACKTICK = re.compile(r"`([^`\n]{1,240}(?:\n[^`\n]{1,240})?)`")  # a span prose wrapping split over two lines too
 _TYPE_WRAPPED = re.compile(r"[ \t]*\n[ \t]*([^\n`]{3,240})")  # `TypeError:` at a line's end, its message on the next
 _WRAPPED = re.compile(r"\n\s*(['\"][^\n`]{1,120})")

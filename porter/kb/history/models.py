@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-INDEX_SCHEMA = 7
+INDEX_SCHEMA = 8
 REPORT_SCHEMA = 1
 
 
