@@ -98,3 +98,18 @@ def test_fsdp2_offload_storage_family_names_the_device(kb):
     top = top_match(kb, 'RuntimeError: Attempted to set the storage of a tensor on device "cpu" to a storage on '
                         'different device "cuda:3".\n')
     assert top is not None and top.entry.id == "RL-020" and top.captures["device"] == "cuda:3"
+
+
+def test_drift_that_kept_the_plugin_from_loading_ranks_before_failed_to_infer_device(kb):
+    trace = ("ERROR 11-02 10:00:01 [__init__.py:44] Failed to load plugin ascend\n"
+             "Traceback (most recent call last):\n"
+             '  File "/x/site-packages/vllm_ascend/__init__.py", line 21, in register\n'
+             "    from vllm_ascend.platform import NPUPlatform\n"
+             '  File "/x/site-packages/vllm_ascend/platform.py", line 40, in <module>\n'
+             "    for name in vllm_config.compilation_config.static_forward_context:\n"
+             "TypeError: 'ForwardContextView' object is not iterable\n"
+             "RuntimeError: Failed to infer device type\n")
+    diag = diagnose_text(kb, trace)
+    ids = [m.entry.id for m in diag.matches]
+    assert diag.top is not None and diag.top.entry.id in DRIFT, ids
+    assert "VASC-008" not in ids or ids.index("VASC-008") > ids.index(diag.top.entry.id)
