@@ -222,8 +222,32 @@ def provides(root: Path, module: str, name: str) -> bool:
         return True
     if re.search(r"^def __getattr__\(", text, re.M) and re.search(rf"""["']{name}["']""", text):
         return True  # served by the module's __getattr__ (a deprecation table)
+    try:
+        bound = _bound_names(ast.parse(text).body)
+        return name in bound or "*" in bound  # a star import: what it brings is not followed
+    except SyntaxError:
+        pass
     return re.search(rf"^\s*(?:class|def|async def)\s+{name}\b|^\s*{name}\s*[:=]|\bimport\b[^\n]*\b{name}\b"
                      rf"|^\s+{name},?\s*(?:#.*)?$|^\s*from\s+\S+\s+import\s+\*", text, re.M) is not None
+
+
+def _bound_names(body: list[ast.stmt]) -> set[str]:
+    """Names a module body binds, in branches and try blocks too (`*` for a star import): every name of a
+    multi-line `from m import (a, b)` counts, which a line pattern misses."""
+    out: set[str] = set()
+    for st in body:
+        if isinstance(st, (ast.Import, ast.ImportFrom)):
+            out.update("*" if a.name == "*" else (a.asname or a.name).split(".")[0] for a in st.names)
+        elif isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(st.name)
+        elif isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            for t in st.targets if isinstance(st, ast.Assign) else [st.target]:
+                out.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(st, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
+            for part in (st.body, getattr(st, "orelse", []), getattr(st, "finalbody", []),
+                         *(h.body for h in getattr(st, "handlers", []))):
+                out |= _bound_names(part)
+    return out
 
 
 def _known_receiver(node: ast.AST) -> bool:

@@ -133,6 +133,7 @@ class DriftAnalyzer:
         self._bodies: dict[tuple[int, str], list[str]] = {}
         self._factories: dict[str, str | None] = {}
         self._narrow_overrides: list[tuple[Use, str, str, Signature, Signature, Location]] = []
+        self._override_sigs: dict[tuple[str, str], Signature] = {}  # (plugin class, method) -> bound override
         dead_modules = self._dead_modules(files)
         per_use: list[tuple[Use, Guard, list[Finding], bool]] = []
         self._use_lane: dict[int, tuple[str, Any]] = {}
@@ -773,6 +774,11 @@ class DriftAnalyzer:
             old_member = self.baseline.class_member(base_cls[0], base_cls[1], name) if base_cls and self.baseline else None
             if base_cls is not None and (old_member is None or old_member.signature is None):
                 continue  # the plugin defined it first; upstream added a same-named method: not drift of an override
+            if old_member is not None and old_member.signature is not None and old_member.signature.has_varargs \
+                    and old_member.signature.has_varkw:
+                # a dispatcher at the baseline (CustomOp.forward(*args, **kwargs)) that became an explicit method:
+                # callers already reached the override with their own arguments; what they pass is checked per call
+                continue
             if constructor and (old_member is None or not (
                     use.detail.get("registered") or plugin_cls in self._installed or new_member.is_abstract)):
                 continue  # upstream never builds this class itself (only an OOT registration, a patch or an interface does)
@@ -798,6 +804,8 @@ class DriftAnalyzer:
                 # What upstream passes may have changed although the base did not: compared call by call later.
                 self._narrow_overrides.append((use, name, plugin_cls, plugin_sig, new_member.signature, loc))
             if problems or required_removed or shift:
+                if optional_only:
+                    self._override_sigs[(plugin_cls, name)] = bound(plugin_sig)
                 severity = Severity.BREAKING if old_names is not None else Severity.RISKY
                 parts = []
                 if problems:
@@ -1012,15 +1020,17 @@ class DriftAnalyzer:
         if not pending:
             return per_use
         sites = call_shapes(self.target, {c for c, ctor, _, _ in pending if not ctor}, {c for c, ctor, _, _ in pending if ctor})
-        passed = {(callee, p) for callee, _, p, pos in pending for shape in sites.shapes.get(callee, ())
-                  if p in shape.keywords or (pos is not None and shape.positional > pos)}
         out = []
         for use, guard, findings, broken in per_use:
             kept = []
             for f in findings:
                 if f.detail.get("optional_only"):
                     callee = f.detail.get("callee", f.detail["method"])
-                    used = [p for p in f.detail.get("added", []) if (callee, p) in passed]
+                    added, positions = f.detail.get("added", []), f.detail.get("positions", {})
+                    override = self._override_sigs.get((f.detail.get("plugin_class", ""), f.detail["method"]))
+                    calls = [s for s in sites.shapes.get(callee, ()) if override is None or reaches(override, s, added, positions)]
+                    used = [p for p in added if any(p in s.keywords or (positions.get(p) is not None and s.positional > positions[p])
+                                                    for s in calls)]
                     if not used:
                         continue  # no upstream caller passes the new optional parameter(s)
                     f = replace(f, detail={**f.detail, "passed_by_upstream_callers": used})
@@ -1343,6 +1353,16 @@ def _positional_shift(old: Signature, new: Signature, positional: int, keywords:
                 return None  # a renamed parameter in the same slot: nothing is misbound for sure
             return f"argument for '{was}' now binds '{now}'", duplicate
     return None
+
+
+def reaches(override: Signature, shape: CallShape, lacking: Iterable[str], positions: dict[str, int | None]) -> bool:
+    """Whether a call can reach an override: less the new parameters the override lacks, it binds to the
+    override (`override` bound). A call that also passes something else the override does not take, or
+    too many positionals, never reached it at the baseline either, where the plugin ran: it calls a
+    same-named method of another class, or goes through a path the plugin replaces."""
+    lacking = set(lacking)
+    cut = [pos for p, pos in positions.items() if p in lacking and pos is not None and shape.positional > pos]
+    return binds(override, min(cut) if cut else shape.positional, shape.keywords - lacking)
 
 
 def _override_shift(old: Signature, new: Signature, override: Signature) -> str | None:

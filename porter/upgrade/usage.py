@@ -298,6 +298,7 @@ class _UseVisitor(FastVisitor):
         self.scopes: list[dict[str, str]] = [{}]  # local name -> dotted upstream class of its value
         self.self_types: list[dict[str, str]] = []  # per enclosing class: self.<attr> -> dotted upstream class
         self.self_class: list[dict[str, Any] | None] = []  # per enclosing class with an upstream base: its facts
+        self.self_returns: list[dict[str, str]] = []  # per enclosing class: method -> upstream class its return annotation names
         self.dropped_results: set[int] = set()  # ids of calls that are whole expression statements
         self.unpacked_results: dict[int, int] = {}  # ids of calls whose value is unpacked -> how many names
 
@@ -458,12 +459,15 @@ class _UseVisitor(FastVisitor):
             # Every base is upstream: a `self.x` the class neither defines nor sets comes from upstream.
             facts = {"base": upstream_base, "cls": node.name, "known": plugin_methods | assigned, "seen": Counter()}
         self.self_types.append(self_types)
+        # `x = self.m(...)` with `def m(...) -> UpstreamCls`: x is typed by the plugin's own annotation
+        self.self_returns.append({stmt.name: found for stmt in defs if (found := self.type_of_annotation(stmt.returns))})
         self.self_class.append(facts)
         self.class_bases.append(upstream_base)
         for stmt in node.body:
             self.visit(stmt)
         self.class_bases.pop()
         self.self_class.pop()
+        self.self_returns.pop()
         self.self_types.pop()
 
     # -- typed receivers: self.x = Cls(...), x: Cls, registry singletons
@@ -495,6 +499,10 @@ class _UseVisitor(FastVisitor):
             if isinstance(node.func, ast.Name) and node.func.id in self.plugin_classes and not any(
                     node.func.id in scope for scope in self.scopes):
                 return f"{PLUGIN}{self.plugin_classes[node.func.id]}"  # PluginCls(...): typed through that class
+            func = node.func
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
+                    and self.self_returns:
+                return self.self_returns[-1].get(func.attr)  # self.m(...): the method's return annotation
             return None
         if isinstance(node, (ast.Name, ast.Attribute)):
             return self.receiver_type(node)
