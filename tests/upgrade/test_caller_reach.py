@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from porter.config import load_config
-from porter.upgrade.analyze import AnalysisRequest, run_analysis
 from porter.upgrade.callers import CallShape, bound
 from porter.upgrade.drift import reaches
 from porter.upgrade.index import Param, Signature
 from porter.upgrade.models import Severity
-from tests.upgrade.upgrade_fixtures import write_tree
+from tests.upgrade.upgrade_fixtures import analyze_two_lane
 
 IMPL = """
     class Op:
@@ -100,11 +98,7 @@ PLUGIN = {
 
 @pytest.fixture
 def report(project, tmp_path):
-    old, new = write_tree(tmp_path / "old", OLD), write_tree(tmp_path / "new", NEW)
-    plugin = write_tree(tmp_path / "plugin", PLUGIN)
-    request = AnalysisRequest(plugin="myplug", target="2.0", baseline="1.0", plugin_path=plugin,
-                              upstream_paths={"1.0": old, "2.0": new}, config=load_config())
-    return run_analysis(request)
+    return analyze_two_lane(tmp_path, OLD, NEW, PLUGIN)
 
 
 def test_a_caller_that_passes_what_the_override_never_took_does_not_reach_it(report):

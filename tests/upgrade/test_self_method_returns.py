@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from porter.config import load_config
-from porter.upgrade.analyze import AnalysisRequest, run_analysis
 from porter.upgrade.models import Severity
-from tests.upgrade.upgrade_fixtures import write_tree
+from tests.upgrade.upgrade_fixtures import analyze_two_lane
 
 TABLE = """
     class Table:
@@ -46,11 +44,7 @@ PLUGIN = {
 
 @pytest.fixture
 def report(project, tmp_path):
-    old, new = write_tree(tmp_path / "old", OLD), write_tree(tmp_path / "new", NEW)
-    plugin = write_tree(tmp_path / "plugin", PLUGIN)
-    request = AnalysisRequest(plugin="myplug", target="2.0", baseline="1.0", plugin_path=plugin,
-                              upstream_paths={"1.0": old, "2.0": new}, config=load_config())
-    return run_analysis(request)
+    return analyze_two_lane(tmp_path, OLD, NEW, PLUGIN)
 
 
 def test_a_member_gone_from_what_an_own_method_is_annotated_to_return_breaks(report):

@@ -360,3 +360,15 @@ def fake_index(releases_for):
         releases = releases_for(url) if callable(releases_for) else releases_for
         return simple_index_page(releases)
     return fetch
+
+
+def analyze_two_lane(tmp_path: Path, old: dict[str, str], new: dict[str, str], plugin: dict[str, str]):
+    """The dry-run analysis of a synthetic plugin (`myplug`) on upkg 1.0 -> 2.0, from file dicts."""
+    from porter.config import load_config
+    from porter.upgrade.analyze import AnalysisRequest, run_analysis
+
+    old_root, new_root = write_tree(tmp_path / "old", old), write_tree(tmp_path / "new", new)
+    plugin_root = write_tree(tmp_path / "plugin", plugin)
+    request = AnalysisRequest(plugin="myplug", target="2.0", baseline="1.0", plugin_path=plugin_root,
+                              upstream_paths={"1.0": old_root, "2.0": new_root}, config=load_config())
+    return run_analysis(request)
