@@ -268,6 +268,7 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
         feed(number, text, tokens)
 
     base = 0  # line number before this batch
+    matched_before = matched_lines
     for lines in batches:
         n = len(lines)
         wanted: Iterable[int] = range(n)
@@ -287,11 +288,14 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
                 candidate_lines(text, ends, exact_needles, found)
                 found.update(bisect_right(ends, m.start()) for m in CODE_LINE.finditer(text))
                 wanted = sorted(found)
-            chunk_words = _chunk_words(text, len(wanted), n)
+            # the previous chunk's count of lines matched (not found in the memo) predicts this one's:
+            # a busy log that repeats its lines would pay the translate for nothing
+            chunk_words = _chunk_words(text, matched_lines - matched_before, n)
             if chunk_words is not None:
                 chunk_zeroed = text.translate(_WORD_GAPS_DIGITS_AS_ZERO).split("\n")
         else:
             chunk_words = None
+        matched_before = matched_lines
         upcoming = iter(wanted)
         i, last = next(upcoming, n), -1
         while i < n:
@@ -320,11 +324,12 @@ _WORD_GAPS_DIGITS_AS_ZERO = str.maketrans({**{c: " " for c in map(chr, range(128
 _DIGITS_AS_ZERO = str.maketrans("123456789", "000000000")
 
 
-def _chunk_words(text: str, looked_at: int, lines: int) -> list[str] | None:
+def _chunk_words(text: str, matched: int, lines: int) -> list[str] | None:
     """The chunk's lines with non-word characters as spaces (`_WORD_GAPS`), when the chunk is
-    ASCII (str.translate's fast path) and at least a quarter of its lines will be looked at
-    (else translating the whole chunk costs more than the regex on the few lines)."""
-    if looked_at * 4 < lines or not text.isascii():
+    ASCII (str.translate's fast path) and at least a quarter of its lines are expected to be
+    matched (`matched`: the previous chunk's count; else translating the whole chunk costs
+    more than the regex on the few lines)."""
+    if matched * 4 < lines or not text.isascii():
         return None
     return text.translate(_WORD_GAPS).split("\n")
 
