@@ -228,6 +228,25 @@ def required_words(kind: str, pattern: str) -> tuple[str, ...]:
     return tuple(sorted(dict.fromkeys(words), key=_needle_score, reverse=True))  # the rarest first: fails soonest
 
 
+def required_tokens(kind: str, pattern: str) -> tuple[str, ...]:
+    """Word tokens (`TOKEN`) that every line a signature matches holds as whole tokens: a
+    literal's interior tokens (what its index key is chosen from), a regex's interior tokens of
+    the literal runs every match contains. Whitespace changes keep words whole and the
+    de-prefixed line is a suffix of the clean one, so the clean line's tokens hold them for the
+    squeezed and the de-prefixed match alike: a line lacking one cannot match, and the scanner
+    drops such a candidate with one set test. () for codes and case-insensitive regexes."""
+    if kind == "literal":
+        # interior to the whitespace-collapsed form, which the squeezed line is matched with: a
+        # pattern's last word before trailing whitespace (" ---> Running in ") may be the head of
+        # a longer word there ("---> Running init")
+        tokens = _interior_tokens(" ".join(pattern.split()))
+    elif kind == "regex":
+        tokens = [tok for run in regex_literal_runs(pattern) or () for tok in _interior_tokens(run)]
+    else:
+        return ()
+    return tuple(dict.fromkeys(tokens))
+
+
 def signature_key(kind: str, pattern: str) -> str | None:
     """The index token of a single-key signature (None: several keys or none)."""
     keys = signature_keys(kind, pattern, signature_needles(kind, pattern))
@@ -259,11 +278,13 @@ def squeeze(line: str) -> str:
 class _Sig:
     """A signature prepared for the line loop. The regex is compiled on first use."""
 
-    __slots__ = ("ei", "si", "kind", "pattern", "needles", "required", "_rx", "_compiled", "_collapsed")
+    __slots__ = ("ei", "si", "kind", "pattern", "needles", "required", "tokens", "_rx", "_compiled", "_collapsed")
 
-    def __init__(self, ei: int, si: int, kind: str, pattern: str, needles: tuple[str, ...], required: tuple[str, ...] = ()) -> None:
+    def __init__(self, ei: int, si: int, kind: str, pattern: str, needles: tuple[str, ...], required: tuple[str, ...] = (),
+                 tokens: tuple[str, ...] = ()) -> None:
         self.ei, self.si, self.kind, self.pattern, self.needles = ei, si, kind, pattern, needles
         self.required = required  # words every match contains (`required_words`): tested before the regex runs
+        self.tokens = tokens  # whole tokens every matching line holds (`required_tokens`): the scanner's first test
         self._rx: re.Pattern[str] | None = None
         self._compiled = False
         # a literal with whitespace also matches when runs of spaces/tabs differ (pasted logs)
@@ -356,8 +377,9 @@ class CompiledKB:
             plan = cls.plan(entries)
         required = plan.get("required") or [()] * len(plan["sigs"])
         specs = plan.get("specs") or [(entries[ei].signatures[si].kind, entries[ei].signatures[si].pattern) for ei, si, _, _ in plan["sigs"]]
-        sigs = [_Sig(ei, si, kind, pattern, tuple(needles), tuple(words))
-                for (ei, si, needles, _), words, (kind, pattern) in zip(plan["sigs"], required, specs)]
+        tokens = plan.get("tokens") or [required_tokens(kind, pattern) for kind, pattern in specs]  # (a cache written before them)
+        sigs = [_Sig(ei, si, kind, pattern, tuple(needles), tuple(words), tuple(toks))
+                for (ei, si, needles, _), words, (kind, pattern), toks in zip(plan["sigs"], required, specs, tokens)]
         index: dict[str, list[int]] = {}
         always: list[int] = []
         for pos, (_, _, _, keys) in enumerate(plan["sigs"]):
@@ -374,18 +396,19 @@ class CompiledKB:
     @staticmethod
     def plan(entries: Iterable[KBEntry]) -> dict:
         """Plain data (cacheable): per signature its needles and index keys; fuzzy forms."""
-        sigs, fuzzy, required, specs = [], [], [], []
+        sigs, fuzzy, required, specs, tokens = [], [], [], [], []
         for ei, entry in enumerate(entries):
             for si, sig in enumerate(entry.signatures):
                 needles = signature_needles(sig.kind, sig.pattern)
                 sigs.append((ei, si, needles, signature_keys(sig.kind, sig.pattern, needles)))
                 required.append(required_words(sig.kind, sig.pattern))
                 specs.append((sig.kind, sig.pattern))
+                tokens.append(required_tokens(sig.kind, sig.pattern))
             for text in (*entry.symptoms, entry.title):
                 form = fuzzy_form(text)
                 if len(form) >= 12:
                     fuzzy.append((ei, form))
-        return {"sigs": sigs, "fuzzy": fuzzy, "required": required, "specs": specs,
+        return {"sigs": sigs, "fuzzy": fuzzy, "required": required, "specs": specs, "tokens": tokens,
                 "prefilter": prefilter_plan(needles for _, _, needles, _ in sigs)}
 
     def signature_map(self) -> dict[tuple[int, int], "_Sig"]:

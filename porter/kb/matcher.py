@@ -124,34 +124,60 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
     # most of a crafted log's cost. A needle occurs in a line only if its longest word lies
     # inside one of the line's tokens, so a memo of token -> the needles whose word it holds
     # leaves a few `needle in line` tests per line; each still decides, so the result is the same.
-    worded = [(max(words, key=len), needle, pos) for needle, pos in always_needles if (words := findall(needle))]
+    # The memo is keyed by tokens with every digit as 0 (and a needle's word likewise: a word
+    # inside a token stays inside it when digits are zeroed, so the held needles are a superset,
+    # each still tested on the line): a unique number on every line (a step, a pid) is then one
+    # known token, and a line whose tokens are all known costs one C-level superset test.
+    worded = [(max(words, key=len).translate(_DIGITS_AS_ZERO), needle, pos) for needle, pos in always_needles if (words := findall(needle))]
     wordless = [(needle, pos) for needle, pos in always_needles if not findall(needle)]
     digit_worded = [item for item in worded if item[0].isdigit()]  # all a digits-only token can hold
     token_needles: dict[str, tuple[tuple[str, int], ...]] = {}  # tokens that hold some needle's word
     known_tokens: set[str] = set()
     token_chars = 0
     literals = [(sig.pattern, sig.collapsed) if sig.kind == "literal" else None for sig in sigs]
+    # A keyed literal's key alone sends every line with that word to the checker, and a log of
+    # signature words (crafted, or just busy) then costs two substring tests and a squeezed copy
+    # per candidate. Every match holds all of the signature's interior tokens (`required_tokens`):
+    # the index's vocabulary holds them too, and one subset test of the line's vocabulary
+    # tokens drops a candidate that lacks one. The literal and regex tests still decide.
+    # (Built once TOKEN_MEMO_AFTER_LINES lines were matched: a single trace does not repay it.)
+    vocab: dict[str, list[int]] = index
+    widen_at = max(1, TOKEN_MEMO_AFTER_LINES)
+    needs: list[frozenset[str] | None] = [None] * len(sigs)
+
+    def widen_index() -> None:
+        nonlocal vocab, needs, keys
+        vocab = dict(index)
+        needs = []
+        for sig in sigs:
+            for tok in sig.tokens:
+                vocab.setdefault(tok, [])
+            needs.append(frozenset(sig.tokens) if sig.tokens else None)
+        keys = vocab.keys()
     full: set[int] = set()  # signatures with MAX_HITS_PER_SIGNATURE hits: more would be dropped, skip them
 
-    def keyless_by_tokens(clean: str, tokens: list[str], candidates: set[int]) -> bool:
-        """Add the keyless signatures whose needle is in `clean`; False: too many new tokens
-        (a long line of unique words), test the needles directly instead."""
-        toks = set(tokens)
-        fresh = toks.difference(known_tokens)
-        if len(fresh) > TOKEN_MEMO_FRESH_PER_LINE:
-            return False
-        nonlocal token_chars
-        token_chars += sum(map(len, fresh)) + 60 * len(fresh)  # ~ the memo's bytes: the tokens and their set slots
-        if token_chars > TOKEN_MEMO_BYTES:
-            known_tokens.clear()
-            token_needles.clear()
-            token_chars = sum(map(len, fresh)) + 60 * len(fresh)
-        for tok in fresh:
-            held = tuple((needle, pos) for word, needle, pos in (digit_worded if tok.isdigit() else worded) if word in tok)
-            if held:
-                token_needles[tok] = held
-        known_tokens.update(fresh)
-        for tok in token_needles.keys() & toks:
+    def keyless_by_tokens(clean: str, zeroed: list[str], candidates: set[int]) -> bool:
+        """Add the keyless signatures whose needle is in `clean`; `zeroed`: its tokens, with
+        digits as 0 in a pretokenized chunk (a token's held needles depend only on its zeroed
+        form, so both forms can share the memo). False: too many new tokens (a long line of
+        unique words), test the needles directly instead."""
+        if not known_tokens.issuperset(zeroed):
+            fresh = set(zeroed).difference(known_tokens)
+            if len(fresh) > TOKEN_MEMO_FRESH_PER_LINE:
+                return False
+            nonlocal token_chars
+            token_chars += sum(map(len, fresh)) + 60 * len(fresh)  # ~ the memo's bytes: the tokens and their set slots
+            if token_chars > TOKEN_MEMO_BYTES:
+                known_tokens.clear()
+                token_needles.clear()
+                token_chars = sum(map(len, fresh)) + 60 * len(fresh)
+            for tok in fresh:
+                zero = tok.translate(_DIGITS_AS_ZERO)  # (a chunk's tokens come zeroed already; a line's do not)
+                held = tuple((needle, pos) for word, needle, pos in (digit_worded if zero.isdigit() else worded) if word in zero)
+                if held:
+                    token_needles[tok] = held
+            known_tokens.update(fresh)
+        for tok in token_needles.keys() & zeroed:
             for needle, pos in token_needles[tok]:
                 if needle in clean:
                     candidates.add(pos)
@@ -168,15 +194,28 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
 
     matched_lines = 0
 
-    def match_line(clean: str) -> tuple[str, list[str], list[int]]:
+    # the current chunk's lines as word tokens separated by spaces, exact and with digits as 0
+    # (`_chunk_words`), when the chunk is ASCII and most of its lines are looked at; else None
+    chunk_words: list[str] | None = None
+    chunk_zeroed: list[str] = []
+
+    def match_line(clean: str, at: int) -> tuple[str, list[str], list[int]]:
+        """`at`: the line's index in the current chunk."""
         nonlocal matched_lines
         matched_lines += 1
+        if matched_lines == widen_at:
+            widen_index()
         text = strip_prefix(clean)
-        tokens = ascii_words(clean) if clean.isascii() else findall(clean)
+        if chunk_words is not None:
+            tokens = chunk_words[at].split()
+        else:
+            tokens = ascii_words(clean) if clean.isascii() else findall(clean)
         candidates: set[int] = set(always_bare)
-        for tok in keys & tokens:  # the line's index keys, intersected in C
-            candidates.update(index[tok])
-        if len(always_now) <= FEW_KEYLESS or matched_lines <= TOKEN_MEMO_AFTER_LINES or not keyless_by_tokens(clean, tokens, candidates):
+        present = keys & tokens  # the line's vocabulary tokens, intersected in C
+        for tok in present:
+            candidates.update(vocab[tok])
+        if len(always_now) <= FEW_KEYLESS or matched_lines <= TOKEN_MEMO_AFTER_LINES or not keyless_by_tokens(
+                clean, chunk_zeroed[at].split() if chunk_words is not None else tokens, candidates):
             for needle, pos in always_now:  # keyless signatures: a substring test first
                 if needle in clean:
                     candidates.add(pos)
@@ -184,18 +223,28 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
             candidates -= full
         if not candidates:
             return text, tokens, []
-        squeezed = squeeze(clean)
+        squeezed = None  # built for the first candidate that needs it
         matched = []
         for pos in candidates:
+            need = needs[pos]
+            if need is not None and not need <= present:
+                continue  # a token every match holds is missing
             literal = literals[pos]
             if literal is None:  # regex or code: its needles, required words, then the regex
+                if squeezed is None:
+                    squeezed = squeeze(clean)
                 if sigs[pos].hits(clean, text, squeezed):
                     matched.append(pos)
-            elif literal[0] in clean or (literal[1] is not None and literal[1] in squeezed):
+            elif literal[0] in clean:
                 matched.append(pos)  # `_Sig.hits` for a literal, inlined: most candidates are literals
+            elif literal[1] is not None:
+                if squeezed is None:
+                    squeezed = squeeze(clean)
+                if literal[1] in squeezed:
+                    matched.append(pos)
         return text, tokens, matched
 
-    def look_at(line: str, number: int) -> None:
+    def look_at(line: str, number: int, at: int) -> None:
         nonlocal memo_chars
         clean = line.rstrip()
         if not clean:
@@ -207,7 +256,7 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
             if memo_chars > LINE_MEMO_BYTES:
                 seen_lines.clear()
                 memo_chars = 3 * len(clean) + 100
-            known = seen_lines[clean] = match_line(clean)
+            known = seen_lines[clean] = match_line(clean, at)
         text, tokens, matched = known
         for pos in matched:
             sig = sigs[pos]
@@ -219,6 +268,7 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
         feed(number, text, tokens)
 
     base = 0  # line number before this batch
+    matched_before = matched_lines
     for lines in batches:
         n = len(lines)
         wanted: Iterable[int] = range(n)
@@ -238,13 +288,21 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
                 candidate_lines(text, ends, exact_needles, found)
                 found.update(bisect_right(ends, m.start()) for m in CODE_LINE.finditer(text))
                 wanted = sorted(found)
+            # the previous chunk's count of lines matched (not found in the memo) predicts this one's:
+            # a busy log that repeats its lines would pay the translate for nothing
+            chunk_words = _chunk_words(text, matched_lines - matched_before, n)
+            if chunk_words is not None:
+                chunk_zeroed = text.translate(_WORD_GAPS_DIGITS_AS_ZERO).split("\n")
+        else:
+            chunk_words = None
+        matched_before = matched_lines
         upcoming = iter(wanted)
         i, last = next(upcoming, n), -1
         while i < n:
             if i - last > 1 and extractor.idle:
                 for j in range(max(last + 1, i - 3), i):  # context for a block that may open here
                     extractor.note(lines[j].rstrip())
-            look_at(lines[i], base + i + 1)
+            look_at(lines[i], base + i + 1, i)
             last = i
             if extractor.idle:  # jump to the next wanted line
                 i = next(upcoming, n)
@@ -255,6 +313,25 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
         base += n
         extractor.seen(base)
     return hits, extractor.signals()
+
+
+# Every ASCII character that is not a word character (`[A-Za-z0-9_]`, what `\w` is on ASCII)
+# becomes a space, "\n" excepted: one C-level translate of the chunk, then `str.split()` per
+# line gives the line's tokens (`ASCII_TOKEN.findall`) at a third of the regex's cost.
+_WORD_GAPS = str.maketrans({c: " " for c in map(chr, range(128)) if not (c.isalnum() or c in "_\n")})
+_WORD_GAPS_DIGITS_AS_ZERO = str.maketrans({**{c: " " for c in map(chr, range(128)) if not (c.isalnum() or c in "_\n")},
+                                           **{d: "0" for d in "123456789"}})
+_DIGITS_AS_ZERO = str.maketrans("123456789", "000000000")
+
+
+def _chunk_words(text: str, matched: int, lines: int) -> list[str] | None:
+    """The chunk's lines with non-word characters as spaces (`_WORD_GAPS`), when the chunk is
+    ASCII (str.translate's fast path) and at least a quarter of its lines are expected to be
+    matched (`matched`: the previous chunk's count; else translating the whole chunk costs
+    more than the regex on the few lines)."""
+    if matched * 4 < lines or not text.isascii():
+        return None
+    return text.translate(_WORD_GAPS).split("\n")
 
 
 def _version_check(entry: KBEntry, env: Mapping[str, str]) -> tuple[float, list[str]]:

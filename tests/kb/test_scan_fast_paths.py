@@ -79,3 +79,71 @@ def test_required_words_gate_regexes_without_changing_matches():
     squeezed_only = "Boom   happened\tin   aclnnAdd\n"  # the template matches the squeezed line only
     assert _hits(kb, squeezed_only) == _brute(kb, squeezed_only) != {}
     assert _hits(kb, "Boom happened nowhere\n") == {}
+
+
+def _crafted(lines: int) -> str:
+    """Unique lines of signature words joined by odd whitespace, every one with an error word
+    and a fresh number (what bench/diagnose.py's crafted log does to the scanner)."""
+    words = ["Running", "init", "device", "busy", "Err7Kind:", "E40021", "aclnnFoo", "failed", "odule", "named", "in"]
+    out = []
+    for n in range(lines):
+        picked = [words[(n * 7 + k * 5) % len(words)] for k in range(6)]
+        out.append(f"[rank{n % 8}]: error {n}  " + "  \t".join(picked))
+    return "\n".join(out) + "\n"
+
+
+# each hits once, after the bulk: found (or not) through the memo, the widened index, a pretokenized chunk
+_TAIL = ("x ---> Running  initialise error", "E40020 error 77", "aclnnFoo failed\tin  Add", "xmodule named error",
+         "device  busy\tfailed error", "[rank2]: Err7Kind: thing failed 12")
+
+
+def _crafted_kb() -> CompiledKB:
+    items = [[{"regex": rf"Err{i}Kind: (?P<x>\w+) failed", "weight": 0.9}] for i in range(matcher.FEW_KEYLESS + 4)]
+    items += [
+        [{"literal": " ---> Running in ", "weight": 0.9}],  # trailing space: "in" may start a longer word once squeezed
+        [{"literal": "device busy failed", "weight": 0.9}],  # keyed; all three words must be tokens of the line
+        [{"literal": "E40020", "weight": 0.9}],  # keyless (one word), digits: found through the zeroed-token memo
+        [{"literal": "odule named", "weight": 0.9}],  # (a whole-literal needle: exact spaces only)
+        [{"regex": r"aclnnFoo\ failed\ in\ (?P<op>\w+)", "weight": 0.9}],
+    ]
+    return _kb(items)
+
+
+def test_pretokenized_chunks_and_required_tokens_match_like_direct_tests(monkeypatch):
+    kb = _crafted_kb()
+    # the scanner looks at lines with an error word or a needle
+    text = _crafted(3000) + "\n".join(_TAIL) + "\n"
+    monkeypatch.setattr(matcher, "TOKEN_MEMO_AFTER_LINES", 2)  # the widened index and the memo from the start
+    expected = _brute(kb, text)
+    lines = text.splitlines()
+    fired = {kb.entries[ei].signatures[si].pattern for ei, sigs in expected.items() for si in sigs}
+    assert {" ---> Running in ", "E40020", "odule named", "device busy failed", r"aclnnFoo\ failed\ in\ (?P<op>\w+)"} <= fired
+    real = matcher._chunk_words
+    for size in (400, len(lines)):  # chunks after the first are pretokenized; one chunk is not
+        calls = []
+        monkeypatch.setattr(matcher, "_chunk_words", lambda *a: calls.append(real(*a)) or calls[-1])
+        hits, _ = matcher.scan(kb, [lines[i : i + size] for i in range(0, len(lines), size)])
+        assert hits == expected
+        assert calls[0] is None and all(words is not None for words in calls[1:])  # the chunk path did the work
+    monkeypatch.setattr(matcher, "TOKEN_MEMO_AFTER_LINES", 10**9)  # the plain index and direct needle tests
+    assert _hits(kb, text) == expected
+
+
+def test_chunk_words_are_the_regex_tokens():
+    from porter.kb.index import ASCII_TOKEN
+
+    lines = ["[rank1]: a_b-c.d  e\tf", "", "x=1,y=22;z__ (q)", "\x1c\x1fsep", "tail   "]
+    text = "\n".join(lines)
+    words = matcher._chunk_words(text, len(lines), len(lines))
+    assert words is not None and [w.split() for w in words] == [ASCII_TOKEN.findall(line) for line in lines]
+    assert matcher._chunk_words(text + " é", len(lines), len(lines)) is None  # not ASCII: per-line regex
+    assert matcher._chunk_words(text, 1, len(lines)) is None  # few lines looked at: not worth the chunk
+
+
+def test_required_tokens_of_collapsed_literals_and_regex_runs():
+    from porter.kb.index import required_tokens
+
+    assert required_tokens("literal", " ---> Running in ") == ("Running",)  # "in" ends the collapsed form
+    assert required_tokens("literal", "device busy failed") == ("busy",)
+    assert required_tokens("regex", r"ImportError: cannot import name '(?P<s>\w+)' from") == ("cannot", "import", "name")
+    assert required_tokens("regex", r"(?i)cannot import name") == () and required_tokens("code", "EZ9999") == ()
