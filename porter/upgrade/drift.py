@@ -27,6 +27,7 @@ from porter.upgrade.models import (
     Severity,
     Site,
 )
+from porter.upgrade.inherit import with_inherited
 from porter.upgrade.usage import FACTORY, PLUGIN, FileUsage, Use, resolve_imported_blocks
 
 STRATEGIES = {
@@ -119,7 +120,7 @@ class DriftAnalyzer:
     # ------------------------------------------------------------------ entry point
 
     def run(self, files: Iterable[FileUsage]) -> DriftResult:
-        files = list(files)
+        files = with_inherited(list(files))  # plugin classes that reach upstream through plugin bases
         self._start_passes(files)
         self._prefetch(files)
         self._search_new_homes(files)
@@ -757,7 +758,7 @@ class DriftAnalyzer:
         base_cls = self.baseline.class_of(use.symbol) if self.baseline is not None else None
         plugin_cls = use.detail.get("cls", "?")
         methods: dict[str, Signature] = use.detail.get("methods", {})
-        plugin_members = set(methods) | set(use.detail.get("attrs", []))
+        plugin_members = set(methods) | set(use.detail.get("attrs", [])) | set(use.detail.get("inherited", []))
         loc = self._location(use, None)
         findings: list[Finding] = []
         for name, plugin_sig in methods.items():
@@ -790,7 +791,8 @@ class DriftAnalyzer:
             required_removed = [] if constructor else [p for p in removed if p in plugin_sig.required_names()]
             new_required = set(new_member.signature.required_names())
             optional_only = bool(problems) and not required_removed and (constructor or not (set(problems) & new_required))
-            positions = {p.name: i for i, p in enumerate(new_member.signature.params[1:]) if p.kind in ("posonly", "pos")}
+            # slots as a caller fills them: a staticmethod binds no `self` (bound() drops only self/cls)
+            positions = {p.name: i for i, p in enumerate(bound(new_member.signature).params) if p.kind in ("posonly", "pos")}
             # Only constructors (of installed classes or abstract interfaces) are built by position from
             # upstream code often enough to say so without the calls; methods take keywords mostly.
             shift = (_override_shift(bound(old_member.signature), bound(new_member.signature), bound(plugin_sig))
@@ -845,7 +847,7 @@ class DriftAnalyzer:
         new_abstract = self._abstract_methods(self.target, *target_cls)
         old_abstract = self._abstract_methods(self.baseline, *base_cls)  # type: ignore[arg-type]
         missing = sorted(set(new_abstract) - set(old_abstract) - plugin_members)
-        if missing:
+        if missing and not use.detail.get("via"):  # via a plugin base: that base lacks them too and says so
             # @abstractmethod: the subclass can no longer be instantiated. NotImplementedError: it
             # fails only when the new method is called.
             hard = [m for m in missing if new_abstract[m] == "abstract"]
@@ -854,7 +856,8 @@ class DriftAnalyzer:
                                     + ("" if hard else " (the base raises NotImplementedError: fails when called)"),
                                     detail={"methods": missing, "plugin_class": plugin_cls,
                                             "kinds": {m: new_abstract[m] for m in missing}}, subject=f"abstract:{plugin_cls}"))
-        findings.extend(self._rpc_methods(use, target_cls, plugin_members, loc))
+        if not use.detail.get("via"):
+            findings.extend(self._rpc_methods(use, target_cls, plugin_members, loc))
         # F7: attributes the base's __init__ now sets, when the subclass replaces __init__ without calling it.
         if use.detail.get("defines_init") and not use.detail.get("calls_super_init"):
             new_attrs = self._init_attrs(self.target, *target_cls)
