@@ -136,6 +136,7 @@ class DriftAnalyzer:
         self._narrow_overrides: list[tuple[Use, str, str, Signature, Signature, Location]] = []
         self._override_sigs: dict[tuple[str, str], Signature] = {}  # (plugin class, method) -> bound override
         dead_modules = self._dead_modules(files)
+        dead_classes = self._dead_classes(files, dead_modules)
         per_use: list[tuple[Use, Guard, list[Finding], bool]] = []
         self._use_lane: dict[int, tuple[str, Any]] = {}
         verdicts: dict[str, Verdict] = {}
@@ -148,6 +149,9 @@ class DriftAnalyzer:
                 guard = combine(use.conditions, self.conventions, self.versions, self._hasattr, usage.aliases)
                 if dead_file and guard.live:
                     guard = Guard(GuardKind.VERSION, dead_file, False)
+                elif use.kind == "subclass" and guard.live and not use.detail.get("decorated") \
+                        and use.detail.get("cls") in dead_classes:
+                    guard = Guard(GuardKind.VERSION, dead_classes[use.detail["cls"]], False)
                 lane = lane_of(use.conditions, self.conventions, self.lanes, usage.aliases) if self.lanes else "both"
                 self._use_lane[id(use)] = (lane, innermost_version_block(use.conditions, self.conventions))
                 findings, broken = self.check(use, verdicts, unresolved)
@@ -215,6 +219,19 @@ class DriftAnalyzer:
                                     else f"module {module} is imported only by modules that are dead at the target")
                     changed = True
         return dead
+
+    def _dead_classes(self, files: list[FileUsage], dead_modules: dict[str, str]) -> dict[str, str]:
+        """Plugin classes every mention of which sits under a guard dead at the target (or in a dead
+        module): `return Impl092` under `if vllm_version_is("0.9.2")`, a release lane's stand-in. Upstream
+        never reaches their overrides there. A class never mentioned, or decorated (registered), is live."""
+        lives: dict[str, list[bool]] = defaultdict(list)
+        for usage in files:
+            dead_file = usage.module in dead_modules
+            for name, conditions in usage.class_refs:
+                lives[name].append(not dead_file and combine(conditions, self.conventions, self.versions, self._hasattr,
+                                                             usage.aliases).live)
+        return {name: f"class {name} is used only under guards dead at the target" for name, live in lives.items()
+                if live and not any(live)}
 
     def _guard_verdicts(self, files: list[FileUsage], per_use: list[tuple[Use, Guard, list[Finding], bool]],
                         dead_modules: dict[str, str] | None = None) -> list[GuardVerdict]:

@@ -93,6 +93,9 @@ class FileUsage:
     # class (PLUGIN) reaches upstream, across files
     class_types: dict[str, dict[str, str]] = field(default_factory=dict)
     class_facts: list[ClassFact] = field(default_factory=list)  # its top-level classes (inherit.py)
+    # plugin classes it names (a name imported from or defined in the plugin, or a dotted string such as
+    # "pkg.lora.Wrapper0110"), by class name, with the conditions of each mention
+    class_refs: list[tuple[str, tuple[Condition, ...]]] = field(default_factory=list)
 
 
 @dataclass
@@ -267,6 +270,26 @@ def _class_assigned_names(body: list[ast.stmt]) -> list[str]:
     return out
 
 
+def _class_string(value: object, plugin_packages: frozenset[str]) -> str:
+    """The class a dotted string of the plugin names (`"vllm_ascend.lora.punica_npu.Wrapper0110"`), else ""."""
+    if not isinstance(value, str) or "." not in value or len(value) > 200 or value.split(".", 1)[0] not in plugin_packages:
+        return ""
+    name = value.rsplit(".", 1)[-1]
+    return name if name[:1].isupper() and name.isidentifier() else ""
+
+
+def light_class_refs(tree: ast.AST, plugin_names: dict[str, str], plugin_packages: frozenset[str]) -> list[tuple[str, tuple]]:
+    """A file the light scan reads: every mention of a plugin class counts as live (no conditions
+    are tracked there), so a class it names is never taken for one referenced only under dead guards."""
+    out: set[str] = set()
+    for node in walk(tree):
+        if isinstance(node, ast.Name) and node.id in plugin_names:
+            out.add(plugin_names[node.id].rsplit(".", 1)[-1])
+        elif isinstance(node, ast.Constant) and (name := _class_string(node.value, plugin_packages)):
+            out.add(name)
+    return [(name, ()) for name in sorted(out)]
+
+
 def _self_stores(defs: list[ast.FunctionDef | ast.AsyncFunctionDef]) -> tuple[set[str], bool]:
     """The `self.<attr>` a class's methods store, and whether its `__init__` calls a base `__init__`."""
     stored: set[str] = set()
@@ -299,6 +322,7 @@ def _class_fact(node: ast.ClassDef, module: str, site: Site, conditions: tuple[C
             sigs.setdefault(stmt.name, signature_of(stmt))
             bodies.setdefault(stmt.name, body_text(lines, body_span(stmt)))
         detail = {"methods": sigs, "attrs": sorted(assigned), "defines_init": "__init__" in sigs,
+                  "decorated": bool(node.decorator_list),
                   "calls_super_init": calls_super_init, "bodies": bodies,
                   "registered": any(isinstance(d, ast.Call) and (dotted_name(d.func) or "").endswith("register_oot")
                                     for d in node.decorator_list)}
@@ -329,6 +353,7 @@ class _UseVisitor(FastVisitor):
         self.plugin_classes: dict[str, str] = {}  # local name -> dotted plugin class (imported or defined here)
         self.class_types: dict[str, dict[str, str]] = {}
         self.class_facts: list[ClassFact] = []
+        self.class_refs: list[tuple[str, tuple[Condition, ...]]] = []
         if tree is not None:
             for stmt in _function_defs(tree.body):
                 self.functions.setdefault(stmt.name, stmt)
@@ -402,6 +427,16 @@ class _UseVisitor(FastVisitor):
                 pushed += 1
         self.visit(node.values[-1])
         del self.conditions[len(self.conditions) - pushed:]
+
+    def visit_Name(self, node: ast.Name) -> None:
+        dotted = self.plugin_classes.get(node.id)
+        if dotted is not None and isinstance(node.ctx, ast.Load):
+            self.class_refs.append((dotted.rsplit(".", 1)[-1], tuple(self.conditions)))
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        name = _class_string(node.value, self.plugin_packages)
+        if name:
+            self.class_refs.append((name, tuple(self.conditions)))
 
     def visit_Try(self, node: ast.Try) -> None:
         guarded = any(_catches_import_error(h) for h in node.handlers)
@@ -504,6 +539,7 @@ class _UseVisitor(FastVisitor):
                 upstream_base = upstream_base or dotted
                 self.add("subclass", dotted, node, cls=node.name, methods=methods, attrs=sorted(assigned),
                          defines_init="__init__" in methods, calls_super_init=calls_super_init, bodies=bodies,
+                         decorated=bool(node.decorator_list),
                          registered=any(isinstance(d, ast.Call) and (dotted_name(d.func) or "").endswith("register_oot")
                                         for d in node.decorator_list))
             else:
@@ -906,14 +942,16 @@ def _scan_source(path: str, source: bytes, packages: Iterable[str], plugin_packa
             light.ternaries(tree)
         return FileUsage(path, [], {}, guard_blocks=light.guard_blocks + _predicate_blocks(path, predicates),
                          internal_imports=light.internal_imports, module=module, exports=exports,
-                         class_facts=light.class_facts)
+                         class_facts=light.class_facts,
+                         class_refs=light_class_refs(tree, light.plugin_names, plugin_packages)
+                         if any(p.encode() in source for p in plugin_packages) else [])
     visitor = _UseVisitor(path, lines, packages, collector.aliases, module, is_package, plugin_packages,
                           singletons, tree)
     visitor.predicates = predicates
     visitor.visit(tree)
     return FileUsage(path, visitor.uses, collector.aliases, guard_blocks=visitor.guard_blocks + _predicate_blocks(path, predicates),
                      internal_imports=visitor.internal_imports, module=module, exports=exports,
-                     class_types=visitor.class_types, class_facts=visitor.class_facts)
+                     class_types=visitor.class_types, class_facts=visitor.class_facts, class_refs=visitor.class_refs)
 
 
 def plugin_files(root: Path, excludes: Iterable[str] = DEFAULT_EXCLUDES) -> list[tuple[str, Path]]:

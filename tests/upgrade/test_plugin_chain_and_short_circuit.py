@@ -4,7 +4,8 @@
   with no upstream import at all), whose chain reaches upstream's `Backend` only through
   `PlugBackend`: their own overrides are checked against `Backend`; a member an intermediate plugin
   class defines satisfies a new abstract method, and one missing along the whole chain is reported
-  once, at the class that subclasses `Backend` itself;
+  once, at the class that subclasses `Backend` itself; a class mentioned only under guards dead at
+  2.0 (a release lane's variant) is not checked as live;
 * short-circuit guards: `upkg_version_is("1.0") and f(...)` (and `not ... or f(...)`) reach f only
   on the lane the guard names, like an `if` body; `guard or f(...)` reaches it on the other one.
 """
@@ -91,6 +92,7 @@ PLUGIN = {
         import upkg.backend
         from myplug.sub.derived import Derived
         from myplug.base import PlugBackend
+        from myplug.utils import upkg_version_is
 
 
         class Deeper(Derived):
@@ -101,6 +103,24 @@ PLUGIN = {
 
         class Mixed(PlugBackend, upkg.backend.Other):
             pass
+
+
+        class Deeper10(Derived):  # the release lane's variant: chosen only where upkg is 1.0
+            @staticmethod
+            def get_shape(num_blocks, block_size):
+                return ()
+
+
+        class Wrapper10(PlugBackend):  # named by a dotted string, only where upkg is 1.0
+            @staticmethod
+            def get_shape(num_blocks, block_size):
+                return ()
+
+
+        def pick():
+            if upkg_version_is("1.0"):
+                return Deeper10, "myplug.sub.deep.Wrapper10"
+            return Deeper, "myplug.sub.deep.Deeper"
     """,
     "myplug/short.py": """
         from upkg.core import old_fn
@@ -129,8 +149,10 @@ def test_overrides_reaching_upstream_through_plugin_bases_are_checked(report):
     assert {(s.path, s.line) for s in overrides[0].sites} == {
         ("myplug/base.py", 4),  # PlugBackend(Backend)
         ("myplug/sub/derived.py", 4),  # Derived(PlugBackend), in a file with no upstream import
-        ("myplug/sub/deep.py", 6),  # Deeper(Derived): two plugin classes above the upstream base
-    }
+        ("myplug/sub/deep.py", 7),  # Deeper(Derived): two plugin classes above the upstream base
+    }  # not Deeper10 / Wrapper10: every mention of them is under a guard dead at 2.0
+    dead = [r for r in report.notes if r.detail.get("change") == "override_mismatch"]
+    assert {(s.path, s.line) for r in dead for s in r.sites} == {("myplug/sub/deep.py", 17), ("myplug/sub/deep.py", 23)}
     # a method only plugin classes define is no override of upstream
     assert not any(r.detail.get("method") == "helper" for r in report.records + report.notes)
 
