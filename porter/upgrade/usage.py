@@ -970,6 +970,8 @@ def plugin_files(root: Path, excludes: Iterable[str] = DEFAULT_EXCLUDES) -> list
     return out
 
 
+# the code a file's scan depends on (its pickle holds ClassFact, Condition, Site): its hash names the cache generation
+_SCANNER_MODULES = ("usage.py", "index.py", "inherit.py", "predicates.py", "bindings.py", "guards.py", "models.py")
 _PARALLEL_THRESHOLD = 48  # uncached files below which a process pool costs more than it saves
 
 
@@ -1000,8 +1002,8 @@ def scan_plugin(
     packages = tuple(sorted(set(packages)))
     plugin_packages = tuple(sorted(set(plugin_packages)))
     singleton_items = tuple(sorted((singletons or {}).items()))
-    code = hashlib.blake2b(b"".join(Path(__file__).with_name(n).read_bytes() for n in ("usage.py", "index.py", "inherit.py")),
-                           digest_size=4).hexdigest()  # a scanner change (or ClassFact's) never reads older entries
+    code = hashlib.blake2b(b"".join(Path(__file__).with_name(n).read_bytes() for n in _SCANNER_MODULES),
+                           digest_size=4).hexdigest()  # a scanner change never reads older entries
     cache_root = Path(cache_dir) / "usage" / f"v{USAGE_VERSION}-{code}" if cache_dir else None
     results: dict[str, FileUsage] = {}
     pending: list[tuple[str, Path, Path | None]] = []
