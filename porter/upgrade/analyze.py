@@ -263,7 +263,8 @@ def guard_conventions(registry: Registry, spec: PluginSpec) -> GuardConventions:
     return GuardConventions(dict(spec.guards.version_functions), dict(spec.guards.version_names), packages)
 
 
-_ANALYSIS_MODULES = ("index.py", "usage.py", "guards.py", "drift.py", "models.py", "lanes.py")
+_ANALYSIS_MODULES = ("index.py", "usage.py", "guards.py", "drift.py", "models.py", "lanes.py", "inherit.py",
+                     "callers.py", "predicates.py", "bindings.py")
 
 
 def _result_key(plugin_root: Path, excludes, packages, target: TreeIndex, baseline: TreeIndex | None,

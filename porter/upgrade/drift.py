@@ -27,6 +27,7 @@ from porter.upgrade.models import (
     Severity,
     Site,
 )
+from porter.upgrade.inherit import with_inherited
 from porter.upgrade.usage import FACTORY, PLUGIN, FileUsage, Use, resolve_imported_blocks
 
 STRATEGIES = {
@@ -119,7 +120,7 @@ class DriftAnalyzer:
     # ------------------------------------------------------------------ entry point
 
     def run(self, files: Iterable[FileUsage]) -> DriftResult:
-        files = list(files)
+        files = with_inherited(list(files))  # plugin classes that reach upstream through plugin bases
         self._start_passes(files)
         self._prefetch(files)
         self._search_new_homes(files)
@@ -135,6 +136,7 @@ class DriftAnalyzer:
         self._narrow_overrides: list[tuple[Use, str, str, Signature, Signature, Location]] = []
         self._override_sigs: dict[tuple[str, str], Signature] = {}  # (plugin class, method) -> bound override
         dead_modules = self._dead_modules(files)
+        dead_classes = self._dead_classes(files, dead_modules)
         per_use: list[tuple[Use, Guard, list[Finding], bool]] = []
         self._use_lane: dict[int, tuple[str, Any]] = {}
         verdicts: dict[str, Verdict] = {}
@@ -147,6 +149,9 @@ class DriftAnalyzer:
                 guard = combine(use.conditions, self.conventions, self.versions, self._hasattr, usage.aliases)
                 if dead_file and guard.live:
                     guard = Guard(GuardKind.VERSION, dead_file, False)
+                elif use.kind == "subclass" and guard.live and not use.detail.get("decorated") \
+                        and use.detail.get("cls") in dead_classes:
+                    guard = Guard(GuardKind.VERSION, dead_classes[use.detail["cls"]], False)
                 lane = lane_of(use.conditions, self.conventions, self.lanes, usage.aliases) if self.lanes else "both"
                 self._use_lane[id(use)] = (lane, innermost_version_block(use.conditions, self.conventions))
                 findings, broken = self.check(use, verdicts, unresolved)
@@ -214,6 +219,19 @@ class DriftAnalyzer:
                                     else f"module {module} is imported only by modules that are dead at the target")
                     changed = True
         return dead
+
+    def _dead_classes(self, files: list[FileUsage], dead_modules: dict[str, str]) -> dict[str, str]:
+        """Plugin classes every mention of which sits under a guard dead at the target (or in a dead
+        module): `return Impl092` under `if vllm_version_is("0.9.2")`, a release lane's stand-in. Upstream
+        never reaches their overrides there. A class never mentioned, or decorated (registered), is live."""
+        lives: dict[str, list[bool]] = defaultdict(list)
+        for usage in files:
+            dead_file = usage.module in dead_modules
+            for name, conditions in usage.class_refs:
+                lives[name].append(not dead_file and combine(conditions, self.conventions, self.versions, self._hasattr,
+                                                             usage.aliases).live)
+        return {name: f"class {name} is used only under guards dead at the target" for name, live in lives.items()
+                if live and not any(live)}
 
     def _guard_verdicts(self, files: list[FileUsage], per_use: list[tuple[Use, Guard, list[Finding], bool]],
                         dead_modules: dict[str, str] | None = None) -> list[GuardVerdict]:
@@ -757,7 +775,7 @@ class DriftAnalyzer:
         base_cls = self.baseline.class_of(use.symbol) if self.baseline is not None else None
         plugin_cls = use.detail.get("cls", "?")
         methods: dict[str, Signature] = use.detail.get("methods", {})
-        plugin_members = set(methods) | set(use.detail.get("attrs", []))
+        plugin_members = set(methods) | set(use.detail.get("attrs", [])) | set(use.detail.get("inherited", []))
         loc = self._location(use, None)
         findings: list[Finding] = []
         for name, plugin_sig in methods.items():
@@ -790,7 +808,8 @@ class DriftAnalyzer:
             required_removed = [] if constructor else [p for p in removed if p in plugin_sig.required_names()]
             new_required = set(new_member.signature.required_names())
             optional_only = bool(problems) and not required_removed and (constructor or not (set(problems) & new_required))
-            positions = {p.name: i for i, p in enumerate(new_member.signature.params[1:]) if p.kind in ("posonly", "pos")}
+            # slots as a caller fills them: a staticmethod binds no `self` (bound() drops only self/cls)
+            positions = {p.name: i for i, p in enumerate(bound(new_member.signature).params) if p.kind in ("posonly", "pos")}
             # Only constructors (of installed classes or abstract interfaces) are built by position from
             # upstream code often enough to say so without the calls; methods take keywords mostly.
             shift = (_override_shift(bound(old_member.signature), bound(new_member.signature), bound(plugin_sig))
@@ -845,7 +864,7 @@ class DriftAnalyzer:
         new_abstract = self._abstract_methods(self.target, *target_cls)
         old_abstract = self._abstract_methods(self.baseline, *base_cls)  # type: ignore[arg-type]
         missing = sorted(set(new_abstract) - set(old_abstract) - plugin_members)
-        if missing:
+        if missing and not use.detail.get("via"):  # via a plugin base: that base lacks them too and says so
             # @abstractmethod: the subclass can no longer be instantiated. NotImplementedError: it
             # fails only when the new method is called.
             hard = [m for m in missing if new_abstract[m] == "abstract"]
@@ -854,7 +873,8 @@ class DriftAnalyzer:
                                     + ("" if hard else " (the base raises NotImplementedError: fails when called)"),
                                     detail={"methods": missing, "plugin_class": plugin_cls,
                                             "kinds": {m: new_abstract[m] for m in missing}}, subject=f"abstract:{plugin_cls}"))
-        findings.extend(self._rpc_methods(use, target_cls, plugin_members, loc))
+        if not use.detail.get("via"):
+            findings.extend(self._rpc_methods(use, target_cls, plugin_members, loc))
         # F7: attributes the base's __init__ now sets, when the subclass replaces __init__ without calling it.
         if use.detail.get("defines_init") and not use.detail.get("calls_super_init"):
             new_attrs = self._init_attrs(self.target, *target_cls)

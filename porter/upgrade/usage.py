@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable
 from porter.fsutil import atomic_write_bytes
 from porter.upgrade.bindings import branch_names, reads
 from porter.upgrade.guards import Condition
+from porter.upgrade.inherit import ClassFact
 from porter.upgrade.index import PLAIN_BASES, FastVisitor, Signature, body_span, body_text, dotted_name, gc_paused, signature_of, walk
 from porter.upgrade.models import Site
 from porter.upgrade.predicates import NO_PREDICATES, Predicates, find_predicates, plugin_imports, resolve_imported
@@ -91,6 +92,10 @@ class FileUsage:
     # plugin class (dotted) -> self.<attr> -> dotted upstream class: how a receiver typed by a plugin
     # class (PLUGIN) reaches upstream, across files
     class_types: dict[str, dict[str, str]] = field(default_factory=dict)
+    class_facts: list[ClassFact] = field(default_factory=list)  # its top-level classes (inherit.py)
+    # plugin classes it names (a name imported from or defined in the plugin, or a dotted string such as
+    # "pkg.lora.Wrapper0110"), by class name, with the conditions of each mention
+    class_refs: list[tuple[str, tuple[Condition, ...]]] = field(default_factory=list)
 
 
 @dataclass
@@ -265,6 +270,65 @@ def _class_assigned_names(body: list[ast.stmt]) -> list[str]:
     return out
 
 
+def _class_string(value: object, plugin_packages: frozenset[str]) -> str:
+    """The class a dotted string of the plugin names (`"vllm_ascend.lora.punica_npu.Wrapper0110"`), else ""."""
+    if not isinstance(value, str) or "." not in value or len(value) > 200 or value.split(".", 1)[0] not in plugin_packages:
+        return ""
+    name = value.rsplit(".", 1)[-1]
+    return name if name[:1].isupper() and name.isidentifier() else ""
+
+
+def light_class_refs(tree: ast.AST, plugin_names: dict[str, str], plugin_packages: frozenset[str]) -> list[tuple[str, tuple]]:
+    """A file the light scan reads: every mention of a plugin class counts as live (no conditions
+    are tracked there), so a class it names is never taken for one referenced only under dead guards."""
+    out: set[str] = set()
+    for node in walk(tree):
+        if isinstance(node, ast.Name) and node.id in plugin_names:
+            out.add(plugin_names[node.id].rsplit(".", 1)[-1])
+        elif isinstance(node, ast.Constant) and (name := _class_string(node.value, plugin_packages)):
+            out.add(name)
+    return [(name, ()) for name in sorted(out)]
+
+
+def _self_stores(defs: list[ast.FunctionDef | ast.AsyncFunctionDef]) -> tuple[set[str], bool]:
+    """The `self.<attr>` a class's methods store, and whether its `__init__` calls a base `__init__`."""
+    stored: set[str] = set()
+    calls_init = False
+    for stmt in defs:
+        for sub in walk(stmt):
+            if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store) and isinstance(sub.value, ast.Name) \
+                    and sub.value.id == "self":
+                stored.add(sub.attr)
+            elif stmt.name == "__init__" and isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) \
+                    and sub.func.attr == "__init__":
+                calls_init = True
+    return stored, calls_init
+
+
+def _class_fact(node: ast.ClassDef, module: str, site: Site, conditions: tuple[Condition, ...], lines: list[str],
+                defs: list[ast.FunctionDef | ast.AsyncFunctionDef], assigned: set[str], calls_super_init: bool,
+                upstream_bases: list[str], plugin_names: dict[str, str]) -> ClassFact:
+    """A top-level class for the inheritance pass; what a subclass use needs only when it has plugin bases."""
+    dotted = f"{module}.{node.name}" if module else node.name
+    plugin_bases = tuple(p for b in node.bases
+                         if (p := plugin_names.get(dotted_name(b.value if isinstance(b, ast.Subscript) else b) or ""))
+                         and p != dotted)
+    methods = {stmt.name for stmt in defs}
+    detail: dict[str, Any] = {}
+    if plugin_bases:
+        sigs: dict[str, Signature] = {}
+        bodies: dict[str, str] = {}
+        for stmt in defs:
+            sigs.setdefault(stmt.name, signature_of(stmt))
+            bodies.setdefault(stmt.name, body_text(lines, body_span(stmt)))
+        detail = {"methods": sigs, "attrs": sorted(assigned), "defines_init": "__init__" in sigs,
+                  "decorated": bool(node.decorator_list),
+                  "calls_super_init": calls_super_init, "bodies": bodies,
+                  "registered": any(isinstance(d, ast.Call) and (dotted_name(d.func) or "").endswith("register_oot")
+                                    for d in node.decorator_list)}
+    return ClassFact(dotted, site, conditions, tuple(upstream_bases), plugin_bases, tuple(sorted(methods | assigned)), detail)
+
+
 class _UseVisitor(FastVisitor):
     predicates: Predicates = NO_PREDICATES  # the module's version predicates (set per file)
     def __init__(self, path: str, lines: list[str], packages: frozenset[str], aliases: dict[str, str],
@@ -288,6 +352,8 @@ class _UseVisitor(FastVisitor):
         self.classes: dict[str, ast.ClassDef] = {}
         self.plugin_classes: dict[str, str] = {}  # local name -> dotted plugin class (imported or defined here)
         self.class_types: dict[str, dict[str, str]] = {}
+        self.class_facts: list[ClassFact] = []
+        self.class_refs: list[tuple[str, tuple[Condition, ...]]] = []
         if tree is not None:
             for stmt in _function_defs(tree.body):
                 self.functions.setdefault(stmt.name, stmt)
@@ -347,6 +413,30 @@ class _UseVisitor(FastVisitor):
         self.conditions[-1] = Condition("if", source, True, line=node.lineno)
         self.visit(node.orelse)
         self.conditions.pop()
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> None:
+        # `vllm_version_is(OLD) and f()`: f() runs only where the guard holds (`or`: where it fails),
+        # like an `if` body. Only version/hasattr operands become conditions (`x and x.f()` is no lane);
+        # line 0: no guard block of its own (the verdicts and drop edits stay with the `if` statements).
+        pushed = 0
+        for value in node.values[:-1]:
+            self.visit(value)
+            source, _ = self.predicates.expand(value)
+            if _VERSIONISH_TEST.search(source) or "hasattr(" in source:
+                self.conditions.append(Condition("if", source, isinstance(node.op, ast.Or)))
+                pushed += 1
+        self.visit(node.values[-1])
+        del self.conditions[len(self.conditions) - pushed:]
+
+    def visit_Name(self, node: ast.Name) -> None:
+        dotted = self.plugin_classes.get(node.id)
+        if dotted is not None and isinstance(node.ctx, ast.Load):
+            self.class_refs.append((dotted.rsplit(".", 1)[-1], tuple(self.conditions)))
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        name = _class_string(node.value, self.plugin_packages)
+        if name:
+            self.class_refs.append((name, tuple(self.conditions)))
 
     def visit_Try(self, node: ast.Try) -> None:
         guarded = any(_catches_import_error(h) for h in node.handlers)
@@ -449,6 +539,7 @@ class _UseVisitor(FastVisitor):
                 upstream_base = upstream_base or dotted
                 self.add("subclass", dotted, node, cls=node.name, methods=methods, attrs=sorted(assigned),
                          defines_init="__init__" in methods, calls_super_init=calls_super_init, bodies=bodies,
+                         decorated=bool(node.decorator_list),
                          registered=any(isinstance(d, ast.Call) and (dotted_name(d.func) or "").endswith("register_oot")
                                         for d in node.decorator_list))
             else:
@@ -458,6 +549,10 @@ class _UseVisitor(FastVisitor):
                                              for b in bases):
             # Every base is upstream: a `self.x` the class neither defines nor sets comes from upstream.
             facts = {"base": upstream_base, "cls": node.name, "known": plugin_methods | assigned, "seen": Counter()}
+        if not self.self_types:  # a top-level class (not a method's or a nested one)
+            upstream = [d for b in bases if (d := self.upstream_dotted(b))]
+            self.class_facts.append(_class_fact(node, self.module, self.site(node), tuple(self.conditions), self.lines, defs,
+                                                assigned, calls_super_init, upstream, self.plugin_classes))
         self.self_types.append(self_types)
         # `x = self.m(...)` with `def m(...) -> UpstreamCls`: x is typed by the plugin's own annotation
         self.self_returns.append({stmt.name: found for stmt in defs if (found := self.type_of_annotation(stmt.returns))})
@@ -743,6 +838,9 @@ class _LightScan:
         self.guard_blocks: list[GuardBlock] = []
         self.internal_imports: list[tuple[str, tuple[Condition, ...]]] = []
         self.try_counter = 0
+        self.plugin_names: dict[str, str] = {}  # local name -> dotted plugin class (imported or defined here)
+        self.class_facts: list[ClassFact] = []
+        self.depth = 0  # functions and classes entered: only top-level classes are facts
 
     def block(self, body: list[ast.stmt], cond: Condition | None) -> None:
         if cond is not None:
@@ -764,8 +862,19 @@ class _LightScan:
                 for handler in stmt.handlers:  # type: ignore[attr-defined]
                     self.block(handler.body, Condition("handler", "", False, self.try_counter) if guarded else None)
                 self.body(stmt.orelse + stmt.finalbody)  # type: ignore[attr-defined]
-            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.With, ast.AsyncWith,
-                                   ast.For, ast.AsyncFor, ast.While)):
+            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                if isinstance(stmt, ast.ClassDef) and not self.depth:
+                    defs = _function_defs(stmt.body)
+                    stored, calls_init = _self_stores(defs)
+                    line = self.lines[stmt.lineno - 1].strip() if 0 < stmt.lineno <= len(self.lines) else ""
+                    self.class_facts.append(_class_fact(stmt, self.module, Site(self.path, stmt.lineno, line[:200]),
+                                                        tuple(self.conditions), self.lines, defs,
+                                                        stored | set(_class_assigned_names(stmt.body)), calls_init, [],
+                                                        self.plugin_names))
+                self.depth += 1
+                self.body(stmt.body)
+                self.depth -= 1
+            elif isinstance(stmt, (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)):
                 self.body(stmt.body + getattr(stmt, "orelse", []))
             elif isinstance(stmt, ast.Import):
                 for alias in stmt.names:
@@ -827,18 +936,22 @@ def _scan_source(path: str, source: bytes, packages: Iterable[str], plugin_packa
         # No upstream use: only the plugin-internal imports and the guard blocks matter (a statement walk).
         light = _LightScan(path, lines, module, is_package, plugin_packages)
         light.predicates = predicates
+        light.plugin_names = {**foreign, **{n.name: f"{module}.{n.name}" for n in tree.body if isinstance(n, ast.ClassDef)}}
         light.body(tree.body)
         if b"version" in source.lower() or foreign:
             light.ternaries(tree)
         return FileUsage(path, [], {}, guard_blocks=light.guard_blocks + _predicate_blocks(path, predicates),
-                         internal_imports=light.internal_imports, module=module, exports=exports)
+                         internal_imports=light.internal_imports, module=module, exports=exports,
+                         class_facts=light.class_facts,
+                         class_refs=light_class_refs(tree, light.plugin_names, plugin_packages)
+                         if any(p.encode() in source for p in plugin_packages) else [])
     visitor = _UseVisitor(path, lines, packages, collector.aliases, module, is_package, plugin_packages,
                           singletons, tree)
     visitor.predicates = predicates
     visitor.visit(tree)
     return FileUsage(path, visitor.uses, collector.aliases, guard_blocks=visitor.guard_blocks + _predicate_blocks(path, predicates),
                      internal_imports=visitor.internal_imports, module=module, exports=exports,
-                     class_types=visitor.class_types)
+                     class_types=visitor.class_types, class_facts=visitor.class_facts, class_refs=visitor.class_refs)
 
 
 def plugin_files(root: Path, excludes: Iterable[str] = DEFAULT_EXCLUDES) -> list[tuple[str, Path]]:
@@ -857,6 +970,8 @@ def plugin_files(root: Path, excludes: Iterable[str] = DEFAULT_EXCLUDES) -> list
     return out
 
 
+# the code a file's scan depends on (its pickle holds ClassFact, Condition, Site): its hash names the cache generation
+_SCANNER_MODULES = ("usage.py", "index.py", "inherit.py", "predicates.py", "bindings.py", "guards.py", "models.py")
 _PARALLEL_THRESHOLD = 48  # uncached files below which a process pool costs more than it saves
 
 
@@ -887,7 +1002,7 @@ def scan_plugin(
     packages = tuple(sorted(set(packages)))
     plugin_packages = tuple(sorted(set(plugin_packages)))
     singleton_items = tuple(sorted((singletons or {}).items()))
-    code = hashlib.blake2b(Path(__file__).read_bytes() + Path(__file__).with_name("index.py").read_bytes(),
+    code = hashlib.blake2b(b"".join(Path(__file__).with_name(n).read_bytes() for n in _SCANNER_MODULES),
                            digest_size=4).hexdigest()  # a scanner change never reads older entries
     cache_root = Path(cache_dir) / "usage" / f"v{USAGE_VERSION}-{code}" if cache_dir else None
     results: dict[str, FileUsage] = {}
