@@ -290,19 +290,44 @@ def light_class_refs(tree: ast.AST, plugin_names: dict[str, str], plugin_package
     return [(name, ()) for name in sorted(out)]
 
 
+def _is_self_store(node: ast.AST) -> bool:
+    """`self.<attr>` written to."""
+    return isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name) \
+        and node.value.id == "self"
+
+
+def _is_init_call(method: ast.FunctionDef | ast.AsyncFunctionDef, node: ast.AST) -> bool:
+    """A `<base>.__init__(...)` call inside the class's own `__init__`."""
+    return method.name == "__init__" and isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+        and node.func.attr == "__init__"
+
+
 def _self_stores(defs: list[ast.FunctionDef | ast.AsyncFunctionDef]) -> tuple[set[str], bool]:
     """The `self.<attr>` a class's methods store, and whether its `__init__` calls a base `__init__`."""
     stored: set[str] = set()
     calls_init = False
     for stmt in defs:
         for sub in walk(stmt):
-            if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store) and isinstance(sub.value, ast.Name) \
-                    and sub.value.id == "self":
-                stored.add(sub.attr)
-            elif stmt.name == "__init__" and isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) \
-                    and sub.func.attr == "__init__":
+            if _is_self_store(sub):
+                stored.add(sub.attr)  # type: ignore[attr-defined]
+            elif _is_init_call(stmt, sub):
                 calls_init = True
     return stored, calls_init
+
+
+def _subclass_detail(node: ast.ClassDef, defs: list[ast.FunctionDef | ast.AsyncFunctionDef], lines: list[str],
+                     assigned: set[str], calls_super_init: bool) -> dict[str, Any]:
+    """What a `subclass` use records of the plugin class: its methods (those under a version guard too,
+    the first definition of a name winning), their bodies, the attributes it sets, how it is registered."""
+    methods: dict[str, Signature] = {}
+    bodies: dict[str, str] = {}
+    for stmt in defs:
+        methods.setdefault(stmt.name, signature_of(stmt))
+        bodies.setdefault(stmt.name, body_text(lines, body_span(stmt)))
+    return {"methods": methods, "attrs": sorted(assigned), "defines_init": "__init__" in methods,
+            "calls_super_init": calls_super_init, "bodies": bodies, "decorated": bool(node.decorator_list),
+            "registered": any(isinstance(d, ast.Call) and (dotted_name(d.func) or "").endswith("register_oot")
+                              for d in node.decorator_list)}
 
 
 def _class_fact(node: ast.ClassDef, module: str, site: Site, conditions: tuple[Condition, ...], lines: list[str],
@@ -314,18 +339,7 @@ def _class_fact(node: ast.ClassDef, module: str, site: Site, conditions: tuple[C
                          if (p := plugin_names.get(dotted_name(b.value if isinstance(b, ast.Subscript) else b) or ""))
                          and p != dotted)
     methods = {stmt.name for stmt in defs}
-    detail: dict[str, Any] = {}
-    if plugin_bases:
-        sigs: dict[str, Signature] = {}
-        bodies: dict[str, str] = {}
-        for stmt in defs:
-            sigs.setdefault(stmt.name, signature_of(stmt))
-            bodies.setdefault(stmt.name, body_text(lines, body_span(stmt)))
-        detail = {"methods": sigs, "attrs": sorted(assigned), "defines_init": "__init__" in sigs,
-                  "decorated": bool(node.decorator_list),
-                  "calls_super_init": calls_super_init, "bodies": bodies,
-                  "registered": any(isinstance(d, ast.Call) and (dotted_name(d.func) or "").endswith("register_oot")
-                                    for d in node.decorator_list)}
+    detail = _subclass_detail(node, defs, lines, assigned, calls_super_init) if plugin_bases else {}
     return ClassFact(dotted, site, conditions, tuple(upstream_bases), plugin_bases, tuple(sorted(methods | assigned)), detail)
 
 
@@ -502,11 +516,9 @@ class _UseVisitor(FastVisitor):
         for stmt in defs:  # one walk per method: self.<x> stores (with their types), super().__init__ calls
             params = None
             for sub in walk(stmt):
-                if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store) and isinstance(sub.value, ast.Name) \
-                        and sub.value.id == "self":
-                    assigned.add(sub.attr)
-                elif stmt.name == "__init__" and isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) \
-                        and sub.func.attr == "__init__":
+                if _is_self_store(sub):
+                    assigned.add(sub.attr)  # type: ignore[attr-defined]
+                elif _is_init_call(stmt, sub):
                     calls_super_init = True
                 elif isinstance(sub, (ast.Assign, ast.AnnAssign)):
                     target = sub.targets[0] if isinstance(sub, ast.Assign) and len(sub.targets) == 1 else getattr(sub, "target", None)
@@ -530,18 +542,10 @@ class _UseVisitor(FastVisitor):
             target = base.value if isinstance(base, ast.Subscript) else base
             dotted = self.upstream_dotted(target)
             if dotted:
-                if upstream_base is None:
-                    methods: dict[str, Signature] = {}
-                    bodies: dict[str, str] = {}
-                    for stmt in defs:  # methods under `if vllm_version_is(...)` count too
-                        methods.setdefault(stmt.name, signature_of(stmt))
-                        bodies.setdefault(stmt.name, body_text(self.lines, body_span(stmt)))
+                if upstream_base is None:  # one record for every upstream base of the class
+                    detail = _subclass_detail(node, defs, self.lines, assigned, calls_super_init)
                 upstream_base = upstream_base or dotted
-                self.add("subclass", dotted, node, cls=node.name, methods=methods, attrs=sorted(assigned),
-                         defines_init="__init__" in methods, calls_super_init=calls_super_init, bodies=bodies,
-                         decorated=bool(node.decorator_list),
-                         registered=any(isinstance(d, ast.Call) and (dotted_name(d.func) or "").endswith("register_oot")
-                                        for d in node.decorator_list))
+                self.add("subclass", dotted, node, cls=node.name, **detail)
             else:
                 self.visit(base)
         bases = [b.value if isinstance(b, ast.Subscript) else b for b in node.bases]  # Generic[T] -> Generic
