@@ -50,12 +50,12 @@ IMPLICITLY_CALLED = frozenset({"forward", "__call__"})  # reached through `modul
 MAX_CALLER_FILES = 25  # a method called in more files than this is too common to tell which calls reach an override
 
 
-def _ratio(a: str, b: str) -> float:
-    """rapidfuzz's similarity (0-100). Imported on first use: a run answered from the result cache
-    never computes drift, and the import costs more than the cached answer."""
+def _text_similarity(a: str, b: str) -> float:
+    """rapidfuzz's ratio as a fraction (0-1). Imported on first use: a run answered from the result
+    cache never computes drift, and the import costs more than the cached answer."""
     from rapidfuzz import fuzz
 
-    return fuzz.ratio(a, b)
+    return fuzz.ratio(a, b) / 100
 
 
 @dataclass
@@ -541,7 +541,7 @@ class DriftAnalyzer:
             if definition.conditional == "type_checking":
                 continue
             sig, shape = _similarity(old_def, definition)
-            mod_sim = _ratio(old.module, module) / 100
+            mod_sim = _text_similarity(old.module, module)
             confidence = 0.45 + 0.25 * sig + 0.15 * shape + 0.15 * mod_sim
             if old_def is not None and old_def.kind != definition.kind and {old_def.kind, definition.kind} != {"function", "property"}:
                 confidence *= 0.7
@@ -603,7 +603,7 @@ class DriftAnalyzer:
             for name, definition in new_info.defs.items():
                 if name in old_names or definition.kind != old_def.kind:
                     continue
-                name_sim = _ratio(old_def.name.lower(), name.lower()) / 100
+                name_sim = _text_similarity(old_def.name.lower(), name.lower())
                 if old_def.kind == "variable":
                     score = name_sim  # a constant has no signature or body to compare: the name is all we have
                     if score < RENAME_NAME_ONLY_THRESHOLD:
@@ -629,7 +629,7 @@ class DriftAnalyzer:
         for member in target_cls[0].members:
             if member.name in old_members or member.kind != old_def.kind:
                 continue
-            name_sim = _ratio(attr.lower(), member.name.lower()) / 100
+            name_sim = _text_similarity(attr.lower(), member.name.lower())
             sig, shape = _similarity(old_def, member)
             score = name_sim if old_def.kind == "variable" else 0.4 * name_sim + 0.35 * sig + 0.25 * shape
             if old_def.kind == "variable" and score < RENAME_NAME_ONLY_THRESHOLD:
@@ -643,7 +643,7 @@ class DriftAnalyzer:
         last = module.rsplit(".", 1)[-1]
         out = []
         for candidate in self.target.module_last_parts(last):
-            sim = _ratio(module, candidate) / 100
+            sim = _text_similarity(module, candidate)
             out.append(Candidate(Location(candidate, ""), round(0.5 + 0.45 * sim, 3), (f"module with the same name: {candidate}",)))
         return tuple(sorted(out, key=lambda c: -c.confidence)[:MAX_CANDIDATES])
 
@@ -924,7 +924,7 @@ class DriftAnalyzer:
         """A plugin body copied from upstream (similar to the baseline's) whose upstream original changed."""
         if not plugin_body or not old_body or new_body is None or old_body == new_body or len(old_body) < 80:
             return None
-        similarity = _ratio(plugin_body, old_body) / 100
+        similarity = _text_similarity(plugin_body, old_body)
         if similarity < COPY_THRESHOLD:
             return None
         import difflib
@@ -945,7 +945,7 @@ class DriftAnalyzer:
             if name.startswith("__") and name != "__init__" or len(plugin_body) < 80:
                 continue
             old_body = self._member_body(self.baseline, *base_cls, name)  # type: ignore[arg-type]
-            if old_body is None or _ratio(plugin_body, old_body) / 100 < COPY_THRESHOLD:
+            if old_body is None or _text_similarity(plugin_body, old_body) < COPY_THRESHOLD:
                 continue
             new_body = self._member_body(self.target, *target_cls, name)
             finding = self._copied_finding(use, f"{use.symbol}.{name}", plugin_body, old_body, new_body, loc,
@@ -1325,7 +1325,7 @@ def _signature_similarity(old: Signature, new: Signature) -> float:
     common = set(old_names) & set(new_names)
     optional_added = {p.name for p in new.params if p.has_default and p.name not in old_names and p.kind in ("pos", "kwonly")}
     overlap = (len(common) + 0.5 * len(optional_added)) / len(union)
-    order = _ratio(" ".join(old_names), " ".join(new_names)) / 100
+    order = _text_similarity(" ".join(old_names), " ".join(new_names))
     return 0.7 * overlap + 0.3 * order
 
 
@@ -1338,7 +1338,7 @@ def _similarity(old: Definition | None, new: Definition) -> tuple[float, float]:
         sig = 0.3
     else:
         sig = _signature_similarity(old.signature, new.signature)
-    shape = _ratio(old.shape, new.shape) / 100 if old.shape or new.shape else 1.0
+    shape = _text_similarity(old.shape, new.shape) if old.shape or new.shape else 1.0
     return sig, shape
 
 
