@@ -500,14 +500,16 @@ def _rank_key(m: Match) -> tuple:
 
 def failure_shown(m: Match, signals: Signals) -> bool:
     """Does the log show a failure, beyond the warning lines an entry matched? An
-    exception, an error code, an error-ish matched line, or an error-ish line elsewhere."""
+    exception, an error code, an error-ish matched line, or an error-ish line elsewhere that
+    is not itself warning-labelled (torch_npu's `[W ...] Warning: ... check ... failed` notes
+    print on working runs)."""
     if signals.exceptions or signals.codes:
         return True
     if any(is_errorish(ml.text) for ml in m.lines):
         return True
     own = {ml.line for ml in m.lines}
-    return any(is_errorish(text) for block in signals.blocks for i, text in enumerate(block.lines)
-               if block.start + i not in own)
+    return any(is_errorish(text) and not _WARNING_LINE.search(text)
+               for block in signals.blocks for i, text in enumerate(block.lines) if block.start + i not in own)
 
 
 def _advice_only(firm: list[Match], signals: Signals) -> tuple[list[Match], list[Match]]:

@@ -42,6 +42,17 @@ def test_the_warning_entry_is_a_diagnosis_when_the_log_also_fails(advice_kb):
         assert diag.status == "match" and "TNPU-001" in [m.entry.id for m in diag.matches], failure
 
 
+def test_a_failed_check_in_another_warning_line_does_not_turn_advice_into_a_diagnosis(advice_kb):
+    # session 8: a working detection run also prints torch_npu's warning about a failed storage-offset check
+    offset = ("[W OpCommand.cpp:88] Warning: [Check][offset] Check input storage_offset[%ld] = 0 failed, "
+              "result is untrustworthy1 (function operator())\n")
+    diag = diagnose_text(advice_kb, "predict start\n" + offset + CAUTION + "predict done\n")
+    assert diag.status == "unknown" and diag.near_misses[0].explain["advice"] == ADVICE_NOTE
+    # the same failed check printed as an error line is still a failure
+    failing = offset.replace("[W OpCommand.cpp:88] Warning: ", "[E OpCommand.cpp:88] ")
+    assert diagnose_text(advice_kb, "predict start\n" + failing + CAUTION).status == "match"
+
+
 def test_a_warning_entry_that_matches_a_non_warning_line_stays_a_diagnosis(advice_kb):
     # a hang or a bad setting prints no failure by nature: the gate only covers warning-labelled lines
     diag = diagnose_text(advice_kb, "RUN pip install --no-deps triton-ascend==3.2.0\n")
