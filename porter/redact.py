@@ -52,6 +52,8 @@ _TOKEN_PATTERNS: tuple[tuple[tuple[str, ...], LazyPattern], ...] = (  # (literal
     (("pypi-AgEIcHlwaS5vcmc",), LazyPattern(r"\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{20,}")),  # PyPI upload token
     (("eyJ",), LazyPattern(r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}")),  # JWT
 )
+# every literal of every token rule: a line without any of them skips the rules' own gates
+_ANY_TOKEN_LITERAL = LazyPattern("|".join(re.escape(lit) for literals, _ in _TOKEN_PATTERNS for lit in literals))
 
 # Key names that hold a secret: snake, kebab, camel or upper case, any prefix (PGPASSWORD,
 # db_password, accessKeySecret, HUAWEICLOUD_SDK_SK, OBS_AK, ak, sk). `max_tokens`, `tokenizer`
@@ -143,9 +145,10 @@ def _redact_fragments(line: str) -> str:
     """Every rule but the PEM block, on text without a private key."""
     # each rule runs only when the line holds a literal every match of it contains (the same
     # result as running it: a rule that cannot match leaves the line as it is)
-    for literals, pat in _TOKEN_PATTERNS:
-        if any(lit in line for lit in literals):
-            line = pat.sub(MASK, line)
+    if _ANY_TOKEN_LITERAL.search(line):  # one scan for all literals; without one no rule below can match
+        for literals, pat in _TOKEN_PATTERNS:
+            if any(lit in line for lit in literals):
+                line = pat.sub(MASK, line)
     folded = line.lower() if line.isascii() else None  # None: case-folding may differ, run every rule
     if folded is None or "authorization" in folded or "x-" in folded or "cookie" in folded:
         line = _HEADER.sub(lambda m: f"{m.group('name')}{m.group('sep')}{MASK}", line)
@@ -221,28 +224,43 @@ def redact_text(text: str) -> str:
 def redact_data(value: Any) -> Any:
     """A copy of `value` (JSON-like data, dataclasses, objects with `to_dict()`) with every secret
     masked; call it on a payload before serialising it, in any format."""
+    return _redact_value(value, {}, {})
+
+
+def _redact_value(value: Any, memo: dict[str, str], keys: dict[str, bool]) -> Any:
+    """redact_data with memos: each distinct string is redacted once (`memo`) and each distinct
+    mapping key judged once (`keys`): a report repeats its keys and symbols thousands of times,
+    and redact_text and is_secret_key are pure functions of the string."""
     if isinstance(value, str):
-        return redact_text(value)
+        out_text = memo.get(value)
+        if out_text is None:
+            out_text = memo[value] = redact_text(value)
+        return out_text
     if isinstance(value, dict):
         out: dict[Any, Any] = {}
         for key, item in value.items():
-            if isinstance(key, str) and is_secret_key(key) and isinstance(item, (str, int, float)) \
-                    and not isinstance(item, bool) and item not in ("", MASK):
-                out[key] = MASK
+            if isinstance(key, str):
+                secret = keys.get(key)
+                if secret is None:
+                    secret = keys[key] = is_secret_key(key)
+                if secret and isinstance(item, (str, int, float)) and not isinstance(item, bool) and item not in ("", MASK):
+                    out[key] = MASK
+                    continue
+                out[_redact_value(key, memo, keys)] = _redact_value(item, memo, keys)
             else:
-                out[redact_text(key) if isinstance(key, str) else key] = redact_data(item)
+                out[key] = _redact_value(item, memo, keys)
         return out
     if isinstance(value, (list, tuple)):
-        return [redact_data(v) for v in value]
+        return [_redact_value(v, memo, keys) for v in value]
     if isinstance(value, (set, frozenset)):
-        return sorted(redact_data(v) for v in value)
+        return sorted(_redact_value(v, memo, keys) for v in value)
     if value is None or isinstance(value, (bool, int, float)):
         return value
     try:
         converted = plain(value)
     except TypeError:
         return value  # left for the serialiser to refuse
-    return redact_data(converted)
+    return _redact_value(converted, memo, keys)
 
 
 def sanitize_terminal(text: str) -> str:

@@ -43,3 +43,33 @@ def test_secret_key_gate_equals_the_regexes():
     for name in names:
         plain = bool(redact._KEY.match(name)) and not redact._NOT_SECRET_KEY.search(name)
         assert redact.is_secret_key(name) == plain, name
+
+
+def _unmemoized(value):
+    """redact_data as it was before its per-call memos: every string and key judged afresh."""
+    if isinstance(value, str):
+        return redact.redact_text(value)
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if isinstance(key, str) and redact.is_secret_key(key) and isinstance(item, (str, int, float)) \
+                    and not isinstance(item, bool) and item not in ("", redact.MASK):
+                out[key] = redact.MASK
+            else:
+                out[redact.redact_text(key) if isinstance(key, str) else key] = _unmemoized(item)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_unmemoized(v) for v in value]
+    return value
+
+
+def test_memoized_redact_data_equals_judging_every_string():
+    """A payload that repeats keys and values (as a report does) redacts as if each were judged alone."""
+    rng = random.Random(13)
+    keys = ["symbol", "password", "HF_TOKEN", "max_tokens", "detail", "ak", "", "url", 3]
+    values = PIECES + ["", 7, True, None, 2.5, "[REDACTED]"]
+    rows = [{rng.choice(keys): rng.choice(values) for _ in range(4)} for _ in range(300)]
+    payload = {"rows": rows, "again": rows[:50], "texts": [rng.choice(PIECES) for _ in range(200)]}
+    got = redact.redact_data(payload)
+    assert got == _unmemoized(payload)
+    assert any(v == redact.MASK for row in got["rows"] for v in row.values())

@@ -267,22 +267,27 @@ _ANALYSIS_MODULES = ("index.py", "usage.py", "guards.py", "drift.py", "models.py
                      "callers.py", "predicates.py", "bindings.py")
 
 
-def _result_key(plugin_root: Path, excludes, packages, target: TreeIndex, baseline: TreeIndex | None,
-                conventions: GuardConventions, versions: dict) -> str:
-    """Identity of one drift computation: the plugin files, both trees, the conventions, the versions
-    and the analysis code itself (so a porter change never serves a stale result)."""
-    from porter.upgrade.usage import plugin_files
+_RESULT_VERSION = 2  # 2: an entry holds (drift result, usage summary), so a hit skips the plugin scan
 
+
+def _result_key(listed: list[tuple[str, Path]], excludes, packages, target: TreeIndex, baseline: TreeIndex | None,
+                conventions: GuardConventions, versions: dict, scan: tuple = ()) -> str:
+    """Identity of one drift computation: the plugin files (`listed`: plugin_files' answer), both
+    trees, the conventions, the versions, what else the plugin scan depends on (`scan`: plugin
+    packages, singletons, module prefix) and the analysis code itself (so a porter change never
+    serves a stale result)."""
     digest = hashlib.blake2b(digest_size=20)
+    digest.update(f"result-v{_RESULT_VERSION}\n".encode())
     here = Path(__file__).resolve().parent
     for name in _ANALYSIS_MODULES:
         digest.update((here / name).read_bytes())
-    for rel, path in plugin_files(plugin_root, excludes):
+    for rel, path in listed:
         st = path.stat()
         digest.update(f"{rel}:{st.st_size}:{st.st_mtime_ns}\n".encode())
     digest.update(repr((tuple(packages), target.fingerprint(), baseline.fingerprint() if baseline else None,
                         sorted(conventions.version_functions.items()), sorted(conventions.version_names.items()),
-                        sorted(conventions.packages.items()), sorted((k, str(v)) for k, v in versions.items()))).encode())
+                        sorted(conventions.packages.items()), sorted((k, str(v)) for k, v in versions.items()),
+                        scan)).encode())
     return digest.hexdigest()
 
 
@@ -337,13 +342,41 @@ def _load_pickle(path: Path) -> Any:
 # ---------------------------------------------------------------- the analysis
 
 
+class _LazyPool:
+    """A ProcessPoolExecutor created at the first job: a warm run (result-cache hit, trees extracted)
+    submits none and so never imports concurrent.futures.process and multiprocessing (~20 ms)."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._pool: Any = None
+
+    def _executor(self) -> Any:
+        if self._pool is None:
+            from concurrent.futures import ProcessPoolExecutor
+
+            self._pool = ProcessPoolExecutor(max_workers=self.workers)
+        return self._pool
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        return self._executor().submit(fn, *args, **kwargs)
+
+    def map(self, fn: Any, *iterables: Any, timeout: float | None = None, chunksize: int = 1) -> Any:
+        return self._executor().map(fn, *iterables, timeout=timeout, chunksize=chunksize)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+    @property
+    def started(self) -> bool:
+        return self._pool is not None
+
+
 def _worker_pool(workers: int | None) -> Any:
     """The run's worker processes (archive extraction, plugin scan, index parsing share them, so they
-    start once and overlap); None on a single core. Processes start on the first submitted job."""
-    from concurrent.futures import ProcessPoolExecutor
-
+    start once and overlap); None on a single core. The executor is made at the first submitted job."""
     count = workers or min(4, os.cpu_count() or 1)
-    return ProcessPoolExecutor(max_workers=count) if count > 1 else None
+    return _LazyPool(count) if count > 1 else None
 
 
 def run_analysis(request: AnalysisRequest, progress: Any = None) -> AnalysisReport:
@@ -398,24 +431,16 @@ def _run_analysis(request: AnalysisRequest, progress: Any, pool: Any) -> Analysi
     timings["materialize"] = time.perf_counter() - t0
     assert target is not None
 
-    t0 = time.perf_counter()
     from porter.upgrade.usage import plugin_files
 
     excludes = spec.exclude or DEFAULT_EXCLUDES
-    total = len(plugin_files(plugin_tree.root, excludes))
-    with _stage(progress, f"scanning {spec.name}", total) as advance:
-        files: list[FileUsage] = scan_plugin(plugin_tree.root, upstream.packages, Path(config.cache_dir), excludes, advance,
-                                             workers=request.workers, plugin_packages=spec.packages,
-                                             singletons=_singletons(spec, upstream_name),
-                                             module_prefix=_module_prefix(plugin_tree.root, spec.packages), pool=pool)
-    timings["scan"] = time.perf_counter() - t0
-    usage = summarize(files)
-    if usage.files_scanned == 0:  # a wrong --plugin-path would otherwise read as "A: nothing breaks"
+    listed = plugin_files(plugin_tree.root, excludes)  # once: the result key and the scan's progress total
+    if not listed:  # a wrong --plugin-path would otherwise read as "A: nothing breaks"
         raise InputError(f"the plugin tree {plugin_tree.root} holds no Python files of {spec.name}",
                          hint="point --plugin-path (or the fork's path in forks.yaml) at the plugin's checkout")
-    if usage.uses == 0:
-        sources.notices.append(f"no use of {upstream_name} found in {usage.files_scanned} file(s) of {plugin_tree.root}: "
-                               "is this the plugin's tree?")
+    singletons = _singletons(spec, upstream_name)
+    module_prefix = _module_prefix(plugin_tree.root, spec.packages)
+    timings["scan"] = 0.0  # a result-cache hit scans nothing
 
     t0 = time.perf_counter()
     target_index = TreeIndex(target.root, upstream.packages, Path(config.cache_dir), f"{upstream_name} {target.label}", pool=pool)
@@ -436,16 +461,32 @@ def _run_analysis(request: AnalysisRequest, progress: Any, pool: Any) -> Analysi
     conventions = guard_conventions(registry, spec)
     lanes = _lanes(spec, plugin_tree, upstream_name, target, baseline)
     versions_key = dict(versions, lanes=repr(lanes))
-    result_key = _result_key(plugin_tree.root, excludes, upstream.packages, target_index, baseline_index, conventions, versions_key)
+    scan_inputs = (tuple(sorted(set(spec.packages))), tuple(sorted(singletons.items())), module_prefix)
+    result_key = _result_key(listed, excludes, upstream.packages, target_index, baseline_index, conventions, versions_key,
+                             scan_inputs)
     result_path = Path(config.cache_dir) / "results" / result_key[:2] / f"{result_key}.pkl"
-    result = _load_pickle(result_path)
+    cached = _load_pickle(result_path)
+    # a hit holds the usage summary too: the plugin's files are not read again (their stats are in the key)
+    result, usage = cached if isinstance(cached, tuple) and len(cached) == 2 else (None, None)
     cache_state = "hit" if result is not None else "miss"
+    timings["drift"] = time.perf_counter() - t0
     if result is None:
+        t0 = time.perf_counter()
+        with _stage(progress, f"scanning {spec.name}", len(listed)) as advance:
+            files: list[FileUsage] = scan_plugin(plugin_tree.root, upstream.packages, Path(config.cache_dir), excludes, advance,
+                                                 workers=request.workers, plugin_packages=spec.packages,
+                                                 singletons=singletons, module_prefix=module_prefix, pool=pool)
+        timings["scan"] = time.perf_counter() - t0
+        usage = summarize(files)
+        t0 = time.perf_counter()
         lanes = _with_patch_release(lanes, baseline, target_index, baseline_index)
         result = compute_drift(files, target_index, baseline_index, conventions, TargetVersions(versions),
                                stage=lambda description, total: _stage(progress, description, total), lanes=lanes)
-        atomic_write_bytes(result_path, pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL), durable=False)
-    timings["drift"] = time.perf_counter() - t0
+        atomic_write_bytes(result_path, pickle.dumps((result, usage), protocol=pickle.HIGHEST_PROTOCOL), durable=False)
+        timings["drift"] += time.perf_counter() - t0
+    if usage.uses == 0:
+        sources.notices.append(f"no use of {upstream_name} found in {usage.files_scanned} file(s) of {plugin_tree.root}: "
+                               "is this the plugin's tree?")
 
     pairs = [p.plugin for p in spec.pairs_for(upstream_name, str(target.version))] if target.version else []
     outcome = decide_outcome(result.records, result.notes, spec.ownership, spec.name, pairs,

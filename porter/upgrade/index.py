@@ -15,13 +15,16 @@ import hashlib
 import os
 import pickle
 import re
-from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
 
 from porter.fsutil import atomic_write_bytes
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING: concurrent.futures (multiprocessing, ~20 ms) only when a run parses in parallel
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
 
 INDEX_VERSION = 10
 _PARALLEL_THRESHOLD = 48  # below this many uncached modules a process pool costs more than it saves
@@ -883,7 +886,7 @@ def _walk_package(directory: Path, dotted: str, found: dict[str, Path]) -> None:
     files = {e.name: e for e in entries if e.is_file()}
     init = files.get("__init__.py") or files.get("__init__.pyi")
     if init is not None:
-        found[dotted] = Path(init.path)
+        found[dotted] = directory / init.name  # a child path: cheaper than parsing entry.path whole
     elif dotted not in found:
         found.setdefault(dotted, directory)  # namespace package: a directory without __init__
     for name, entry in files.items():
@@ -892,10 +895,10 @@ def _walk_package(directory: Path, dotted: str, found: dict[str, Path]) -> None:
         stem, dot, ext = name.rpartition(".")
         if ext == "py" or (ext == "pyi" and f"{stem}.py" not in files):
             if stem.isidentifier():
-                found[f"{dotted}.{stem}"] = Path(entry.path)
+                found[f"{dotted}.{stem}"] = directory / name
     for entry in entries:
         if entry.is_dir() and entry.name.isidentifier() and not entry.name.startswith("."):
-            _walk_package(Path(entry.path), f"{dotted}.{entry.name}", found)
+            _walk_package(directory / entry.name, f"{dotted}.{entry.name}", found)
 
 
 class TreeIndex:
@@ -1386,6 +1389,8 @@ def prefetch_many(requests: Iterable[tuple[TreeIndex, Iterable[str]]], progress:
             if progress:
                 progress(1)
         return
+    if pool is None:
+        from concurrent.futures import ProcessPoolExecutor
     own = ProcessPoolExecutor(max_workers=workers) if pool is None else None
     keys = list(jobs)
     waiters: dict[str, list[tuple[TreeIndex, str]]] = {}

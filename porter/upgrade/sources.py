@@ -21,8 +21,7 @@ import shutil
 import stat
 import tempfile
 import time
-import urllib.error
-import urllib.request
+import urllib.error  # urllib.request (http.client, email, ssl: ~40 ms) only when a run fetches
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -703,6 +702,8 @@ class Sources:
 
     def _fetch_index(self, url: str) -> tuple[str, bytes]:
         """(content type, body) of a simple-API page, JSON preferred (PEP 691)."""
+        import urllib.request
+
         request = urllib.request.Request(url, headers={"Accept": f"{SIMPLE_JSON}, text/html;q=0.1", "User-Agent": "porter"})
         with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 - the configured index
             return response.headers.get("Content-Type", "") or "", response.read()
@@ -823,6 +824,8 @@ class Sources:
         target = downloads / info["filename"]
         if target.is_file() and info.get("sha256") and hashlib.sha256(target.read_bytes()).hexdigest() == info["sha256"]:
             return target  # downloaded by an earlier run
+        import urllib.request
+
         try:
             request = urllib.request.Request(info["url"], headers={"User-Agent": "porter"})
             with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310

@@ -270,7 +270,9 @@ def _fake_pypi(monkeypatch, wheel_bytes: bytes | None, sdist: bytes | None = Non
         def __exit__(self, *exc):
             return False
 
-    monkeypatch.setattr(sources_mod.urllib.request, "urlopen", lambda request, timeout=None: Response(sdist or b""))
+    import urllib.request  # porter.upgrade.sources imports it only when it fetches
+
+    monkeypatch.setattr(urllib.request, "urlopen", lambda request, timeout=None: Response(sdist or b""))
     return downloads
 
 
