@@ -13,7 +13,8 @@ from typing import Callable, Iterable, Sequence
 from porter.kb.history.models import Frame, OtherFrame, TraceFacts
 
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]{1,1000})", line (?P<line>\d{1,7})(?:, in (?P<func>[^\s(]{1,200}))?')
-_EXCEPTION = re.compile(r"^(?P<type>(?:[A-Za-z_]\w{0,80}\.){0,8}[A-Za-z_]\w{0,80}(?:Error|Exception|Exit|Interrupt|Failed|Fault))(?::\s?(?P<msg>.*))?$")
+# `Exception` alone too: `raise Exception("...")` prints `Exception: ...`
+_EXCEPTION = re.compile(r"^(?P<type>(?:[A-Za-z_]\w{0,80}\.){0,8}(?:[A-Za-z_]\w{0,80}(?:Error|Exception|Exit|Interrupt|Failed|Fault)|Exception))(?::\s?(?P<msg>.*))?$")
 _CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
 _NOT_SOURCE = ("^", "~", "...", "[Previous line", 'File "', "Traceback (most recent call last)")
 # Log prefixes the knowledge base's normaliser may leave (process tags with spaces, logger stamps):

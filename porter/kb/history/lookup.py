@@ -29,6 +29,9 @@ ENVIRONMENT_CODE_FAMILIES = frozenset({"driver", "hccl"})
 TEXT_SCAN_CHARS = 2_000_000  # versions are looked for in the first and last MB of the text
 SHORT_TEXT_CHARS = 4_000
 EMBEDDED_SCAN_CHARS = 200_000  # a pasted snippet's `Type: message` inside prose is looked for this far
+# an exception class a report names: `ValueError`, `OutOfMemoryError`, and Python's own `Exception`
+# (`raise Exception("...")` prints `Exception: ...`), which the `<Prefix>Exception` form misses
+EXCEPTION_CLASS = r"(?:[A-Z][A-Za-z0-9_]{0,60}(?:Error|Exception)|Exception)"
 
 
 @dataclass(frozen=True)
@@ -205,9 +208,12 @@ def fallback_exception(first: tuple[str, str] | None, errors: str, text: str) ->
     """The extractor's first exception, else one inside an error line or the prose; the prose's when
     it goes on where the extractor's line stopped (`RuntimeError: The` + `expanded size of ...`)."""
     embedded = embedded_exception(text[:EMBEDDED_SCAN_CHARS])
-    if first and embedded and first[0] == embedded[0] and embedded[1].startswith(first[1]) and len(embedded[1]) > len(first[1]):
+    # the error line cut where the prose wraps (`raise error "ValueError: Attention backend` + `reorders decodes ...`):
+    # the prose goes on with the same message
+    picked = first or embedded_exception(errors)
+    if picked and embedded and picked[0] == embedded[0] and embedded[1].startswith(picked[1]) and len(embedded[1]) > len(picked[1]):
         return embedded
-    return first or embedded_exception(errors) or embedded or named_exception(text[:SHORT_TEXT_CHARS])
+    return picked or embedded or named_exception(text[:SHORT_TEXT_CHARS])
 
 
 def named_exception(text: str) -> tuple[str, str] | None:
@@ -215,10 +221,10 @@ def named_exception(text: str) -> tuple[str, str] | None:
     from `x[i] = y[j]``): the type alone, which a fix's message may name."""
     import re
 
-    m = re.search(r"""(?<![A-Za-z0-9_])([A-Z][A-Za-z0-9_]{0,60}(?:Error|Exception))\((['"])(.{4,300}?)\2\)""", text)
+    m = re.search(rf"""(?<![A-Za-z0-9_])({EXCEPTION_CLASS})\((['"])(.{{4,300}}?)\2\)""", text)
     if m:  # an exception printed by repr (`ValueError('...')`, as Ray and loggers do): its message too
         return m.group(1), m.group(3)
-    m = re.search(r"(?<![A-Za-z0-9_])([A-Z][A-Za-z0-9_]{0,60}(?:Error|Exception))(?![A-Za-z0-9_])(?!\s*[:(])", text)
+    m = re.search(rf"(?<![A-Za-z0-9_])({EXCEPTION_CLASS})(?![A-Za-z0-9_])(?!\s*[:(])", text)
     return (m.group(1), "") if m else None
 
 
@@ -250,13 +256,17 @@ def embedded_exception(text: str) -> tuple[str, str] | None:
     # `Type: message`, or `Type, 'value' ...` (a report's prose: the comma, then the message from its quoted value on)
     # ASCII boundaries, not \b: in a Chinese report the class name is written against CJK text (`显示AssertionError: ...`),
     # which \w counts as word characters
-    m = re.search(r"(?<![A-Za-z0-9_])([A-Z][A-Za-z0-9_]{0,60}(?:Error|Exception))(?![A-Za-z0-9_])(?::\s*|,[ \t]?(?=['\"]))([^\n`]{4,300})(?:\n([^\n`]{1,200}))?", text)
+    m = re.search(rf"(?<![A-Za-z0-9_])({EXCEPTION_CLASS})(?![A-Za-z0-9_])(?::\s*|,[ \t]?(?=['\"]))([^\n`]{{4,300}})(?:\n([^\n`]{{1,200}}))?", text)
     if not m:
         return None
     message = m.group(2).strip()
     more = (m.group(3) or "").strip()
     if more[:1] in ("'", '"') and not message.endswith("."):
         message = f"{message} {more}"
+    opener = text[m.start() - 1] if m.start() else ""
+    if opener in ("'", '"') and opener in message:
+        # prose that quotes the error (`raise error "ValueError: ... threshold 8" when you launch`) ends it at the quote
+        message = message[: message.index(opener)].strip() or message
     return m.group(1), message
 
 
