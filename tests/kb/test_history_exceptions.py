@@ -49,3 +49,21 @@ def test_the_whole_message_finds_the_commit_that_quotes_it_and_the_cut_one_does_
     assert [c.sha[0] for c in cands] == ["f"]
     cut = TraceFacts((), "ValueError", "Attention backend")
     assert "f" not in [c.sha[0] for c in rank([fix, other], cut, {}, None, {})[0]][:1]
+
+
+def test_a_traceback_the_extractor_cut_in_two_is_read_as_one_whose_innermost_frames_are_the_remote_task():
+    from porter.kb.history.frames import PathMapper, trace_facts
+
+    driver = ['Traceback (most recent call last):',
+              '  File "/site/plug/trainer/main.py", line 64, in main', '    run(config)',
+              '  File "/site/plug/trainer/loop.py", line 872, in fit', '    val = self._validate()']
+    remote = ['  File "/site/plug/rollout/engine.py", line 529, in _rollout_one', '    out = await self._engine.generate(',
+              "ValueError: Requested token count exceeds the model's maximum context length"]
+    mapper = PathMapper({"plug/trainer/main.py", "plug/trainer/loop.py", "plug/rollout/engine.py"})
+    facts = trace_facts([driver, remote], mapper)
+    assert [f.function for f in facts.frames] == ["_rollout_one", "fit", "main"]
+    assert facts.exception_type == "ValueError"
+    # a second traceback of its own (with its header) is another traceback: the first, complete one stays causal
+    other = ['Traceback (most recent call last):', *remote]
+    first = [*driver, "RuntimeError: driver failed"]
+    assert [f.function for f in trace_facts([first, other], mapper).frames] == ["fit", "main"]
