@@ -141,6 +141,19 @@ OWN_CASES = [
         (3787, 3810, "the issue title, description and frames, cut before the error line (the fix says Fixes #3787)"),
         (5607, 5609, "the issue title and its analysis with the code it blames, a hang without trace (the fix says Fixes #5607)"),
     ], repo="verl"),
+    # Session 8: verl issue threads found in the `issues` corpus for commits of the mirror that say `Fix(es) #N` /
+    # `close #N` / `Closes #N` / name the issue; the issue's own text as the search excerpt showed it. Split by thread
+    # hash when each was added, before any of them was scored: 3 test (#1412, #7198, #7289), 5 dev.
+    *_issue_cases("issues-s8", [
+        (2216, 2217, "the issue title (the TypeError), the rest of its excerpt empty (the fix says Fix .../issues/2216)"),
+        (3137, 3141, "the issue title and its description with the code it blames (the fix says Fix #3137)"),
+        (1420, 1846, "the issue title and the NCCL watchdog log it pastes (the fix says close #1420)"),
+        (6365, 6405, "the issue's title, versions and bug description (the fix says Fixes #6365)"),
+        (1376, 1400, "the issue title and description, the config it sets, no trace (the fix says fix .../issues/1376)"),
+        (1412, 1423, "the issue title and description with the start of its Hydra error (the fix says fix .../issues/1412)"),
+        (7198, 7199, "the issue's title and description, no trace (the fix says Fixes #7198)"),
+        (7289, 7413, "the issue's title and analysis with the KeyError and the code it blames (the fix says Closes #7289)"),
+    ], repo="verl"),
     {"id": "vllm-ascend-3236", "trace": "tests/data/corpus/test/vllm-ascend-3236.txt", "repo": "vllm-ascend",
      "thread": "github.com/vllm-project/vllm-ascend/issues/3236", "batch": "issues-s3",
      "fixed_by": "https://github.com/vllm-project/vllm-ascend/pull/3234",
@@ -337,7 +350,9 @@ def score(repos: dict[str, Path], split: str, use_message: bool, verbose: bool, 
             "bug_issues_s6": figures([r for r in bugs if r["batch"] == "issues-s6"]),
             "bug_before_s6": figures([r for r in bugs if r["batch"] not in ("issues-s6", "issues-s7")]),
             "bug_issues_s7": figures([r for r in bugs if r["batch"] == "issues-s7"]),
-            "bug_before_s7": figures([r for r in bugs if r["batch"] != "issues-s7"]),
+            "bug_before_s7": figures([r for r in bugs if r["batch"] not in ("issues-s7", "issues-s8")]),
+            "bug_issues_s8": figures([r for r in bugs if r["batch"] == "issues-s8"]),
+            "bug_before_s8": figures([r for r in bugs if r["batch"] != "issues-s8"]),
             "bug_release_only": figures([r for r in bugs if not r["on_main"]]),
             "env": {"n": len(env), "with_candidate": sum(1 for r in env if r["top"])},
             "env_before_s5": {"n": sum(1 for r in env if r["batch"] != "issues-s5"),
@@ -385,7 +400,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"of session 5: {s5['top1']}/{s5['n']}, {s5['top3']}/{s5['n']}; "
                   f"of session 6: {f['bug_issues_s6']['top1']}/{f['bug_issues_s6']['n']}, {f['bug_issues_s6']['top3']}/{f['bug_issues_s6']['n']}; "
                   f"of session 7: {f['bug_issues_s7']['top1']}/{f['bug_issues_s7']['n']}, {f['bug_issues_s7']['top3']}/{f['bug_issues_s7']['n']}; "
-                  f"cases before session 7: {f['bug_before_s7']['top1']}/{f['bug_before_s7']['n']}, {f['bug_before_s7']['top3']}/{f['bug_before_s7']['n']}; "
+                  f"of session 8: {f['bug_issues_s8']['top1']}/{f['bug_issues_s8']['n']}, {f['bug_issues_s8']['top3']}/{f['bug_issues_s8']['n']}; "
+                  f"cases before session 8: {f['bug_before_s8']['top1']}/{f['bug_before_s8']['n']}, {f['bug_before_s8']['top3']}/{f['bug_before_s8']['n']}; "
                   f"fixed on a release branch only: {f['bug_release_only']['top1']}/{f['bug_release_only']['n']}, {f['bug_release_only']['top3']}/{f['bug_release_only']['n']}); "
                   f"environment faults with a candidate: {e['with_candidate']}/{e['n']}")
         print(f"index load {res['index_load_s']} s; extra time per trace (warm index): {res.get('per_trace_s')}")
