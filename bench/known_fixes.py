@@ -285,8 +285,16 @@ def build(repos: dict[str, Path]) -> None:
           f"{len(cases) - len(bugs)} environment cases, {len(skipped)} skipped -> {INDEX}")
 
 
+def issue_number(case: dict) -> int | None:
+    """The number of the case's issue thread in its own repository (github.com/<owner>/<repo>/issues/N)."""
+    import re
+
+    m = re.search(r"/([\w.-]+)/issues/(\d+)$", case.get("thread", ""))
+    return int(m.group(2)) if m and m.group(1) == case.get("repo", "vllm-ascend") else None
+
+
 def score(repos: dict[str, Path], split: str, use_message: bool, verbose: bool, cache: Path, all_branches: bool = False,
-          mask_quotes: bool = False) -> dict:
+          mask_quotes: bool = False, issue_given: bool = False) -> dict:
     from porter.kb.history import mine
     from porter.kb.history.lookup import HistorySource, analyse_diagnosis
     from porter.kb.loader import load_kb
@@ -313,7 +321,7 @@ def score(repos: dict[str, Path], split: str, use_message: bool, verbose: bool, 
         src = HistorySource(repo, repos[repo], packages=(repo,))
         t = time.perf_counter()
         rep = analyse_diagnosis(src, diag, text, {}, cache, index=indexes[repo], use_message=use_message,
-                                mask_quotes=mask_quotes)
+                                mask_quotes=mask_quotes, issue=issue_number(case) if issue_given else None)
         times.append(time.perf_counter() - t)
         # a candidate names its cherry-picks too (Candidate.also): the case's fix is found as either copy
         shas = [{c.sha, *(sha for sha, _ in c.also)} for c in rep.candidates]
@@ -335,7 +343,7 @@ def score(repos: dict[str, Path], split: str, use_message: bool, verbose: bool, 
         n = len(sel)
         return {"n": n, "top1": sum(1 for r in sel if r["rank"] == 1), "top3": sum(1 for r in sel if r["rank"] and r["rank"] <= 3)}
 
-    out: dict = {"use_message": use_message, "mask_quotes": mask_quotes, "all_branches": all_branches, "index_load_s": {k: round(v, 3) for k, v in load_s.items()}, "splits": {}}
+    out: dict = {"use_message": use_message, "mask_quotes": mask_quotes, "issue_given": issue_given, "all_branches": all_branches, "index_load_s": {k: round(v, 3) for k, v in load_s.items()}, "splits": {}}
     for sp in (["dev", "test"] if split == "all" else [split]):
         bugs = [r for r in rows if r["kind"] == "bug" and r["split"] == sp]
         env = [r for r in rows if r["kind"] == "env" and r["split"] == sp]
@@ -374,6 +382,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-message", action="store_true", help="rank on code evidence only (ablation)")
     ap.add_argument("--mask-quotes", action="store_true",
                     help="leave out commit-message lines that quote the trace (scores what a never-quoted trace would get)")
+    ap.add_argument("--issue-given", action="store_true",
+                    help="pass each issue-thread case's issue number (`diagnose --issue N`): checks that mechanism; "
+                         "no headline figure, the issue cases were collected by the very references it reads")
     ap.add_argument("--head-only", action="store_true",
                     help="index HEAD's branch only (before session 6 the default), not every branch with its release lines")
     ap.add_argument("--all-branches", action="store_true", help=argparse.SUPPRESS)  # the default since session 6
@@ -387,7 +398,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "build":
         build(repos)
         return 0
-    res = score(repos, args.split, not args.no_message, args.verbose, Path(args.cache), not args.head_only, args.mask_quotes)
+    res = score(repos, args.split, not args.no_message, args.verbose, Path(args.cache), not args.head_only, args.mask_quotes,
+                args.issue_given)
     if args.json:
         print(json.dumps(res, indent=1))
     else:
