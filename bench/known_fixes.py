@@ -141,6 +141,19 @@ OWN_CASES = [
         (3787, 3810, "the issue title, description and frames, cut before the error line (the fix says Fixes #3787)"),
         (5607, 5609, "the issue title and its analysis with the code it blames, a hang without trace (the fix says Fixes #5607)"),
     ], repo="verl"),
+    # Session 8: verl issue threads found in the `issues` corpus for commits of the mirror that say `Fix(es) #N` /
+    # `close #N` / `Closes #N` / name the issue; the issue's own text as the search excerpt showed it. Split by thread
+    # hash when each was added, before any of them was scored: 3 test (#1412, #7198, #7289), 5 dev.
+    *_issue_cases("issues-s8", [
+        (2216, 2217, "the issue title (the TypeError), the rest of its excerpt empty (the fix says Fix .../issues/2216)"),
+        (3137, 3141, "the issue title and its description with the code it blames (the fix says Fix #3137)"),
+        (1420, 1846, "the issue title and the NCCL watchdog log it pastes (the fix says close #1420)"),
+        (6365, 6405, "the issue's title, versions and bug description (the fix says Fixes #6365)"),
+        (1376, 1400, "the issue title and description, the config it sets, no trace (the fix says fix .../issues/1376)"),
+        (1412, 1423, "the issue title and description with the start of its Hydra error (the fix says fix .../issues/1412)"),
+        (7198, 7199, "the issue's title and description, no trace (the fix says Fixes #7198)"),
+        (7289, 7413, "the issue's title and analysis with the KeyError and the code it blames (the fix says Closes #7289)"),
+    ], repo="verl"),
     {"id": "vllm-ascend-3236", "trace": "tests/data/corpus/test/vllm-ascend-3236.txt", "repo": "vllm-ascend",
      "thread": "github.com/vllm-project/vllm-ascend/issues/3236", "batch": "issues-s3",
      "fixed_by": "https://github.com/vllm-project/vllm-ascend/pull/3234",
@@ -272,8 +285,16 @@ def build(repos: dict[str, Path]) -> None:
           f"{len(cases) - len(bugs)} environment cases, {len(skipped)} skipped -> {INDEX}")
 
 
+def issue_number(case: dict) -> int | None:
+    """The number of the case's issue thread in its own repository (github.com/<owner>/<repo>/issues/N)."""
+    import re
+
+    m = re.search(r"/([\w.-]+)/issues/(\d+)$", case.get("thread", ""))
+    return int(m.group(2)) if m and m.group(1) == case.get("repo", "vllm-ascend") else None
+
+
 def score(repos: dict[str, Path], split: str, use_message: bool, verbose: bool, cache: Path, all_branches: bool = False,
-          mask_quotes: bool = False) -> dict:
+          mask_quotes: bool = False, issue_given: bool = False) -> dict:
     from porter.kb.history import mine
     from porter.kb.history.lookup import HistorySource, analyse_diagnosis
     from porter.kb.loader import load_kb
@@ -300,7 +321,7 @@ def score(repos: dict[str, Path], split: str, use_message: bool, verbose: bool, 
         src = HistorySource(repo, repos[repo], packages=(repo,))
         t = time.perf_counter()
         rep = analyse_diagnosis(src, diag, text, {}, cache, index=indexes[repo], use_message=use_message,
-                                mask_quotes=mask_quotes)
+                                mask_quotes=mask_quotes, issue=issue_number(case) if issue_given else None)
         times.append(time.perf_counter() - t)
         # a candidate names its cherry-picks too (Candidate.also): the case's fix is found as either copy
         shas = [{c.sha, *(sha for sha, _ in c.also)} for c in rep.candidates]
@@ -322,7 +343,7 @@ def score(repos: dict[str, Path], split: str, use_message: bool, verbose: bool, 
         n = len(sel)
         return {"n": n, "top1": sum(1 for r in sel if r["rank"] == 1), "top3": sum(1 for r in sel if r["rank"] and r["rank"] <= 3)}
 
-    out: dict = {"use_message": use_message, "mask_quotes": mask_quotes, "all_branches": all_branches, "index_load_s": {k: round(v, 3) for k, v in load_s.items()}, "splits": {}}
+    out: dict = {"use_message": use_message, "mask_quotes": mask_quotes, "issue_given": issue_given, "all_branches": all_branches, "index_load_s": {k: round(v, 3) for k, v in load_s.items()}, "splits": {}}
     for sp in (["dev", "test"] if split == "all" else [split]):
         bugs = [r for r in rows if r["kind"] == "bug" and r["split"] == sp]
         env = [r for r in rows if r["kind"] == "env" and r["split"] == sp]
@@ -337,7 +358,9 @@ def score(repos: dict[str, Path], split: str, use_message: bool, verbose: bool, 
             "bug_issues_s6": figures([r for r in bugs if r["batch"] == "issues-s6"]),
             "bug_before_s6": figures([r for r in bugs if r["batch"] not in ("issues-s6", "issues-s7")]),
             "bug_issues_s7": figures([r for r in bugs if r["batch"] == "issues-s7"]),
-            "bug_before_s7": figures([r for r in bugs if r["batch"] != "issues-s7"]),
+            "bug_before_s7": figures([r for r in bugs if r["batch"] not in ("issues-s7", "issues-s8")]),
+            "bug_issues_s8": figures([r for r in bugs if r["batch"] == "issues-s8"]),
+            "bug_before_s8": figures([r for r in bugs if r["batch"] != "issues-s8"]),
             "bug_release_only": figures([r for r in bugs if not r["on_main"]]),
             "env": {"n": len(env), "with_candidate": sum(1 for r in env if r["top"])},
             "env_before_s5": {"n": sum(1 for r in env if r["batch"] != "issues-s5"),
@@ -359,6 +382,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-message", action="store_true", help="rank on code evidence only (ablation)")
     ap.add_argument("--mask-quotes", action="store_true",
                     help="leave out commit-message lines that quote the trace (scores what a never-quoted trace would get)")
+    ap.add_argument("--issue-given", action="store_true",
+                    help="pass each issue-thread case's issue number (`diagnose --issue N`): checks that mechanism; "
+                         "no headline figure, the issue cases were collected by the very references it reads")
     ap.add_argument("--head-only", action="store_true",
                     help="index HEAD's branch only (before session 6 the default), not every branch with its release lines")
     ap.add_argument("--all-branches", action="store_true", help=argparse.SUPPRESS)  # the default since session 6
@@ -372,7 +398,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "build":
         build(repos)
         return 0
-    res = score(repos, args.split, not args.no_message, args.verbose, Path(args.cache), not args.head_only, args.mask_quotes)
+    res = score(repos, args.split, not args.no_message, args.verbose, Path(args.cache), not args.head_only, args.mask_quotes,
+                args.issue_given)
     if args.json:
         print(json.dumps(res, indent=1))
     else:
@@ -385,7 +412,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"of session 5: {s5['top1']}/{s5['n']}, {s5['top3']}/{s5['n']}; "
                   f"of session 6: {f['bug_issues_s6']['top1']}/{f['bug_issues_s6']['n']}, {f['bug_issues_s6']['top3']}/{f['bug_issues_s6']['n']}; "
                   f"of session 7: {f['bug_issues_s7']['top1']}/{f['bug_issues_s7']['n']}, {f['bug_issues_s7']['top3']}/{f['bug_issues_s7']['n']}; "
-                  f"cases before session 7: {f['bug_before_s7']['top1']}/{f['bug_before_s7']['n']}, {f['bug_before_s7']['top3']}/{f['bug_before_s7']['n']}; "
+                  f"of session 8: {f['bug_issues_s8']['top1']}/{f['bug_issues_s8']['n']}, {f['bug_issues_s8']['top3']}/{f['bug_issues_s8']['n']}; "
+                  f"cases before session 8: {f['bug_before_s8']['top1']}/{f['bug_before_s8']['n']}, {f['bug_before_s8']['top3']}/{f['bug_before_s8']['n']}; "
                   f"fixed on a release branch only: {f['bug_release_only']['top1']}/{f['bug_release_only']['n']}, {f['bug_release_only']['top3']}/{f['bug_release_only']['n']}); "
                   f"environment faults with a candidate: {e['with_candidate']}/{e['n']}")
         print(f"index load {res['index_load_s']} s; extra time per trace (warm index): {res.get('per_trace_s')}")

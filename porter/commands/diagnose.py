@@ -69,12 +69,13 @@ def resolve_patterns_dir(cfg, kb: Path | None) -> tuple[Path, Path | None]:
     return cfg.patterns_dir, cfg.cache_dir
 
 
-def _history_reports(cfg, values: list[str], diag, text: str, facts: dict, top: int) -> list[dict]:
+def _history_reports(cfg, values: list[str], diag, text: str, facts: dict, top: int, issue: int | None = None) -> list[dict]:
     """`--history`: candidate fix commits per repository, next to the knowledge-base matches.
-    `text`: the input's head and tail (porter.kb.history.sample), not the whole input."""
+    `text`: the input's head and tail (porter.kb.history.sample), not the whole input.
+    `issue`: the repository issue the trace came from (`--issue N`), whose fixing commit names it."""
     from porter.kb.history.lookup import analyse_diagnosis, resolve_sources
 
-    return [analyse_diagnosis(src, diag, text, facts, cfg.cache_dir, top=top).to_dict()
+    return [analyse_diagnosis(src, diag, text, facts, cfg.cache_dir, top=top, issue=issue).to_dict()
             for src in resolve_sources(values, cfg.forks_file)]
 
 
@@ -99,9 +100,9 @@ def decoded_codes(patterns_dir: Path, diag, cache_dir: Path | None = None) -> li
 
 
 def run_diagnose(reporter, cfg, source: str | None, top: int | None, env: list[str], explain: bool,
-                 kb: Path | None, history: list[str]) -> int:
+                 kb: Path | None, history: list[str], issue: int | None = None) -> int:
     """The whole command after option parsing (shared by the typer command and porter.fastcli);
-    returns the exit code. `cfg`: the loaded PorterConfig."""
+    returns the exit code. `cfg`: the loaded PorterConfig. `issue`: `--issue N` (with --history only)."""
     from porter.errors import InputError
     from porter.kb.env import parse_env
     from porter.kb.loader import load_kb
@@ -131,12 +132,15 @@ def run_diagnose(reporter, cfg, source: str | None, top: int | None, env: list[s
             stream.close()
     if reader.bytes == 0:
         raise InputError(f"{name}: empty input, nothing to diagnose", hint="pass the file that holds the traceback or log")
+    if issue is not None and not history:
+        raise InputError("--issue needs --history: the issue's number is looked for in the fix commits' messages",
+                         hint="e.g. porter diagnose trace.log --history vllm-ascend --issue 1234")
     kb_info = {"entries": len(loaded.entries), "patterns_dir": str(patterns_dir), "cached": loaded.from_cache}
     payload = diagnose_payload(diag, name, kb_info, explain, decoded_codes(patterns_dir, diag, cache_dir))
     if facts:
         payload["env"] = facts
     if history:
-        payload["history"] = _history_reports(cfg, history, diag, sample.text(), facts, top)
+        payload["history"] = _history_reports(cfg, history, diag, sample.text(), facts, top, issue)
     plain = None
     if not history:
         from porter.kb.render import plain_diagnosis
@@ -162,6 +166,7 @@ def register(app) -> None:
         explain: bool = typer.Option(False, "--explain", help="Show how each match was scored."),
         kb: Optional[Path] = typer.Option(None, "--kb", help="Knowledge directory (or its patterns/ folder) instead of the configured one."),
         history: List[str] = typer.Option([], "--history", help="Also look for upstream fix commits in this git history: a clone's path or a fork name from forks.yaml (repeatable)."),
+        issue: Optional[int] = typer.Option(None, "--issue", min=1, help="With --history: the repository's issue number the trace came from; a commit that says it fixes it ranks first."),
         json_: bool = json_option(),
     ) -> None:
         """Diagnose a trace: known cause, fix and verify command, or `unknown` with the signals found.
@@ -169,5 +174,5 @@ def register(app) -> None:
         Exit 0 when a known cause matched, 1 when unknown, 2 for unusable input.
         """
         with command_context(ctx, "diagnose", json_) as (reporter, state):
-            code = run_diagnose(reporter, state.config(), source, top, env, explain, kb, history)
+            code = run_diagnose(reporter, state.config(), source, top, env, explain, kb, history, issue)
         raise typer.Exit(code)

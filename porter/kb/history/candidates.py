@@ -31,6 +31,7 @@ TEMPLATE_POINTS = 1.0  # the message quotes the same kind of message (values bla
 NAME_POINTS = 1.5  # per distinctive name of the exception message found in the commit's message
 NAME_CAP = 3.0
 EXTRA_HIT_POINTS = 0.25  # each further name found past the first: more of the error matches, past the cap too
+ISSUE_POINTS = 6.0  # the message says it fixes the issue the user says the report came from (`Fixes #N`)
 RARE_NAME_COMMITS = 3  # a name at most this many commit messages mention is rare
 COMMON_NAME_COMMITS = 20
 SUBJECT_POINTS = 0.5  # the title itself names the error's type or code names (more decisive than the body)
@@ -431,7 +432,8 @@ def frequencies(commits: Sequence[CommitRecord], after: Sequence[CommitRecord], 
 
 def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], int], paths: Mapping[str, set[str]],
           use_message: bool = True, freq: Frequencies = NO_FREQUENCIES,
-          mask: QuoteMask | None = None) -> tuple[float, list[str]]:
+          mask: QuoteMask | None = None, issue: tuple[int, frozenset[str]] | None = None) -> tuple[float, list[str]]:
+    """`issue`: (number, the commits that say they fix it) of the issue the user says the report came from."""
     evidence: list[str] = []
     code = 0.0
     mechanical = is_mechanical(commit.subject)
@@ -522,6 +524,9 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
                 if len(phrase) >= PHRASE_MIN_WORDS:
                     msg += PHRASE_POINTS
                     evidence.append(f"its title has the report's phrase `{' '.join(phrase)}`")
+    if issue and use_message and commit.sha in issue[1]:
+        msg += ISSUE_POINTS
+        evidence.append(f"its message says it fixes issue #{issue[0]}, the report's")
     if code and use_message:
         where = next((w for w in q.places if w in text), None)
         if where:
@@ -555,14 +560,15 @@ def anchored(evidence: Sequence[str]) -> bool:
     """Evidence that ties a commit to this very trace, not to the kind of error: it rewrote the
     failing line, changed a failing frame's function, or its message quotes the error (with the
     trace's own names and values, see covers())."""
-    return any(e.startswith(("rewrites the failing line", "message quotes the error")) or _FUNC_EVIDENCE.match(e)
-               for e in evidence)
+    return any(e.startswith(("rewrites the failing line", "message quotes the error", "its message says it fixes issue"))
+               or _FUNC_EVIDENCE.match(e) for e in evidence)
 
 
 def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[str, str], contained: set[str] | None,
          paths: Mapping[str, set[str]], top: int = 3, strict: bool = False,
          use_message: bool = True, error_text: str = "", guessed: bool = False,
-         mask: QuoteMask | None = None, report: str = "", quoted: Sequence[str] = ()) -> tuple[list[Candidate], list[Candidate]]:
+         mask: QuoteMask | None = None, report: str = "", quoted: Sequence[str] = (),
+         issue: tuple[int, frozenset[str]] | None = None) -> tuple[list[Candidate], list[Candidate]]:
     """(candidates after the installed version, best fixes already contained in it), each best first.
     `use_message=False` ranks on code evidence alone (an ablation for the benchmark). `error_text`:
     the trace's error lines, whose code names count when the exception carries no message.
@@ -573,13 +579,15 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
     whose title restates it (idf-weighted word overlap) gains up to TITLE_POINTS.
     `quoted`: code statements the report quotes (quoted_code_lines): a commit that rewrote one
     rewrote the failing line.
+    `issue`: (number, shas) of the issue the report came from, when the user names it, and the commits
+    whose message says they fix it (issues.fixing_commits): each gains ISSUE_POINTS.
     `strict`: the trace looks like an environment fault (lookup.environment_verdict): only
     anchored() candidates that change more than tests are proposed.
 
     `commits` newest first; `contained` the shas the installed version has (None: unknown, so every
     commit counts as after it); `paths` maps a repository path to all names it had."""
     q = _query(facts, error_text, report, quoted)
-    if not (q.frames or q.message or q.other_funcs or q.names or q.literals or q.report or q.quoted):
+    if not (q.frames or q.message or q.other_funcs or q.names or q.literals or q.report or q.quoted or issue):
         return [], []
     after = [c for c in commits if contained is None or c.sha not in contained]
     popularity = function_popularity(after, q.frames)
@@ -588,7 +596,7 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
     scored: list[tuple[float, int, Candidate]] = []
     inside: list[tuple[float, int, Candidate]] = []
     for age, c in enumerate(commits):
-        s, ev = score(c, q, popularity, paths, use_message, freq, mask)
+        s, ev = score(c, q, popularity, paths, use_message, freq, mask, issue)
         if s < threshold:
             continue
         if strict and not (anchored(ev) and not changes_only_tests(c)):

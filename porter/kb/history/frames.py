@@ -13,7 +13,8 @@ from typing import Callable, Iterable, Sequence
 from porter.kb.history.models import Frame, OtherFrame, TraceFacts
 
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]{1,1000})", line (?P<line>\d{1,7})(?:, in (?P<func>[^\s(]{1,200}))?')
-_EXCEPTION = re.compile(r"^(?P<type>(?:[A-Za-z_]\w{0,80}\.){0,8}[A-Za-z_]\w{0,80}(?:Error|Exception|Exit|Interrupt|Failed|Fault))(?::\s?(?P<msg>.*))?$")
+# `Exception` alone too: `raise Exception("...")` prints `Exception: ...`
+_EXCEPTION = re.compile(r"^(?P<type>(?:[A-Za-z_]\w{0,80}\.){0,8}(?:[A-Za-z_]\w{0,80}(?:Error|Exception|Exit|Interrupt|Failed|Fault)|Exception))(?::\s?(?P<msg>.*))?$")
 _CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
 _NOT_SOURCE = ("^", "~", "...", "[Previous line", 'File "', "Traceback (most recent call last)")
 # Log prefixes the knowledge base's normaliser may leave (process tags with spaces, logger stamps):
@@ -47,6 +48,7 @@ class Segment:
     frames: list[tuple[str, int, str, str]] = field(default_factory=list)  # path, line, function, source
     exception_type: str = ""
     exception_message: str = ""
+    headed: bool = False  # began with a `Traceback (most recent call last):` line (else: frames without a header)
 
 
 def segments(lines: Iterable[str]) -> list[Segment]:
@@ -60,7 +62,7 @@ def segments(lines: Iterable[str]) -> list[Segment]:
         if stripped.startswith("Traceback (most recent call last)") or stripped.startswith(_CHAIN):
             if current is not None and (current.frames or current.exception_type):
                 out.append(current)
-            current = Segment() if stripped.startswith("Traceback") else None
+            current = Segment(headed=True) if stripped.startswith("Traceback") else None
             pending_source = False
             continue
         m = _FRAME.match(text)
@@ -165,9 +167,7 @@ def trace_facts(traceback_blocks: Iterable[Sequence[str]], mapper: PathMapper,
                 fallback: tuple[str, str] | None = None) -> TraceFacts:
     """`fallback`: the (type, message) to use when no traceback printed its exception (a pasted
     error line without frames): the extractor's first exception."""
-    segs: list[Segment] = []
-    for block in traceback_blocks:
-        segs.extend(segments(block))
+    segs = joined_segments(traceback_blocks)
     frames, seg = plugin_frames(segs, mapper)
     # the exception that ended the causal segment; else the first one a traceback printed
     source = seg if seg is not None and seg.exception_type else next((s for s in segs if s.exception_type), None)
@@ -176,6 +176,22 @@ def trace_facts(traceback_blocks: Iterable[Sequence[str]], mapper: PathMapper,
         return TraceFacts(tuple(frames), source.exception_type, source.exception_message, others)
     exc_type, message = fallback or ("", "")
     return TraceFacts(tuple(frames), exc_type, message, others)
+
+
+def joined_segments(traceback_blocks: Iterable[Sequence[str]]) -> list[Segment]:
+    """The blocks' segments, a traceback cut across blocks joined again: a segment that ends without
+    its exception line, followed by frames without a `Traceback` header, goes on there. (The extractor
+    splits one traceback where a line breaks it, e.g. Ray's `RayTaskError(ValueError): ray::...` lines
+    between the driver's frames and the remote task's: the failing code is the remote part.)"""
+    out: list[Segment] = []
+    for block in traceback_blocks:
+        for seg in segments(block):
+            prev = out[-1] if out else None
+            if prev is not None and prev.frames and not prev.exception_type and not seg.headed and seg.frames:
+                out[-1] = Segment([*prev.frames, *seg.frames], seg.exception_type, seg.exception_message, prev.headed)
+            else:
+                out.append(seg)
+    return out
 
 
 def other_frames(seg: Segment | None, mapper: PathMapper) -> tuple[OtherFrame, ...]:

@@ -14,6 +14,7 @@ from porter.errors import InputError
 from porter.kb.history import mine
 from porter.kb.history.candidates import QuoteMask, distinctive_names, quoted_code_lines, rank
 from porter.kb.history.frames import PathMapper, first_exception, trace_facts, versions_in_text
+from porter.kb.history.issues import fixing_commits, repo_names
 from porter.kb.history.models import CommitRecord, HistoryIndex, HistoryReport, Installed, TraceFacts
 from porter.kb.history.version import installed_version
 from porter.kb.matcher import MATCH_THRESHOLD
@@ -29,6 +30,9 @@ ENVIRONMENT_CODE_FAMILIES = frozenset({"driver", "hccl"})
 TEXT_SCAN_CHARS = 2_000_000  # versions are looked for in the first and last MB of the text
 SHORT_TEXT_CHARS = 4_000
 EMBEDDED_SCAN_CHARS = 200_000  # a pasted snippet's `Type: message` inside prose is looked for this far
+# an exception class a report names: `ValueError`, `OutOfMemoryError`, and Python's own `Exception`
+# (`raise Exception("...")` prints `Exception: ...`), which the `<Prefix>Exception` form misses
+EXCEPTION_CLASS = r"(?:[A-Z][A-Za-z0-9_]{0,60}(?:Error|Exception)|Exception)"
 
 
 @dataclass(frozen=True)
@@ -104,12 +108,14 @@ def analyse(
     mask_quotes: bool = False,
     title_line: str = "",
     quoted: Sequence[str] = (),
+    issue: int | None = None,
 ) -> HistoryReport:
     """Candidate fix commits in `source` for the trace. `index`: a loaded index (else the cached
     one for the repository's tip is used when present, and git log on the frames' files if not).
     `mask_quotes`: leave out commit-message lines that quote this trace (benchmark ablation).
     `title_line`: the first line of a short input (an issue title), which a fix's title may restate.
     `quoted`: code statements the input quotes in backticks (candidates.quoted_code_lines).
+    `issue`: the number of the repository's issue the trace came from, when the user names it.
     `gate`: why the trace looks like an environment fault (environment_verdict), "" when it does not:
     then only candidates tied to the trace itself (a quote of its error, a change to a failing frame)
     are proposed."""
@@ -134,7 +140,7 @@ def analyse(
     report = HistoryReport(source.label, "none", installed, frames=list(facts.frames), note=problem or "", index_used=index is not None,
                            gate=gate)
     if not facts.frames and not facts.exception_message and not facts.other_frames and not distinctive_names(error_text) \
-            and not title_line and not quoted:
+            and not title_line and not quoted and issue is None:
         report.status = "no-frames"  # nothing of the trace points into this repository
         report.elapsed_s = time.perf_counter() - started
         return report
@@ -147,7 +153,9 @@ def analyse(
     first_tag = index.first_tag if index else {}
     candidates, inside = rank(commits, facts, first_tag, contained, _rename_closure(commits), top=top, strict=bool(gate),
                                  use_message=use_message, error_text=error_text, guessed=installed.source == "frames",
-                                 mask=QuoteMask.of(text) if mask_quotes else None, report=title_line, quoted=quoted)
+                                 mask=QuoteMask.of(text) if mask_quotes else None, report=title_line, quoted=quoted,
+                                 issue=(issue, fixing_commits(source.repo, issue, repo_names(source.label, source.remote)))
+                                 if issue is not None else None)
     if not index:
         from dataclasses import replace
 
@@ -186,8 +194,9 @@ def resolve_sources(values: Sequence[str], forks_file: Path, registry_file: Path
 
 def analyse_diagnosis(source: HistorySource, diag, text: str, env: Mapping[str, str], cache_dir: Path, *,
                       top: int = 3, index: HistoryIndex | None = None, use_message: bool = True,
-                      mask_quotes: bool = False) -> HistoryReport:
-    """`analyse` for a knowledge-base Diagnosis: its traceback blocks, first exception and matches."""
+                      mask_quotes: bool = False, issue: int | None = None) -> HistoryReport:
+    """`analyse` for a knowledge-base Diagnosis: its traceback blocks, first exception and matches.
+    `issue`: the repository's issue the trace came from, when the user names it."""
     # error blocks too: a traceback behind a log prefix the extractor did not strip lands there
     blocks = [b.lines for b in diag.signals.blocks if b.kind in ("traceback", "error")]
     errors = error_lines(diag.signals.error_texts(12))
@@ -198,16 +207,19 @@ def analyse_diagnosis(source: HistorySource, diag, text: str, env: Mapping[str, 
     return analyse(source, blocks, text, env, cache_dir, top=top, gate=environment_verdict(diag), index=index,
                    fallback_exception=fallback_exception(first_exception(diag.signals.exceptions), errors, text),
                    use_message=use_message, error_text=errors, mask_quotes=mask_quotes, title_line=title_line,
-                   quoted=quoted_code_lines(text[:EMBEDDED_SCAN_CHARS]))
+                   quoted=quoted_code_lines(text[:EMBEDDED_SCAN_CHARS]), issue=issue)
 
 
 def fallback_exception(first: tuple[str, str] | None, errors: str, text: str) -> tuple[str, str] | None:
     """The extractor's first exception, else one inside an error line or the prose; the prose's when
     it goes on where the extractor's line stopped (`RuntimeError: The` + `expanded size of ...`)."""
     embedded = embedded_exception(text[:EMBEDDED_SCAN_CHARS])
-    if first and embedded and first[0] == embedded[0] and embedded[1].startswith(first[1]) and len(embedded[1]) > len(first[1]):
+    # the error line cut where the prose wraps (`raise error "ValueError: Attention backend` + `reorders decodes ...`):
+    # the prose goes on with the same message
+    picked = first or embedded_exception(errors)
+    if picked and embedded and picked[0] == embedded[0] and embedded[1].startswith(picked[1]) and len(embedded[1]) > len(picked[1]):
         return embedded
-    return first or embedded_exception(errors) or embedded or named_exception(text[:SHORT_TEXT_CHARS])
+    return picked or embedded or named_exception(text[:SHORT_TEXT_CHARS])
 
 
 def named_exception(text: str) -> tuple[str, str] | None:
@@ -215,10 +227,10 @@ def named_exception(text: str) -> tuple[str, str] | None:
     from `x[i] = y[j]``): the type alone, which a fix's message may name."""
     import re
 
-    m = re.search(r"""(?<![A-Za-z0-9_])([A-Z][A-Za-z0-9_]{0,60}(?:Error|Exception))\((['"])(.{4,300}?)\2\)""", text)
+    m = re.search(rf"""(?<![A-Za-z0-9_])({EXCEPTION_CLASS})\((['"])(.{{4,300}}?)\2\)""", text)
     if m:  # an exception printed by repr (`ValueError('...')`, as Ray and loggers do): its message too
         return m.group(1), m.group(3)
-    m = re.search(r"(?<![A-Za-z0-9_])([A-Z][A-Za-z0-9_]{0,60}(?:Error|Exception))(?![A-Za-z0-9_])(?!\s*[:(])", text)
+    m = re.search(rf"(?<![A-Za-z0-9_])({EXCEPTION_CLASS})(?![A-Za-z0-9_])(?!\s*[:(])", text)
     return (m.group(1), "") if m else None
 
 
@@ -250,13 +262,17 @@ def embedded_exception(text: str) -> tuple[str, str] | None:
     # `Type: message`, or `Type, 'value' ...` (a report's prose: the comma, then the message from its quoted value on)
     # ASCII boundaries, not \b: in a Chinese report the class name is written against CJK text (`显示AssertionError: ...`),
     # which \w counts as word characters
-    m = re.search(r"(?<![A-Za-z0-9_])([A-Z][A-Za-z0-9_]{0,60}(?:Error|Exception))(?![A-Za-z0-9_])(?::\s*|,[ \t]?(?=['\"]))([^\n`]{4,300})(?:\n([^\n`]{1,200}))?", text)
+    m = re.search(rf"(?<![A-Za-z0-9_])({EXCEPTION_CLASS})(?![A-Za-z0-9_])(?::\s*|,[ \t]?(?=['\"]))([^\n`]{{4,300}})(?:\n([^\n`]{{1,200}}))?", text)
     if not m:
         return None
     message = m.group(2).strip()
     more = (m.group(3) or "").strip()
     if more[:1] in ("'", '"') and not message.endswith("."):
         message = f"{message} {more}"
+    opener = text[m.start() - 1] if m.start() else ""
+    if opener in ("'", '"') and opener in message:
+        # prose that quotes the error (`raise error "ValueError: ... threshold 8" when you launch`) ends it at the quote
+        message = message[: message.index(opener)].strip() or message
     return m.group(1), message
 
 
