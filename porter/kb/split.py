@@ -22,6 +22,7 @@ import marshal
 import os
 import select
 import signal
+import sys
 from array import array
 from collections import deque
 
@@ -41,6 +42,9 @@ SPLIT_MIN_BYTES = 8 << 20  # below this a fork does not pay (a small log takes <
 SPLIT_AT = 0.4  # this process scans this share of the chunks alone, then mostly feeds the extractor
 LEAD_BYTES = 64 << 10  # the helper reads this much before its first chunk, to find a line start
 _PIPE_BYTES = 1 << 20  # F_SETPIPE_SZ: the helper writes ahead while this process works on its part
+# records read ahead are held up to this many bytes (~10 bytes a wanted line); beyond it the
+# helper waits on the full pipe, so a huge log does not pile its records up in this process
+MAX_HELD_BYTES = 16 << 20
 _F_SETPIPE_SZ = 1031
 
 
@@ -132,7 +136,8 @@ class _Records:
 
     def __init__(self, fd: int) -> None:
         self.fd, self.buffer, self.done = fd, bytearray(), False
-        self.records: deque[tuple] = deque()
+        self.records: deque[tuple[int, tuple]] = deque()  # (bytes, record)
+        self.held = 0  # bytes of the records and buffer held
         os.set_blocking(fd, False)
 
     def _parse(self) -> None:
@@ -141,12 +146,13 @@ class _Records:
             size = int.from_bytes(buf[:8], "little")
             if len(buf) < 8 + size:
                 break
-            self.records.append(marshal.loads(bytes(buf[8 : 8 + size])))
+            self.records.append((size, marshal.loads(bytes(buf[8 : 8 + size]))))
             del buf[: 8 + size]
 
     def drain(self, wait: bool = False) -> None:
-        """Read what the helper wrote; with `wait`, block until something came (or it ended)."""
-        while not self.done:
+        """Read what the helper wrote; with `wait`, block until something came (or it ended).
+        Without `wait`, nothing is read once MAX_HELD_BYTES are held."""
+        while not self.done and (wait or self.held < MAX_HELD_BYTES):
             try:
                 data = os.read(self.fd, _PIPE_BYTES)
             except BlockingIOError:
@@ -157,16 +163,22 @@ class _Records:
             if not data:
                 self.done = True
             self.buffer += data
+            self.held += len(data)
             wait = False
         self._parse()
+
+    def _pop(self) -> tuple:
+        size, record = self.records.popleft()
+        self.held -= 8 + size
+        return record
 
     def take(self, pos: int) -> tuple | None:
         """The record of the batch that ends at `pos`, or None (this process scans it)."""
         while True:
-            while self.records and self.records[0][0] < pos:
-                self.records.popleft()  # a batch this process has not seen: stale
+            while self.records and self.records[0][1][0] < pos:
+                self._pop()  # a batch this process has not seen: stale
             if self.records:
-                return self.records.popleft() if self.records[0][0] == pos else None
+                return self._pop() if self.records[0][1][0] == pos else None
             if self.done:
                 return None
             self.drain(wait=True)
@@ -176,7 +188,8 @@ def scan_file(kb: CompiledKB, stream: BinaryIO, fd: int | None) -> tuple[dict, S
     """`porter.kb.matcher.scan` of `stream` (read from its start), in two processes when `fd`
     is a regular file big enough (see the module docstring); the result is the same."""
     k = None
-    if fd is not None and hasattr(os, "fork"):
+    threading = sys.modules.get("threading")  # a fork while other threads run may copy a held lock
+    if fd is not None and hasattr(os, "fork") and (threading is None or threading.active_count() == 1):
         try:
             st = os.fstat(fd)
             import stat

@@ -170,3 +170,29 @@ def test_small_or_piped_inputs_are_not_split(tmp_path):
     long_lines = tmp_path / "long.log"
     long_lines.write_bytes(b"y" * (split.SPLIT_MIN_BYTES + (1 << 20)))  # no line break before any candidate chunk
     assert split.split_chunk(os.open(long_lines, os.O_RDONLY), long_lines.stat().st_size) is None
+
+
+def test_records_read_ahead_are_bounded(monkeypatch):
+    # once MAX_HELD_BYTES are held this process stops reading ahead (the helper then waits on
+    # the full pipe); taking a record frees room again
+    import marshal
+
+    monkeypatch.setattr(split, "MAX_HELD_BYTES", 1)
+    read_end, write_end = os.pipe()
+
+    def send(pos: int) -> None:
+        record = marshal.dumps((pos, 0, False, b"", b"", b"", {}))
+        os.write(write_end, len(record).to_bytes(8, "little") + record)
+
+    records = split._Records(read_end)
+    send(10)
+    records.drain()
+    send(20)
+    records.drain()
+    assert [r[1][0] for r in records.records] == [10]  # the second record stays in the pipe
+    assert records.take(10)[0] == 10
+    records.drain()
+    assert [r[1][0] for r in records.records] == [20]
+    os.close(write_end)
+    assert records.take(20)[0] == 20 and records.take(30) is None and records.done
+    os.close(read_end)
