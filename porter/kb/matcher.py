@@ -101,7 +101,8 @@ class Diagnosis:
 
 # -- scanning -------------------------------------------------------------------------------------
 def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[str]], Prepared | None] | None = None,
-         emit: Callable[[list[str], Prepared], None] | None = None) -> tuple[dict[int, dict[int, list[tuple[int, str]]]], Signals | None]:
+         emit: Callable[[list[str], Prepared], None] | None = None,
+         memo_bytes: int | None = None) -> tuple[dict[int, dict[int, list[tuple[int, str]]]], Signals | None]:
     """One pass over batches of clean lines: signature hits per entry/signature, and the signals.
 
     Per batch, only lines that contain a prefilter needle (signature anchors, error words,
@@ -113,7 +114,10 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
     `emit` (the hits returned are empty, the signals None). `prepared(batch)` gives the main
     pass that work for a batch (or None: the batch is scanned here): it then only feeds the
     extractor, and records the matches in line order, so the result is the one-process result.
+    `memo_bytes`: the bound of the recent-line memo (default LINE_MEMO_BYTES).
     """
+    if memo_bytes is None:
+        memo_bytes = LINE_MEMO_BYTES
     hits: dict[int, dict[int, list[tuple[int, str]]]] = {}
     extractor = Extractor() if emit is None else _IdleExtractor()
     feed = extractor.feed
@@ -265,7 +269,7 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
         known = seen_lines.get(clean)
         if known is None:
             memo_chars += 3 * len(clean) + 100
-            if memo_chars > LINE_MEMO_BYTES:
+            if memo_chars > memo_bytes:
                 seen_lines.clear()
                 memo_chars = 3 * len(clean) + 100
             known = seen_lines[clean] = match_line(clean, at)

@@ -45,6 +45,9 @@ _PIPE_BYTES = 1 << 20  # F_SETPIPE_SZ: the helper writes ahead while this proces
 # records read ahead are held up to this many bytes (~10 bytes a wanted line); beyond it the
 # helper waits on the full pipe, so a huge log does not pile its records up in this process
 MAX_HELD_BYTES = 16 << 20
+# each process's memo of recent lines (matcher.LINE_MEMO_BYTES alone): the helper's pages are
+# its own (the fork shares little once both write), and the two must stay within 100 MB
+SPLIT_MEMO_BYTES = 2 << 20
 _F_SETPIPE_SZ = 1031
 
 
@@ -128,7 +131,7 @@ def _helper(kb: CompiledKB, fd: int, k: int, out: int) -> None:
         while view:
             view = view[os.write(out, view):]
 
-    scan(kb, masker.batches(kept()), emit=emit)
+    scan(kb, masker.batches(kept()), emit=emit, memo_bytes=SPLIT_MEMO_BYTES)
 
 
 class _Records:
@@ -237,7 +240,7 @@ def scan_file(kb: CompiledKB, stream: BinaryIO, fd: int | None) -> tuple[dict, S
         return Prepared(array("i", wanted), array("i", cuts), errorish, matches)
 
     try:
-        return scan(kb, masker.batches(iter_batches(reader)), prepared=prepared)
+        return scan(kb, masker.batches(iter_batches(reader)), prepared=prepared, memo_bytes=SPLIT_MEMO_BYTES)
     finally:
         os.close(read_end)
         try:
