@@ -196,3 +196,23 @@ def test_records_read_ahead_are_bounded(monkeypatch):
     os.close(write_end)
     assert records.take(20)[0] == 20 and records.take(30) is None and records.done
     os.close(read_end)
+
+
+def test_the_command_splits_a_big_file_with_the_same_output(tmp_path, small_chunks, monkeypatch, cli):
+    # `porter diagnose FILE` hands the file's descriptor down (commands/diagnose.py): same JSON
+    # as with the split off, and the helper's batches were used
+    from tests.kb.conftest import BUNDLED_PATTERNS
+
+    path = tmp_path / "big.log"
+    _log(path, 150_000)
+    args = ["diagnose", "--kb", str(BUNDLED_PATTERNS), str(path), "--json"]
+    monkeypatch.setattr(split, "SPLIT_MIN_BYTES", 1 << 40)
+    cli(args)  # builds the compiled-KB cache (the output says whether it was cached)
+    code_one, out_one = cli(args)
+    assert not small_chunks
+    monkeypatch.setattr(split, "SPLIT_MIN_BYTES", 0)
+    code_two, out_two = cli(args)
+    assert sum(small_chunks) >= 10
+    import difflib
+    diff = list(difflib.unified_diff(out_one.splitlines(), out_two.splitlines(), lineterm="", n=1))
+    assert (code_two, diff) == (code_one, []) and '"status"' in out_one
