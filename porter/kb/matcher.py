@@ -34,7 +34,10 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the d
 if TYPE_CHECKING:
     from typing import BinaryIO, Callable, Iterable, Iterator, Mapping
 
+    from porter.kb.split import Prepared
+
 MATCH_THRESHOLD = 0.5  # signature confidence at which an entry is a diagnosis
+SPLIT_MIN_BYTES = 8 << 20  # a file this big is scanned in two processes (porter.kb.split; below, a fork does not pay)
 FUZZY_MAX_CONFIDENCE = 0.55  # fuzzy evidence never outranks a firm signature hit
 FUZZY_MATCH_SCORE = 93.0  # rapidfuzz score (0-100) at which a fuzzy hit counts as a match
 FUZZY_NEAR_SCORE = 60.0  # shown as a near miss for unknown traces
@@ -100,8 +103,8 @@ class Diagnosis:
 
 
 # -- scanning -------------------------------------------------------------------------------------
-def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[str]], Prepared | None] | None = None,
-         emit: Callable[[list[str], Prepared], None] | None = None,
+def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[str]], "Prepared | None"] | None = None,
+         emit: Callable[[list[str], "Prepared"], None] | None = None,
          memo_bytes: int | None = None) -> tuple[dict[int, dict[int, list[tuple[int, str]]]], Signals | None]:
     """One pass over batches of clean lines: signature hits per entry/signature, and the signals.
 
@@ -119,7 +122,12 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
     if memo_bytes is None:
         memo_bytes = LINE_MEMO_BYTES
     hits: dict[int, dict[int, list[tuple[int, str]]]] = {}
-    extractor = Extractor() if emit is None else _IdleExtractor()
+    if emit is None:
+        extractor = Extractor()
+    else:
+        from porter.kb.split import IdleExtractor, Prepared
+
+        extractor = IdleExtractor()
     feed = extractor.feed
     index, sigs = kb.index, kb.sigs
     always_needles = [(needle, pos) for pos in kb.always for needle in sigs[pos].needles]
@@ -318,7 +326,7 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
 
     base = 0  # line number before this batch
     matched_before = matched_lines
-    prep: Prepared | None = None
+    prep = None  # this batch's Prepared (porter.kb.split), when the helper did its matching
     prep_slots: dict[int, int] = {}
     for lines in batches:
         n = len(lines)
@@ -377,33 +385,6 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
         base += n
         extractor.seen(base)
     return hits, (extractor.signals() if emit is None else None)
-
-
-@record
-class Prepared:
-    """One batch as the helper process scanned it: the wanted lines (the prefilter's, in order),
-    per wanted line its prefix length (the de-prefixed text is `clean[cut:]`), 1/0 whether it is
-    error-ish (`is_errorish`; 2: blank), and the signatures it matched (by line index; only
-    lines that matched some)."""
-    wanted: list[int]
-    cuts: list[int]
-    errorish: bytes
-    matches: dict[int, list[int]]
-
-
-class _IdleExtractor:
-    """The helper's stand-in: never inside a traceback, keeps nothing."""
-
-    idle = True
-
-    def feed(self, number: int, text: str, tokens=None, errorish=None) -> None:
-        pass
-
-    def note(self, raw: str) -> None:
-        pass
-
-    def seen(self, lines: int) -> None:
-        pass
 
 
 # Every ASCII character that is not a word character (`[A-Za-z0-9_]`, what `\w` is on ASCII)
@@ -678,13 +659,26 @@ def diagnose_stream(kb: CompiledKB, stream: BinaryIO, env: Mapping[str, str] | N
                     fd: int | None = None) -> Diagnosis:
     """`fd`: the descriptor of the file `stream` reads from its start, when it is one: a big
     file is then scanned in two processes (porter.kb.split; same result)."""
-    if fd is None:
+    if fd is None or not _big_file(fd):
         hits, signals = scan(kb, _without_private_keys(iter_batches(stream)))
     else:
         from porter.kb.split import scan_file
 
         hits, signals = scan_file(kb, stream, fd)
     return decide(kb, hits, signals, env, top)
+
+
+def _big_file(fd: int) -> bool:
+    """A regular file of SPLIT_MIN_BYTES or more, read from its start (checked before
+    porter.kb.split is imported: most calls get a small trace)."""
+    import os
+    import stat
+
+    try:
+        st = os.fstat(fd)
+        return stat.S_ISREG(st.st_mode) and st.st_size >= SPLIT_MIN_BYTES and os.lseek(fd, 0, os.SEEK_CUR) == 0
+    except OSError:
+        return False
 
 
 def diagnose_text(kb: CompiledKB, text: str, env: Mapping[str, str] | None = None, top: int = 3) -> Diagnosis:

@@ -3,9 +3,9 @@
 On a big log most of `porter diagnose`'s time is per-line work that needs no order: the
 prefilter, the prefix strip, the tokens, the signature candidates and matches. The extractor
 (blocks, the exception chain, codes) needs every line in order. So, for a regular file of at
-least `SPLIT_MIN_BYTES`, a forked helper scans the file from chunk `k` on (about `SPLIT_AT` of
+least `matcher.SPLIT_MIN_BYTES`, a forked helper scans the file from chunk `k` on (about `SPLIT_AT` of
 the way in) while this process scans chunks 0..k-1 as usual; from chunk k on this process only
-feeds the extractor, with the helper's per-batch work (`porter.kb.matcher.Prepared`: wanted
+feeds the extractor, with the helper's per-batch work (`Prepared`: wanted
 lines, prefix lengths, error-ish flags, matches), and records the matches in line order.
 
 Exactness: the helper starts reading `LEAD_BYTES` before chunk k's offset and then reads the
@@ -18,18 +18,17 @@ killed and reaped when the scan ends, fails or is interrupted.
 
 from __future__ import annotations
 
-import marshal
 import os
-import select
-import signal
 import sys
-from array import array
-from collections import deque
 
-from porter.kb.matcher import Prepared, scan
-from porter.kb import normalize
+from porter.kb import matcher, normalize
+from porter.kb.matcher import scan
 from porter.kb.normalize import iter_batches
+from porter.record import record
 from porter.redact import mask_private_key_lines
+
+# (marshal, select, signal, array and deque are imported where a split needs them: a small file,
+# every warm CLI call, never forks)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -38,7 +37,6 @@ if TYPE_CHECKING:
     from porter.kb.index import CompiledKB
     from porter.kb.extract import Signals
 
-SPLIT_MIN_BYTES = 8 << 20  # below this a fork does not pay (a small log takes < 1 s)
 SPLIT_AT = 0.4  # this process scans this share of the chunks alone, then mostly feeds the extractor
 LEAD_BYTES = 64 << 10  # the helper reads this much before its first chunk, to find a line start
 _PIPE_BYTES = 1 << 20  # F_SETPIPE_SZ: the helper writes ahead while this process works on its part
@@ -49,6 +47,34 @@ MAX_HELD_BYTES = 16 << 20
 # its own (the fork shares little once both write), and the two must stay within 100 MB
 SPLIT_MEMO_BYTES = 2 << 20
 _F_SETPIPE_SZ = 1031
+
+
+@record
+class Prepared:
+    """One batch as the helper process scanned it: the wanted lines (the prefilter's, in order),
+    per wanted line its prefix length (the de-prefixed text is `clean[cut:]`), 1/0 whether it is
+    error-ish (`is_errorish`; 2: blank), and the signatures it matched (by line index; only
+    lines that matched some)."""
+    wanted: list[int]
+    cuts: list[int]
+    errorish: bytes
+    matches: dict[int, list[int]]
+
+
+class IdleExtractor:
+    """The helper's stand-in: never inside a traceback, keeps nothing."""
+
+    idle = True
+
+    def feed(self, number: int, text: str, tokens=None, errorish=None) -> None:
+        pass
+
+    def note(self, raw: str) -> None:
+        pass
+
+    def seen(self, lines: int) -> None:
+        pass
+
 
 
 class Masker:
@@ -96,7 +122,7 @@ class _Pread:
 def split_chunk(fd: int, size: int) -> int | None:
     """The chunk index the helper starts at, or None: no split (small file, or no line break in
     the lead before any of a few candidate chunks: lines longer than the lead)."""
-    if size < SPLIT_MIN_BYTES:
+    if size < matcher.SPLIT_MIN_BYTES:
         return None
     chunk = normalize.CHUNK_SIZE  # (read when called: tests shrink it)
     chunks = -(-size // chunk)
@@ -114,6 +140,9 @@ def _fingerprint(lines: list[str]) -> int:
 
 def _helper(kb: CompiledKB, fd: int, k: int, out: int) -> None:
     """The helper's whole job: scan from chunk k, one record per batch on `out`."""
+    import marshal
+    from array import array
+
     start = k * normalize.CHUNK_SIZE
     reader = _Pread(fd, max(0, start - LEAD_BYTES), start)
     masker = Masker()
@@ -138,12 +167,16 @@ class _Records:
     """This process's end of the pipe: records by chunk end offset, in the helper's order."""
 
     def __init__(self, fd: int) -> None:
+        from collections import deque
+
         self.fd, self.buffer, self.done = fd, bytearray(), False
-        self.records: deque[tuple[int, tuple]] = deque()  # (bytes, record)
+        self.records: "deque[tuple[int, tuple]]" = deque()  # (bytes, record)
         self.held = 0  # bytes of the records and buffer held
         os.set_blocking(fd, False)
 
     def _parse(self) -> None:
+        import marshal
+
         buf = self.buffer
         while len(buf) >= 8:
             size = int.from_bytes(buf[:8], "little")
@@ -161,6 +194,8 @@ class _Records:
             except BlockingIOError:
                 if not wait:
                     return
+                import select
+
                 select.select([self.fd], [], [])
                 continue
             if not data:
@@ -223,6 +258,9 @@ def scan_file(kb: CompiledKB, stream: BinaryIO, fd: int | None) -> tuple[dict, S
         finally:
             os._exit(code)
     os.close(write_end)
+    import signal
+    from array import array
+
     start = k * normalize.CHUNK_SIZE
     records = _Records(read_end)
     reader = _Offset(stream)

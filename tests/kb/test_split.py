@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import porter.kb.matcher as matcher
 import porter.kb.normalize as normalize
 import porter.kb.split as split
 from porter.kb.matcher import scan
@@ -59,7 +60,7 @@ def _log(path: Path, span_at: int) -> None:
 def small_chunks(monkeypatch):
     monkeypatch.setattr(normalize, "CHUNK_SIZE", CHUNK)
     monkeypatch.setattr(split, "LEAD_BYTES", 512)
-    monkeypatch.setattr(split, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(matcher, "SPLIT_MIN_BYTES", 0)
     used = []
     take = split._Records.take
 
@@ -168,7 +169,7 @@ def test_small_or_piped_inputs_are_not_split(tmp_path):
     fd = os.open(path, os.O_RDONLY)
     assert split.split_chunk(fd, path.stat().st_size) is None
     long_lines = tmp_path / "long.log"
-    long_lines.write_bytes(b"y" * (split.SPLIT_MIN_BYTES + (1 << 20)))  # no line break before any candidate chunk
+    long_lines.write_bytes(b"y" * (matcher.SPLIT_MIN_BYTES + (1 << 20)))  # no line break before any candidate chunk
     assert split.split_chunk(os.open(long_lines, os.O_RDONLY), long_lines.stat().st_size) is None
 
 
@@ -206,11 +207,11 @@ def test_the_command_splits_a_big_file_with_the_same_output(tmp_path, small_chun
     path = tmp_path / "big.log"
     _log(path, 150_000)
     args = ["diagnose", "--kb", str(BUNDLED_PATTERNS), str(path), "--json"]
-    monkeypatch.setattr(split, "SPLIT_MIN_BYTES", 1 << 40)
+    monkeypatch.setattr(matcher, "SPLIT_MIN_BYTES", 1 << 40)
     cli(args)  # builds the compiled-KB cache (the output says whether it was cached)
     code_one, out_one = cli(args)
     assert not small_chunks
-    monkeypatch.setattr(split, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(matcher, "SPLIT_MIN_BYTES", 0)
     code_two, out_two = cli(args)
     assert sum(small_chunks) >= 10
     import difflib
