@@ -125,8 +125,10 @@ def run_diagnose(reporter, cfg, source: str | None, top: int | None, env: list[s
 
         sample = HeadTailReader(stream)
     reader = _CountingReader(sample or stream)
+    # a file read from its start may be scanned in two processes (porter.kb.split)
+    fd = stream.fileno() if sample is None and stream is not sys.stdin.buffer else None
     try:
-        diag = diagnose_stream(loaded.compiled(), reader, facts, top)
+        diag = diagnose_stream(loaded.compiled(), reader, facts, top, fd)
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()

@@ -310,14 +310,16 @@ class Extractor:
                     self._codes[code] = (code, family, number)
 
     # -- the state machine -------------------------------------------------
-    def feed(self, number: int, text: str, tokens=None) -> None:
-        """`tokens`: the line's word tokens when the caller already has them (saves a pass)."""
+    def feed(self, number: int, text: str, tokens=None, errorish: bool | None = None) -> None:
+        """`tokens`: the line's word tokens when the caller already has them (saves a pass);
+        `errorish`: `is_errorish(text, tokens)` when the caller computed it (the helper process
+        of a two-process scan, porter.kb.split)."""
         try:
-            self._feed(number, text, tokens)
+            self._feed(number, text, tokens, errorish)
         finally:
             self._last = number
 
-    def _feed(self, number: int, text: str, tokens) -> None:
+    def _feed(self, number: int, text: str, tokens, errorish: bool | None = None) -> None:
         self._lines = number
         stripped = text.strip()
         if stripped.startswith(_TRACEBACK):
@@ -363,7 +365,7 @@ class Extractor:
             if self._gap < 4 and not _looks_like_exception(stripped):
                 self._gap += 1
                 self._append(text)  # continuation of a multi-line exception message
-                if is_errorish(text, tokens):
+                if errorish if errorish is not None else is_errorish(text, tokens):
                     self._error_lines += 1
                     self._record_codes(number, text)
                 return
@@ -382,7 +384,8 @@ class Extractor:
             self._gap += number - self._last - 1  # lines the scanner skipped: not error-ish
             if self._gap > 1:
                 self._close()
-        errorish = is_errorish(text, tokens)
+        if errorish is None:
+            errorish = is_errorish(text, tokens)
         is_exc = bool(stripped) and self._record_exception(number, stripped)
         dmesg = bool(_DMESG.search(text)) if (errorish or "uda_" in text or "devdrv" in text) and _may_be_dmesg(text) else False
         if errorish or is_exc or dmesg:

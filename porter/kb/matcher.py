@@ -32,9 +32,12 @@ from porter.record import field, record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the diagnose start-up path
 if TYPE_CHECKING:
-    from typing import BinaryIO, Iterable, Iterator, Mapping
+    from typing import BinaryIO, Callable, Iterable, Iterator, Mapping
+
+    from porter.kb.split import Prepared
 
 MATCH_THRESHOLD = 0.5  # signature confidence at which an entry is a diagnosis
+SPLIT_MIN_BYTES = 8 << 20  # a file this big is scanned in two processes (porter.kb.split; below, a fork does not pay)
 FUZZY_MAX_CONFIDENCE = 0.55  # fuzzy evidence never outranks a firm signature hit
 FUZZY_MATCH_SCORE = 93.0  # rapidfuzz score (0-100) at which a fuzzy hit counts as a match
 FUZZY_NEAR_SCORE = 60.0  # shown as a near miss for unknown traces
@@ -100,15 +103,31 @@ class Diagnosis:
 
 
 # -- scanning -------------------------------------------------------------------------------------
-def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[int, list[tuple[int, str]]]], Signals]:
+def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[str]], "Prepared | None"] | None = None,
+         emit: Callable[[list[str], "Prepared"], None] | None = None,
+         memo_bytes: int | None = None) -> tuple[dict[int, dict[int, list[tuple[int, str]]]], Signals | None]:
     """One pass over batches of clean lines: signature hits per entry/signature, and the signals.
 
     Per batch, only lines that contain a prefilter needle (signature anchors, error words,
     traceback markers) are looked at, plus every line while the extractor is inside a
     traceback; that is what keeps a 50 MB log of mostly healthy output fast.
+
+    Two-process mode (porter.kb.split): `emit` makes this the helper's pass: no extractor; per
+    batch, its wanted lines, their prefix lengths, error-ish flags and signature matches go to
+    `emit` (the hits returned are empty, the signals None). `prepared(batch)` gives the main
+    pass that work for a batch (or None: the batch is scanned here): it then only feeds the
+    extractor, and records the matches in line order, so the result is the one-process result.
+    `memo_bytes`: the bound of the recent-line memo (default LINE_MEMO_BYTES).
     """
+    if memo_bytes is None:
+        memo_bytes = LINE_MEMO_BYTES
     hits: dict[int, dict[int, list[tuple[int, str]]]] = {}
-    extractor = Extractor()
+    if emit is None:
+        extractor = Extractor()
+    else:
+        from porter.kb.split import IdleExtractor, Prepared
+
+        extractor = IdleExtractor()
     feed = extractor.feed
     index, sigs = kb.index, kb.sigs
     always_needles = [(needle, pos) for pos in kb.always for needle in sigs[pos].needles]
@@ -244,20 +263,7 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
                     matched.append(pos)
         return text, tokens, matched
 
-    def look_at(line: str, number: int, at: int) -> None:
-        nonlocal memo_chars
-        clean = line.rstrip()
-        if not clean:
-            feed(number, clean, ())
-            return
-        known = seen_lines.get(clean)
-        if known is None:
-            memo_chars += 3 * len(clean) + 100
-            if memo_chars > LINE_MEMO_BYTES:
-                seen_lines.clear()
-                memo_chars = 3 * len(clean) + 100
-            known = seen_lines[clean] = match_line(clean, at)
-        text, tokens, matched = known
+    def record_hits(matched: Iterable[int], number: int, text: str) -> None:
         for pos in matched:
             sig = sigs[pos]
             slot = hits.setdefault(sig.ei, {}).setdefault(sig.si, [])
@@ -265,15 +271,73 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
                 slot.append((number, text))
                 if len(slot) == MAX_HITS_PER_SIGNATURE:
                     full.add(pos)
+
+    def known_line(clean: str, at: int) -> tuple[str, list[str], list[int]]:
+        nonlocal memo_chars
+        known = seen_lines.get(clean)
+        if known is None:
+            memo_chars += 3 * len(clean) + 100
+            if memo_chars > memo_bytes:
+                seen_lines.clear()
+                memo_chars = 3 * len(clean) + 100
+            known = seen_lines[clean] = match_line(clean, at)
+        return known
+
+    def look_at(line: str, number: int, at: int) -> None:
+        clean = line.rstrip()
+        if not clean:
+            feed(number, clean, ())
+            return
+        if prep is not None:
+            slot = prep_slots.get(at)
+            if slot is not None:  # the helper process did this line's matching
+                cut = prep.cuts[slot]
+                text = clean[cut:] if cut else clean
+                matched = prep.matches.get(at)
+                if matched:
+                    record_hits(matched, number, text)
+                feed(number, text, None, prep.errorish[slot] == 1)
+                return
+        text, tokens, matched = known_line(clean, at)
+        record_hits(matched, number, text)
         feed(number, text, tokens)
+
+    # the helper's pass: per wanted line, what the main pass needs (see `Prepared`)
+    out_cuts: list[int] = []
+    out_errorish = bytearray()
+    out_matches: dict[int, list[int]] = {}
+    counts: dict[int, int] = {}  # hits per signature in the helper's part: at MAX_HITS_PER_SIGNATURE the main pass drops more too
+
+    def prepare_line(line: str, number: int, at: int) -> None:
+        clean = line.rstrip()
+        if not clean:
+            out_cuts.append(0)
+            out_errorish.append(2)  # blank: the main pass feeds it as it is
+            return
+        text, tokens, matched = known_line(clean, at)
+        out_cuts.append(len(clean) - len(text))
+        out_errorish.append(1 if is_errorish(text, tokens) else 0)
+        if matched:
+            out_matches[at] = matched
+            for pos in matched:
+                if counts.get(pos, 0) + 1 >= MAX_HITS_PER_SIGNATURE:
+                    full.add(pos)
+                counts[pos] = counts.get(pos, 0) + 1
 
     base = 0  # line number before this batch
     matched_before = matched_lines
+    prep = None  # this batch's Prepared (porter.kb.split), when the helper did its matching
+    prep_slots: dict[int, int] = {}
     for lines in batches:
         n = len(lines)
         wanted: Iterable[int] = range(n)
         always_now = always_needles
-        if needles is not None:
+        prep = prepared(lines) if prepared is not None else None
+        if prep is not None:
+            wanted = prep.wanted
+            prep_slots = dict(zip(wanted, range(len(wanted))))
+            chunk_words = None  # a line matched here (inside a traceback) is tokenized on its own
+        elif needles is not None:
             ends = list(accumulate(map(add, map(len, lines), repeat(1))))  # offset just past each line's "\n"
             text = "\n".join(lines)
             folded = text.lower()
@@ -296,6 +360,14 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
         else:
             chunk_words = None
         matched_before = matched_lines
+        if emit is not None:  # the helper's pass: every wanted line, no extractor
+            wanted = list(wanted)
+            for i in wanted:
+                prepare_line(lines[i], base + i + 1, i)
+            emit(lines, Prepared(wanted, out_cuts, bytes(out_errorish), out_matches))
+            out_cuts, out_errorish, out_matches = [], bytearray(), {}
+            base += n
+            continue
         upcoming = iter(wanted)
         i, last = next(upcoming, n), -1
         while i < n:
@@ -312,7 +384,7 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]]) -> tuple[dict[int, dict[i
                 i += 1
         base += n
         extractor.seen(base)
-    return hits, extractor.signals()
+    return hits, (extractor.signals() if emit is None else None)
 
 
 # Every ASCII character that is not a word character (`[A-Za-z0-9_]`, what `\w` is on ASCII)
@@ -585,9 +657,30 @@ def _without_private_keys(batches: Iterable[list[str]]) -> Iterator[list[str]]:
         yield lines
 
 
-def diagnose_stream(kb: CompiledKB, stream: BinaryIO, env: Mapping[str, str] | None = None, top: int = 3) -> Diagnosis:
-    hits, signals = scan(kb, _without_private_keys(iter_batches(stream)))
+def diagnose_stream(kb: CompiledKB, stream: BinaryIO, env: Mapping[str, str] | None = None, top: int = 3,
+                    fd: int | None = None) -> Diagnosis:
+    """`fd`: the descriptor of the file `stream` reads from its start, when it is one: a big
+    file is then scanned in two processes (porter.kb.split; same result)."""
+    if fd is None or not _big_file(fd):
+        hits, signals = scan(kb, _without_private_keys(iter_batches(stream)))
+    else:
+        from porter.kb.split import scan_file
+
+        hits, signals = scan_file(kb, stream, fd)
     return decide(kb, hits, signals, env, top)
+
+
+def _big_file(fd: int) -> bool:
+    """A regular file of SPLIT_MIN_BYTES or more, read from its start (checked before
+    porter.kb.split is imported: most calls get a small trace)."""
+    import os
+    import stat
+
+    try:
+        st = os.fstat(fd)
+        return stat.S_ISREG(st.st_mode) and st.st_size >= SPLIT_MIN_BYTES and os.lseek(fd, 0, os.SEEK_CUR) == 0
+    except OSError:
+        return False
 
 
 def diagnose_text(kb: CompiledKB, text: str, env: Mapping[str, str] | None = None, top: int = 3) -> Diagnosis:
