@@ -518,7 +518,8 @@ def judge(record: dict, tree: Tree, old: Tree | None = None, plugin=None) -> tup
         if gained and not dropped and not unseen:
             return "known_false", f"{PREFIX}no call of {method} in the NEW tree passes {gained.group(1)} by keyword"
         return None
-    if change in ("new_required_parameter", "keyword_removed", "positional_removed", "positional_shift"):
+    if change in ("new_required_parameter", "missing_required_parameter", "keyword_removed", "positional_removed",
+                  "positional_shift"):
         if rel is None:
             return None
         fn = tree.function(rel, qual)
@@ -527,7 +528,7 @@ def judge(record: dict, tree: Tree, old: Tree | None = None, plugin=None) -> tup
         names, required, varkw = _params(fn)
         shape = f"{'.'.join(qual)}({', '.join(names)}) at {_where(rel, fn.lineno)}"
         param = detail.get("parameter", "")
-        if change == "new_required_parameter" and param in required:
+        if change in ("new_required_parameter", "missing_required_parameter") and param in required:
             return "known_real", f"{PREFIX}NEW defines {shape}: '{param}' has no default and the call does not pass it"
         if change == "keyword_removed" and param not in names and not varkw:
             return "known_real", f"{PREFIX}NEW defines {shape}: no parameter '{param}', no **kwargs"

@@ -446,7 +446,10 @@ class DriftAnalyzer:
             # what moved): it keeps its full target even when the module on the way is gone.
             if missing != use.symbol and use.symbol.startswith(missing + ".") and use.kind != "monkeypatch":
                 if missing in getattr(self, "_imported", ()):
-                    return [], False  # `logger.info` after `from m import logger`: the import reports it once
+                    lost = self._member_lost_in_move(use.symbol, missing)
+                    if lost is None:
+                        return [], False  # `logger.info` after `from m import logger`: the import reports it once
+                    return [lost], True
                 use = replace(use, symbol=missing)
         base_res = self._baseline_resolve(use)
         if base_res is not None and base_res.status == "missing":
@@ -461,6 +464,35 @@ class DriftAnalyzer:
             return [], False  # attribute chains need the baseline to tell drift from dynamic attributes
         findings = [self._classify_missing(use, res, base_res)]
         return findings, True
+
+    def _member_lost_in_move(self, symbol: str, moved: str) -> Finding | None:
+        """`X.m` where the imported class X moved: the import's finding covers this site too, unless what X
+        became at its new home no longer has `m` (an alias such as `Union[...]`, or a class without it).
+        Then the site breaks on its own: fixing the import does not fix it."""
+        if self.baseline is None:
+            return None
+        member = symbol[len(moved) + 1:]
+        old_cls = self.baseline.class_of(moved)
+        if "." in member or old_cls is None or self.baseline.class_member(*old_cls, member) is None:
+            return None
+        old_loc = Location(old_cls[1], old_cls[0].name)
+        for candidate in self._moved_candidates(old_loc, old_cls[0])[:1]:
+            home = candidate.location.dotted
+            res = self.target.resolve_dotted(home)
+            if res.status != "found" or res.definition is None:
+                return None
+            if res.definition.kind == "class":
+                where = res.defined_in or res.module
+                if self.target.class_member(res.definition, where, member) or self.target.open_members(res.definition, where):
+                    return None  # the member is still there, or may be at run time (a base outside the tree, __getattr__)
+                why = f"{home} has no member {member}"
+            else:
+                why = f"{home} is no longer a class (a {res.definition.kind}: an alias or a constant)"
+            return Finding(DriftFamily.REMOVED, symbol, Location(old_cls[1], f"{old_cls[0].name}.{member}"),
+                           Severity.BREAKING, f"{symbol}: {moved} moved to {home}, and {why}",
+                           evidence=(why, f"present at the baseline in {old_cls[1]}"),
+                           detail={"change": "member_lost_in_move", "moved_to": home, "member": member})
+        return None
 
     def _baseline_resolve(self, use: Use) -> Resolution | None:
         if self.baseline is None:
@@ -714,6 +746,20 @@ class DriftAnalyzer:
                                             detail={"change": "new_required_parameter", "parameter": name,
                                                     "old_signature": old_sig.render() if old_sig else None,
                                                     "new_signature": new_sig.render()}, subject=f"req:{name}"))
+                elif name not in covered and use.detail.get("via") == "self" \
+                        and self._use_lane.get(id(use), ("both", None))[0] == "both":
+                    # Target-absolute: a call live at the target that lacks a required parameter there fails
+                    # there, whatever the baseline did (the baseline lacked it too: a path its CI never ran).
+                    # Only `self.m(...)` into the upstream base: on the 51 dev cases calls through typed
+                    # receivers, `super(C, self)`, plain functions and constructors gave 148 such sites, most
+                    # of them code written for a vllm main between the releases; self-calls gave 5.
+                    findings.append(Finding(DriftFamily.SIGNATURE, use.symbol, loc, Severity.RISKY,
+                                            f"{label}{new_sig.render()} requires parameter '{name}' that the call does not "
+                                            f"pass (at the baseline too: fails when this path runs)",
+                                            evidence=(f"target: {new_sig.render()}", f"baseline: {old_sig.render()}"),
+                                            detail={"change": "missing_required_parameter", "parameter": name,
+                                                    "old_signature": old_sig.render(), "new_signature": new_sig.render()},
+                                            subject=f"req:{name}"))
             shifted = _positional_shift(ref, new_sig, positional, keywords) if ref else None
             if shifted:
                 param, duplicate = shifted
