@@ -73,6 +73,7 @@ class _Retarget(cst.CSTTransformer):
 
 
 DEFAULT_LINE_LENGTH = 79  # PEP 8 (yapf's and flake8's default): a project without a formatter setting
+BOM = "\ufeff"  # some plugin files start with a byte-order mark (vllm-ascend's mtp_proposer.py)
 
 # Expressions that need no parentheses wherever the ternary they replace stood (on one line, or inside
 # their own brackets: a line break elsewhere needs the parentheses).
@@ -737,6 +738,9 @@ def drop_source(source: str, path: str, decisions: Mapping[int, GuardVerdict] | 
     wanted = {line: d for line, d in decisions.items() if d.verdict in ("collapse", "retarget")}
     if not wanted:
         return DropResult(path, source, ())
+    if source.startswith(BOM):  # neither ast nor libcst parses a str that starts with one; the file keeps it
+        result = drop_source(source[len(BOM):], path, decisions, version_functions, line_length)
+        return DropResult(path, BOM + result.source, result.edits)
     module = cst.parse_module(source)
     # A helper imported under another name (`vllm_version_is as is_vllm`) is retargeted by that name.
     renamed = {local for local, name in helper_renames(list(ast.walk(ast.parse(source)))).items() if name in version_functions}

@@ -830,3 +830,26 @@ def test_a_lifted_import_of_a_module_the_header_imports_joins_that_statement():
                           '                                        KVCacheSpec, MambaSpec, UniformSpecs)\n'
                           'from vllm.v1.outputs import EMPTY_OUTPUT, Output, PoolerOutput\n'
                           'from vllm.x import Y\nfrom vllm.x import Z  # noqa: F401\n\nA = 1\n\n\ndef f():\n')
+
+
+def test_a_file_that_starts_with_a_byte_order_mark_is_dropped_and_keeps_the_mark(tmp_path):
+    from porter.upgrade.drop_run import plan_drop
+
+    body = ('from pkg.utils import vllm_version_is\n\n\ndef f(x):\n    if vllm_version_is(\'1.0\'):\n        return x\n'
+            '    else:\n        return -x\n')
+    write_tree(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/utils.py": "def vllm_version_is(v):\n    return False\n",
+        "pkg/old_patch.py": "X = 1\n",
+        "pkg/patch.py": 'from pkg.utils import vllm_version_is\nif vllm_version_is("1.0"):\n    from pkg import old_patch  # noqa\n',
+    })
+    (tmp_path / "pkg" / "proposer.py").write_text("\ufeff" + body, encoding="utf-8")  # as vllm-ascend's mtp_proposer.py
+    guards = [GuardVerdict("pkg/proposer.py", 5, 8, "vllm_version_is('1.0')", "retarget", "", retarget_to="1.0.1"),
+              GuardVerdict("pkg/patch.py", 2, 3, 'vllm_version_is("1.0")', "collapse", "", kept="else")]
+    plan = plan_drop(guards, tmp_path, "1.0", "1.0.1", ["vllm_version_is"])
+    assert plan.skipped == ()
+    written = {r.path: r.source for r in plan.results}
+    assert written["pkg/proposer.py"] == "\ufeff" + body.replace("'1.0'", "'1.0.1'")
+    compile(written["pkg/proposer.py"].encode("utf-8"), "proposer.py", "exec")
+    # A byte-order mark in another file no longer hides every import from the orphan check.
+    assert plan.removed == ("pkg/old_patch.py",)
