@@ -853,3 +853,42 @@ def test_a_file_that_starts_with_a_byte_order_mark_is_dropped_and_keeps_the_mark
     compile(written["pkg/proposer.py"].encode("utf-8"), "proposer.py", "exec")
     # A byte-order mark in another file no longer hides every import from the orphan check.
     assert plan.removed == ("pkg/old_patch.py",)
+
+
+PATCH_PACKAGE = '''import os
+
+import vllm_ascend.patch.platform.patch_distributed  # noqa
+import vllm_ascend.patch.platform.patch_mamba_config  # noqa
+from vllm_ascend.utils import vllm_version_is
+
+if os.getenv("EPLB") == "true":
+    import vllm_ascend.patch.platform.patch_multiproc_executor  # noqa
+
+if vllm_version_is("0.12.0"):
+    import vllm_ascend.patch.platform.patch_ec_connector012  # noqa
+else:
+    import vllm_ascend.patch.platform.patch_ec_connector  # noqa
+'''
+
+
+def test_a_plain_import_a_collapse_leaves_below_only_imports_joins_the_header_in_isort_order():
+    guard = GuardVerdict("vllm_ascend/patch/platform/__init__.py", 10, 13, "", "collapse", "", kept="else")
+    new = drop_source(PATCH_PACKAGE, guard.path, [guard]).source
+    # As the maintainers' "Drop 0.12.0 support" wrote it (isort: `import a` lines first, by module).
+    assert new == ('import os\n\nimport vllm_ascend.patch.platform.patch_distributed  # noqa\n'
+                   'import vllm_ascend.patch.platform.patch_ec_connector  # noqa\n'
+                   'import vllm_ascend.patch.platform.patch_mamba_config  # noqa\n\n'
+                   'if os.getenv("EPLB") == "true":\n    import vllm_ascend.patch.platform.patch_multiproc_executor  # noqa\n')
+    # Below code the module defines, an import of the plugin's own package stays where the guard was.
+    with_code = PATCH_PACKAGE.replace('if os.getenv("EPLB") == "true":\n', 'FLAG = os.getenv("EPLB")\nif FLAG == "true":\n')
+    guard = GuardVerdict(guard.path, 11, 14, "", "collapse", "", kept="else")
+    kept = drop_source(with_code, guard.path, [guard]).source
+    assert kept.endswith('    import vllm_ascend.patch.platform.patch_multiproc_executor  # noqa\n\n'
+                         'import vllm_ascend.patch.platform.patch_ec_connector  # noqa\n')
+    # A `from` import of another package joins after that package's plain imports.
+    source = ('import torch\nimport vllm.envs\nfrom vllm.config import A\n\nfrom m.utils import vllm_version_is\n\n'
+              'if not vllm_version_is("1.0"):\n    from vllm.b import B\n    import vllm.a\n\n\ndef f():\n    return A, B, vllm.a, torch\n')
+    new = drop_source(source, "m/x.py", [GuardVerdict("m/x.py", 7, 9, "", "collapse", "", kept="body")]).source
+    compile(new, "x.py", "exec")
+    assert new == ('import torch\nimport vllm.a\nimport vllm.envs\nfrom vllm.b import B\nfrom vllm.config import A\n\n\n'
+                   'def f():\n    return A, B, vllm.a, torch\n')
