@@ -73,6 +73,7 @@ class _Retarget(cst.CSTTransformer):
 
 
 DEFAULT_LINE_LENGTH = 79  # PEP 8 (yapf's and flake8's default): a project without a formatter setting
+BOM = "\ufeff"  # some plugin files start with a byte-order mark (vllm-ascend's mtp_proposer.py)
 
 # Expressions that need no parentheses wherever the ternary they replace stood (on one line, or inside
 # their own brackets: a line break elsewhere needs the parentheses).
@@ -372,12 +373,20 @@ def _ends_flow(stmt: cst.CSTNode) -> bool:
 
 
 def _import_module(stmt: cst.CSTNode) -> str | None:
-    """`from a.b import c` alone on its line -> "a.b" (absolute imports only)."""
-    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.ImportFrom):
+    """`from a.b import c` or `import a.b` alone on its line -> "a.b" (absolute imports only)."""
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
         node = stmt.body[0]
-        if not node.relative and node.module is not None:
+        if isinstance(node, cst.ImportFrom) and not node.relative and node.module is not None:
             return cst.Module([]).code_for_node(node.module)
+        if isinstance(node, cst.Import) and len(node.names) == 1:
+            return cst.Module([]).code_for_node(node.names[0].name)
     return None
+
+
+def _import_key(stmt: cst.CSTNode) -> tuple[int, str]:
+    """isort's and ruff's order within a section: `import a` lines before `from a import b` lines, each by module."""
+    plain = isinstance(stmt, cst.SimpleStatementLine) and bool(stmt.body) and isinstance(stmt.body[0], cst.Import)
+    return (0 if plain else 1, (_import_module(stmt) or "").lower())
 
 
 def _is_import_line(stmt: cst.CSTNode) -> bool:
@@ -399,6 +408,20 @@ def _is_header(stmt: cst.CSTNode) -> bool:
     if isinstance(stmt, cst.Try):
         return all(isinstance(s, cst.SimpleStatementLine) and all(isinstance(x, (cst.Import, cst.ImportFrom)) for x in s.body)
                    for s in stmt.body.body)
+    return False
+
+
+def _imports_only(stmt: cst.CSTNode) -> bool:
+    """A statement that only imports (`import a`, or an `if`/`try` whose every branch only imports):
+    nothing the module defines, so no import placed after it can depend on it."""
+    if isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        return all(isinstance(s, (cst.Import, cst.ImportFrom, cst.Pass)) for s in stmt.body)
+    if isinstance(stmt, cst.IndentedBlock):
+        return all(_imports_only(s) for s in stmt.body)
+    if isinstance(stmt, (cst.If, cst.Else)):
+        return _imports_only(stmt.body) and (getattr(stmt, "orelse", None) is None or _imports_only(stmt.orelse))
+    if isinstance(stmt, cst.Try):
+        return all(_imports_only(part.body) for part in (stmt, *stmt.handlers, *(x for x in (stmt.orelse, stmt.finalbody) if x)))
     return False
 
 
@@ -461,8 +484,9 @@ def _merge_lifted_imports(module: cst.Module, lifted: set[int], own_package: str
     """The imports a collapsed module-level guard left (the ones its kept branch starts with) join the
     header's run of imports from the same top-level package, in module order (where the plugin's
     isort or ruff would put them); `# isort: off/on` marks that fenced the guard go with it. One left
-    further down the module moves up too, unless it imports the plugin's own package (placed late,
-    perhaps, against a circular import); the code after it keeps the comments above the old guard."""
+    further down the module moves up too, unless it imports the plugin's own package below code of the
+    module (placed late, perhaps, against a circular import; below nothing but imports, as in a patch
+    package's `__init__`, isort moves it); the code after it keeps the comments above the old guard."""
     body = list(module.body)
     header_end = 0
     while header_end < len(body) and (_is_header(body[header_end]) or id(body[header_end]) in lifted):
@@ -474,7 +498,8 @@ def _merge_lifted_imports(module: cst.Module, lifted: set[int], own_package: str
     staying: set[int] = set()  # moved imports whose comments stay with the code after them
     for i in range(len(body)):
         name = _import_module(body[i]) if id(body[i]) in lifted else None
-        if name is None or (i >= header_end and name.split(".")[0] == own_package):
+        if name is None or (i >= header_end and name.split(".")[0] == own_package
+                            and not all(_imports_only(stmt) for stmt in body[header_end:i])):
             continue
         same = [j for j in placed if (_import_module(body[j]) or "").split(".")[0] == name.split(".")[0]]
         if not same:
@@ -487,14 +512,14 @@ def _merge_lifted_imports(module: cst.Module, lifted: set[int], own_package: str
             # `from m import b` joins the header's `from m import (a, c)`, as isort combines them.
             body[twin] = _with_names(body[twin], body[i], line_length, module)
         else:
-            successor = next((j for j in same if (_import_module(body[j]) or "").lower() > name.lower()), None)
+            successor = next((j for j in same if _import_key(body[j]) > _import_key(body[i])), None)
             (after.setdefault(same[-1], []) if successor is None else before.setdefault(successor, [])).append(stmt)
         moved.add(i)
         if stays:
             staying.add(i)
     if not moved:
         return module
-    key = lambda stmt: (_import_module(stmt) or "").lower()  # noqa: E731
+    key = _import_key
     out: list[cst.BaseStatement] = []
     carried = 0  # blank lines above the imports that moved: they now separate what was around them
     notes: list[cst.EmptyLine] = []  # comments above a guard far below the header: they stay with its code
@@ -737,6 +762,9 @@ def drop_source(source: str, path: str, decisions: Mapping[int, GuardVerdict] | 
     wanted = {line: d for line, d in decisions.items() if d.verdict in ("collapse", "retarget")}
     if not wanted:
         return DropResult(path, source, ())
+    if source.startswith(BOM):  # neither ast nor libcst parses a str that starts with one; the file keeps it
+        result = drop_source(source[len(BOM):], path, decisions, version_functions, line_length)
+        return DropResult(path, BOM + result.source, result.edits)
     module = cst.parse_module(source)
     # A helper imported under another name (`vllm_version_is as is_vllm`) is retargeted by that name.
     renamed = {local for local, name in helper_renames(list(ast.walk(ast.parse(source)))).items() if name in version_functions}

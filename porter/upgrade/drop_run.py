@@ -154,7 +154,7 @@ def drop_notes(path: str, source: str, drop: str) -> list[str]:
     release = re.compile(rf"(?<![\d.])v?{re.escape(drop)}(?![\d])")
     out: list[str] = []
     try:
-        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        for token in tokenize.generate_tokens(io.StringIO(source.removeprefix("\ufeff")).readline):
             if token.type == tokenize.COMMENT and release.search(token.string) and _LATER.search(token.string):
                 out.append(f"{path}:{token.start[0]}: {token.string.lstrip('#').strip()[:160]}")
     except (tokenize.TokenError, SyntaxError):

@@ -25,7 +25,7 @@ def _references(path: str, source: str, prefix: str = "") -> list[tuple[int, str
     """(line, module) for every module a file's imports load (`import a.b` loads `a` and `a.b`),
     and for dotted string constants; None when the file does not parse."""
     try:
-        tree = ast.parse(source)
+        tree = ast.parse(source.removeprefix("\ufeff"))  # a byte-order mark: ast rejects it in a str
     except (SyntaxError, ValueError):
         return None
     module, is_package = module_of(path)

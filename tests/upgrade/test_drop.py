@@ -830,3 +830,65 @@ def test_a_lifted_import_of_a_module_the_header_imports_joins_that_statement():
                           '                                        KVCacheSpec, MambaSpec, UniformSpecs)\n'
                           'from vllm.v1.outputs import EMPTY_OUTPUT, Output, PoolerOutput\n'
                           'from vllm.x import Y\nfrom vllm.x import Z  # noqa: F401\n\nA = 1\n\n\ndef f():\n')
+
+
+def test_a_file_that_starts_with_a_byte_order_mark_is_dropped_and_keeps_the_mark(tmp_path):
+    from porter.upgrade.drop_run import plan_drop
+
+    body = ('from pkg.utils import vllm_version_is\n\n\ndef f(x):\n    if vllm_version_is(\'1.0\'):\n        return x\n'
+            '    else:\n        return -x\n')
+    write_tree(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/utils.py": "def vllm_version_is(v):\n    return False\n",
+        "pkg/old_patch.py": "X = 1\n",
+        "pkg/patch.py": 'from pkg.utils import vllm_version_is\nif vllm_version_is("1.0"):\n    from pkg import old_patch  # noqa\n',
+    })
+    (tmp_path / "pkg" / "proposer.py").write_text("\ufeff" + body, encoding="utf-8")  # as vllm-ascend's mtp_proposer.py
+    guards = [GuardVerdict("pkg/proposer.py", 5, 8, "vllm_version_is('1.0')", "retarget", "", retarget_to="1.0.1"),
+              GuardVerdict("pkg/patch.py", 2, 3, 'vllm_version_is("1.0")', "collapse", "", kept="else")]
+    plan = plan_drop(guards, tmp_path, "1.0", "1.0.1", ["vllm_version_is"])
+    assert plan.skipped == ()
+    written = {r.path: r.source for r in plan.results}
+    assert written["pkg/proposer.py"] == "\ufeff" + body.replace("'1.0'", "'1.0.1'")
+    compile(written["pkg/proposer.py"].encode("utf-8"), "proposer.py", "exec")
+    # A byte-order mark in another file no longer hides every import from the orphan check.
+    assert plan.removed == ("pkg/old_patch.py",)
+
+
+PATCH_PACKAGE = '''import os
+
+import vllm_ascend.patch.platform.patch_distributed  # noqa
+import vllm_ascend.patch.platform.patch_mamba_config  # noqa
+from vllm_ascend.utils import vllm_version_is
+
+if os.getenv("EPLB") == "true":
+    import vllm_ascend.patch.platform.patch_multiproc_executor  # noqa
+
+if vllm_version_is("0.12.0"):
+    import vllm_ascend.patch.platform.patch_ec_connector012  # noqa
+else:
+    import vllm_ascend.patch.platform.patch_ec_connector  # noqa
+'''
+
+
+def test_a_plain_import_a_collapse_leaves_below_only_imports_joins_the_header_in_isort_order():
+    guard = GuardVerdict("vllm_ascend/patch/platform/__init__.py", 10, 13, "", "collapse", "", kept="else")
+    new = drop_source(PATCH_PACKAGE, guard.path, [guard]).source
+    # As the maintainers' "Drop 0.12.0 support" wrote it (isort: `import a` lines first, by module).
+    assert new == ('import os\n\nimport vllm_ascend.patch.platform.patch_distributed  # noqa\n'
+                   'import vllm_ascend.patch.platform.patch_ec_connector  # noqa\n'
+                   'import vllm_ascend.patch.platform.patch_mamba_config  # noqa\n\n'
+                   'if os.getenv("EPLB") == "true":\n    import vllm_ascend.patch.platform.patch_multiproc_executor  # noqa\n')
+    # Below code the module defines, an import of the plugin's own package stays where the guard was.
+    with_code = PATCH_PACKAGE.replace('if os.getenv("EPLB") == "true":\n', 'FLAG = os.getenv("EPLB")\nif FLAG == "true":\n')
+    guard = GuardVerdict(guard.path, 11, 14, "", "collapse", "", kept="else")
+    kept = drop_source(with_code, guard.path, [guard]).source
+    assert kept.endswith('    import vllm_ascend.patch.platform.patch_multiproc_executor  # noqa\n\n'
+                         'import vllm_ascend.patch.platform.patch_ec_connector  # noqa\n')
+    # A `from` import of another package joins after that package's plain imports.
+    source = ('import torch\nimport vllm.envs\nfrom vllm.config import A\n\nfrom m.utils import vllm_version_is\n\n'
+              'if not vllm_version_is("1.0"):\n    from vllm.b import B\n    import vllm.a\n\n\ndef f():\n    return A, B, vllm.a, torch\n')
+    new = drop_source(source, "m/x.py", [GuardVerdict("m/x.py", 7, 9, "", "collapse", "", kept="body")]).source
+    compile(new, "x.py", "exec")
+    assert new == ('import torch\nimport vllm.a\nimport vllm.envs\nfrom vllm.b import B\nfrom vllm.config import A\n\n\n'
+                   'def f():\n    return A, B, vllm.a, torch\n')
