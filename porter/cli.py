@@ -2,8 +2,9 @@
 
 `porter diagnose` is run many times in a row by scripts and CI steps, and building the typer
 app (click, typer, every command module) costs more than a diagnosis: a plain diagnose
-invocation takes the fast path in `porter.fastcli`, everything else (and any diagnose line the
-fast path does not fully understand) goes to the typer app in `porter.cliapp`.
+invocation takes the fast path in `porter.fastcli`, and so does a plain `porter upgrade ... --dry-run`
+(a warm, cached dry run is mostly start-up); everything else (and any line a fast path does not
+fully understand) goes to the typer app in `porter.cliapp`.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ import sys
 
 def main() -> None:
     from porter import rxcache
-    from porter.fastcli import fast_diagnose
+    from porter.fastcli import fast_diagnose, fast_upgrade
 
     rxcache.persist()  # the process's newly compiled regexes are kept for the next one (porter.rxcache)
 
     code = fast_diagnose(sys.argv[1:])
+    if code is None:
+        code = fast_upgrade(sys.argv[1:])
     if code is not None:
         sys.exit(code)
     from porter.cliapp import main as app_main

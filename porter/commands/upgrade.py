@@ -9,18 +9,8 @@ from typing import List, Optional
 import typer
 
 from porter.cliutil import command_context, exit_with, json_option
+from porter.commands.upgrade_dry import dry_run_analysis, parse_upstream_paths  # noqa: F401 (parse_upstream_paths: re-exported)
 from porter.errors import ExitCode, UsageError
-
-
-def parse_upstream_paths(values: list[str]) -> dict[str, Path]:
-    out: dict[str, Path] = {}
-    for value in values:
-        version, sep, directory = value.partition("=")
-        if not sep or not version.strip() or not directory.strip():
-            raise UsageError(f"--upstream-path {value!r} is not VERSION=DIR",
-                             hint="for example --upstream-path 0.13.0=/tmp/vllm-0.13.0 (a directory, wheel or sdist)")
-        out[version.strip()] = Path(directory.strip()).expanduser()
-    return out
 
 
 def _drop_target(name: str, config, plugin_path: Optional[Path]) -> Optional[str]:
@@ -206,6 +196,11 @@ def register(app: typer.Typer) -> None:
             if drop is not None:
                 _run_drop(request, drop, dry_run, reporter, state, force=force, allow_dirty=allow_dirty, fork_ref=fork_ref,
                           html=html, markdown=markdown)
+                return
+            if dry_run and html is None and markdown is None:
+                code = dry_run_analysis(reporter, request, summary)
+                if code:
+                    exit_with(code)
                 return
             if not dry_run:
                 from porter.port.dispatch import preflight
