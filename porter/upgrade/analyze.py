@@ -199,6 +199,15 @@ def _check_upstream_paths(upstream_paths: dict[str, Path], refs: list[str | None
                          f"--upstream-path {refs[0] or 'VERSION'}=DIR")
 
 
+def _check_local_paths(request: AnalysisRequest) -> None:
+    """A local tree that does not exist is bad input: say so before any upstream is fetched."""
+    named = [("--plugin-path", request.plugin_path), ("--to", request.target_path), ("--from", request.baseline_path),
+             *((f"--upstream-path {v}=", p) for v, p in request.upstream_paths.items())]
+    for option, path in named:
+        if path is not None and not Path(path).expanduser().exists():
+            raise InputError(f"{Path(path).expanduser()}: no such directory", hint=f"check the path given for {option.rstrip('=')}")
+
+
 def default_baseline(config: PorterConfig, plugin: str, upstream: str) -> str | None:
     # A missing forks file means no forks; a broken one is an error (hiding it misleads about the baseline).
     for fork in load_forks(config.forks_file).values():
@@ -415,6 +424,7 @@ def _run_analysis(request: AnalysisRequest, progress: Any, pool: Any) -> Analysi
                                  lean=_lean(upstream))
     if request.target is None and request.target_path is None:
         raise InputError("no target given", hint="pass --to REF (a release, tag, branch or commit)")
+    _check_local_paths(request)
 
     if request.baseline is not None or request.baseline_path is not None:  # else the baseline is known only below
         _check_upstream_paths(request.upstream_paths, [request.target, request.baseline])

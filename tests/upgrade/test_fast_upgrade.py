@@ -85,3 +85,21 @@ def test_plain_line_is_parsed():
     assert args is not None
     assert (args.name, args.to, args.from_, args.upstream_paths, args.json_mode, args.quiet) == (
         "vllm-ascend", "main", "0.18.0", ["0.18.0=/a", "main=/b"], True, True)
+
+
+def test_a_missing_local_tree_fails_before_any_upstream_is_fetched(project, trees, monkeypatch, tmp_path):
+    """Bad input is reported before porter downloads or clones an upstream it would not use."""
+    from porter.config import load_config
+    from porter.errors import InputError
+    from porter.upgrade import analyze
+
+    def no_fetch(*args, **kwargs):
+        raise AssertionError("an upstream was resolved before the missing plugin path was reported")
+
+    monkeypatch.setattr(analyze, "resolve_upstream_tree", no_fetch)
+    missing = tmp_path / "no-such-plugin"
+    request = analyze.AnalysisRequest(plugin="myplug", target="2.0", baseline="1.0", plugin_path=missing,
+                                      upstream_paths={}, config=load_config())
+    with pytest.raises(InputError, match="no-such-plugin: no such directory") as err:
+        analyze.run_analysis(request)
+    assert "--plugin-path" in err.value.hint
