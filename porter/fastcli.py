@@ -98,32 +98,42 @@ def parse(argv: list[str]) -> DiagnoseArgs | None:
     return args
 
 
-def fast_diagnose(argv: list[str]) -> int | None:
-    """Run a plain diagnose line and return its exit code; None: not one, use the typer app."""
-    args = parse(argv)
-    if args is None:
-        return None
+def _run_command(command: str, json_mode: bool, quiet: bool, body) -> int:
+    """`body(reporter)`'s exit code, with the typer app's error rules: a PorterError is rendered
+    with its code, Ctrl-C is reported as Interrupted (nothing half-written), anything else is a porter bug (exit 4)."""
     from porter.cliutil import CommandExit, internal_error, reported
-    from porter.commands.diagnose import run_diagnose
-    from porter.config import load_config
     from porter.output import Reporter
-    from porter.record import replace
 
-    reporter = Reporter(format="json" if args.json_mode else "text", quiet=args.quiet)
+    reporter = Reporter(format="json" if json_mode else "text", quiet=quiet)
     try:
-        with reported(reporter, "diagnose"):
-            cfg = replace(load_config(explicit=args.config), trust_project=args.trust_project)
-            return run_diagnose(reporter, cfg, args.source, args.top, args.env, args.explain, args.kb, [])
+        with reported(reporter, command):
+            return body(reporter)
     except CommandExit as exc:
         return exc.code
     except KeyboardInterrupt:  # outside the command's own handling, as in porter.cliapp.main
         from porter.errors import Interrupted
 
         stopped = Interrupted("interrupted: nothing was left half-written")
-        Reporter(json_mode=args.json_mode).error(stopped, "diagnose")
+        Reporter(json_mode=json_mode).error(stopped, command)
         return int(stopped.exit_code)
     except Exception:  # noqa: BLE001 - the typer app's rule: a porter bug, exit 4
         return internal_error()
+
+
+def fast_diagnose(argv: list[str]) -> int | None:
+    """Run a plain diagnose line and return its exit code; None: not one, use the typer app."""
+    args = parse(argv)
+    if args is None:
+        return None
+    from porter.commands.diagnose import run_diagnose
+    from porter.config import load_config
+    from porter.record import replace
+
+    def body(reporter) -> int:
+        cfg = replace(load_config(explicit=args.config), trust_project=args.trust_project)
+        return run_diagnose(reporter, cfg, args.source, args.top, args.env, args.explain, args.kb, [])
+
+    return _run_command("diagnose", args.json_mode, args.quiet, body)
 
 
 # `porter upgrade NAME --to REF --dry-run`: a warm run (result cache) is ~0.3 s, a third of it typer.
@@ -217,29 +227,17 @@ def fast_upgrade(argv: list[str]) -> int | None:
     args = parse_upgrade(argv)
     if args is None:
         return None
-    from porter.cliutil import CommandExit, internal_error, reported
     from porter.commands.upgrade_dry import dry_run_analysis, parse_upstream_paths
     from porter.config import load_config
-    from porter.output import Reporter
     from porter.record import replace
     from porter.upgrade.analyze import AnalysisRequest
 
-    reporter = Reporter(format="json" if args.json_mode else "text", quiet=args.quiet)
-    try:
-        with reported(reporter, "upgrade"):
-            cfg = replace(load_config(explicit=None), trust_project=False)
-            request = AnalysisRequest(
-                offline=True if args.offline else None, plugin=args.name, target=args.to, baseline=args.from_,
-                plugin_path=args.plugin_path, upstream_paths=parse_upstream_paths(args.upstream_paths),
-                upstream=args.upstream, config=cfg)
-            return dry_run_analysis(reporter, request, args.summary)
-    except CommandExit as exc:
-        return exc.code
-    except KeyboardInterrupt:
-        from porter.errors import Interrupted
+    def body(reporter) -> int:
+        cfg = replace(load_config(explicit=None), trust_project=False)
+        request = AnalysisRequest(
+            offline=True if args.offline else None, plugin=args.name, target=args.to, baseline=args.from_,
+            plugin_path=args.plugin_path, upstream_paths=parse_upstream_paths(args.upstream_paths),
+            upstream=args.upstream, config=cfg)
+        return dry_run_analysis(reporter, request, args.summary)
 
-        stopped = Interrupted("interrupted: nothing was left half-written")
-        Reporter(json_mode=args.json_mode).error(stopped, "upgrade")
-        return int(stopped.exit_code)
-    except Exception:  # noqa: BLE001 - the typer app's rule: a porter bug, exit 4
-        return internal_error()
+    return _run_command("upgrade", args.json_mode, args.quiet, body)
