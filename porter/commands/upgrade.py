@@ -9,7 +9,8 @@ from typing import List, Optional
 import typer
 
 from porter.cliutil import command_context, exit_with, json_option
-from porter.commands.upgrade_dry import dry_run_analysis, parse_upstream_paths  # noqa: F401 (parse_upstream_paths: re-exported)
+from porter.commands.upgrade_dry import (analysis_renderer, dry_run_analysis, parse_upstream_paths,  # noqa: F401 (re-exported)
+                                         write_reports)
 from porter.errors import ExitCode, UsageError
 
 
@@ -172,7 +173,7 @@ def register(app: typer.Typer) -> None:
         3: a source failed (network with nothing cached, git, filesystem)."""
         with command_context(ctx, "upgrade", json_) as (reporter, state):
             from porter.upgrade.analyze import AnalysisRequest, run_analysis
-            from porter.upgrade.report import check_report_path, render_html, render_markdown, render_rich, write_report
+            from porter.upgrade.report import check_report_path, render_rich
 
             for option, path in (("--html", html), ("--markdown", markdown)):
                 if path is not None:
@@ -197,54 +198,38 @@ def register(app: typer.Typer) -> None:
                 _run_drop(request, drop, dry_run, reporter, state, force=force, allow_dirty=allow_dirty, fork_ref=fork_ref,
                           html=html, markdown=markdown)
                 return
-            if dry_run and html is None and markdown is None:
-                code = dry_run_analysis(reporter, request, summary)
+            if dry_run:
+                code = dry_run_analysis(reporter, request, summary, html, markdown)
                 if code:
                     exit_with(code)
                 return
-            if not dry_run:
-                from porter.port.dispatch import preflight
+            from porter.port.dispatch import preflight
 
-                preflight(name, state.config(), plugin_path=plugin_path, upstream=upstream, baseline=from_, target=to,
-                          allow_dirty=allow_dirty, fork_ref=fork_ref, push=push)
+            preflight(name, state.config(), plugin_path=plugin_path, upstream=upstream, baseline=from_, target=to,
+                      allow_dirty=allow_dirty, fork_ref=fork_ref, push=push)
             report = run_analysis(request, progress=reporter)
-            if html is not None:
-                write_report(html, render_html(report), "--html")
-                reporter.status(f"HTML report: {html}")
-            if markdown is not None:
-                write_report(markdown, render_markdown(report), "--markdown")
-                reporter.status(f"Markdown report: {markdown}")
+            write_reports(reporter, report, html, markdown)
             payload = {"dry_run": dry_run, "analysis": report.to_dict()}
-            from porter.formats.summary import render_upgrade_summary
+            render_analysis = analysis_renderer(payload, report, summary)
+            from porter.port.console import render_port
+            from porter.port.dispatch import port_after_analysis
+            from porter.port.plan import PortFailed
 
-            def render_analysis(console) -> None:
-                if summary:
-                    render_upgrade_summary(payload, console)
-                else:
-                    render_rich(report, console)
-            if not dry_run:
-                from porter.port.console import render_port
-                from porter.port.dispatch import port_after_analysis
-                from porter.port.plan import PortFailed
+            try:
+                port_result = port_after_analysis(
+                    request, report, state.config(), reporter.status,
+                    push=push, force=force, allow_dirty=allow_dirty, fork_ref=fork_ref,
+                )
+            except PortFailed as failed:  # still show what was analysed and ported, then the error
+                if failed.result is not None and not reporter.json_mode:
+                    reporter.emit("upgrade", payload, lambda console: (render_rich(report, console),
+                                                                       render_port(failed.result, console)))
+                raise
+            payload["port"] = port_result.to_dict()
 
-                try:
-                    port_result = port_after_analysis(
-                        request, report, state.config(), reporter.status,
-                        push=push, force=force, allow_dirty=allow_dirty, fork_ref=fork_ref,
-                    )
-                except PortFailed as failed:  # still show what was analysed and ported, then the error
-                    if failed.result is not None and not reporter.json_mode:
-                        reporter.emit("upgrade", payload, lambda console: (render_rich(report, console),
-                                                                           render_port(failed.result, console)))
-                    raise
-                payload["port"] = port_result.to_dict()
+            def render_both(console) -> None:
+                render_analysis(console)
+                render_port(port_result, console)
 
-                def render_both(console) -> None:
-                    render_analysis(console)
-                    render_port(port_result, console)
-
-                reporter.emit("upgrade", payload, render_both)
-                exit_with(port_result.exit_code)
-            reporter.emit("upgrade", payload, render_analysis)
-            if report.breaking:
-                exit_with(ExitCode.FINDINGS)
+            reporter.emit("upgrade", payload, render_both)
+            exit_with(port_result.exit_code)

@@ -23,21 +23,40 @@ def parse_upstream_paths(values: list[str]) -> dict[str, Path]:
     return out
 
 
-def dry_run_analysis(reporter, request, summary: bool) -> int:
-    """Analyse, emit the report (tables or the JSON document) and return the exit code: 1 when
-    something breaks at the target, else 0."""
-    from porter.formats.summary import render_upgrade_summary
-    from porter.upgrade.analyze import run_analysis
-    from porter.upgrade.report import render_rich
-
-    report = run_analysis(request, progress=reporter)
-    payload = {"dry_run": True, "analysis": report.to_dict()}
+def analysis_renderer(payload: dict, report, summary: bool):
+    """The human rendering of an analysis: the summary (`--summary`) or the full tables."""
 
     def render(console) -> None:
         if summary:
+            from porter.formats.summary import render_upgrade_summary
+
             render_upgrade_summary(payload, console)
         else:
+            from porter.upgrade.report import render_rich
+
             render_rich(report, console)
 
-    reporter.emit("upgrade", payload, render)
+    return render
+
+
+def dry_run_analysis(reporter, request, summary: bool, html: Path | None = None, markdown: Path | None = None) -> int:
+    """Analyse, write the --html / --markdown reports asked for, emit the report (tables or the JSON
+    document) and return the exit code: 1 when something breaks at the target, else 0."""
+    from porter.upgrade.analyze import run_analysis
+
+    report = run_analysis(request, progress=reporter)
+    write_reports(reporter, report, html, markdown)
+    payload = {"dry_run": True, "analysis": report.to_dict()}
+    reporter.emit("upgrade", payload, analysis_renderer(payload, report, summary))
     return int(ExitCode.FINDINGS) if report.breaking else 0
+
+
+def write_reports(reporter, report, html: Path | None, markdown: Path | None) -> None:
+    from porter.upgrade.report import render_html, render_markdown, write_report
+
+    if html is not None:
+        write_report(html, render_html(report), "--html")
+        reporter.status(f"HTML report: {html}")
+    if markdown is not None:
+        write_report(markdown, render_markdown(report), "--markdown")
+        reporter.status(f"Markdown report: {markdown}")
