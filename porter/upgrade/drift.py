@@ -714,7 +714,8 @@ class DriftAnalyzer:
             return []
         old_sig, _ = self._callable_signature(self.baseline, use.symbol, bound)
         differential = old_sig is not None
-        main_lane = self._use_lane.get(id(use), ("both", None))[0] == "main"
+        lane = self._use_lane.get(id(use), ("both", None))[0]
+        main_lane = lane == "main"
         if not differential and self.baseline is not None and not main_lane:
             return []  # the callee is new at the target: nothing to compare with
         # Main-lane code runs at the target: its calls are checked against the target itself.
@@ -722,44 +723,40 @@ class DriftAnalyzer:
         label = use.symbol + (".__init__" if kind == "class" and use.detail.get("method") == "__init__" else "")
         loc = self._location(use, None)
         findings: list[Finding] = []
+
+        def parameter_finding(change: str, param: str, sev: Severity, problem: str, subject: str) -> Finding:
+            """One parameter the call gets wrong, with both signatures as the evidence."""
+            return Finding(DriftFamily.SIGNATURE, use.symbol, loc, sev, f"{label}{new_sig.render()} {problem}",
+                           evidence=(f"target: {new_sig.render()}",) + ((f"baseline: {old_sig.render()}",) if old_sig else ()),
+                           detail={"change": change, "parameter": param,
+                                   "old_signature": old_sig.render() if old_sig else None, "new_signature": new_sig.render()},
+                           subject=subject)
         keywords = use.detail.get("keywords", [])
         # What the call already got wrong at the baseline is not drift, except in main-lane code, which
         # was written for the target: there the target alone decides (no comparison, no positional shift).
         ref = None if main_lane else old_sig
         for kw in keywords:
             if not new_sig.accepts_keyword(kw) and (ref is None or ref.accepts_keyword(kw)):
-                findings.append(Finding(DriftFamily.SIGNATURE, use.symbol, loc, severity,
-                                        f"{label}{new_sig.render()} no longer accepts keyword '{kw}'",
-                                        evidence=(f"target: {new_sig.render()}",) + ((f"baseline: {old_sig.render()}",) if old_sig else ()),
-                                        detail={"change": "keyword_removed", "parameter": kw,
-                                                "old_signature": old_sig.render() if old_sig else None,
-                                                "new_signature": new_sig.render()}, subject=f"kw:{kw}"))
+                findings.append(parameter_finding("keyword_removed", kw, severity, f"no longer accepts keyword '{kw}'",
+                                                  f"kw:{kw}"))
         if not use.detail.get("star_args") and not use.detail.get("star_kwargs"):
             positional = use.detail.get("positional", 0)
             covered = set(keywords) | {p.name for p in new_sig.params[:positional]}
             old_missing = set(ref.required_names()) - (set(keywords) | {p.name for p in ref.params[:positional]}) if ref else set()
             for name in new_sig.required_names():
                 if name not in covered and name not in old_missing:
-                    findings.append(Finding(DriftFamily.SIGNATURE, use.symbol, loc, severity,
-                                            f"{label}{new_sig.render()} requires new parameter '{name}' that the call does not pass",
-                                            evidence=(f"target: {new_sig.render()}",) + ((f"baseline: {old_sig.render()}",) if old_sig else ()),
-                                            detail={"change": "new_required_parameter", "parameter": name,
-                                                    "old_signature": old_sig.render() if old_sig else None,
-                                                    "new_signature": new_sig.render()}, subject=f"req:{name}"))
-                elif name not in covered and use.detail.get("via") == "self" \
-                        and self._use_lane.get(id(use), ("both", None))[0] == "both":
+                    findings.append(parameter_finding("new_required_parameter", name, severity,
+                                                      f"requires new parameter '{name}' that the call does not pass",
+                                                      f"req:{name}"))
+                elif name not in covered and use.detail.get("via") == "self" and lane == "both":
                     # Target-absolute: a call live at the target that lacks a required parameter there fails
                     # there, whatever the baseline did (the baseline lacked it too: a path its CI never ran).
                     # Only `self.m(...)` into the upstream base: on the 51 dev cases calls through typed
                     # receivers, `super(C, self)`, plain functions and constructors gave 148 such sites, most
                     # of them code written for a vllm main between the releases; self-calls gave 5.
-                    findings.append(Finding(DriftFamily.SIGNATURE, use.symbol, loc, Severity.RISKY,
-                                            f"{label}{new_sig.render()} requires parameter '{name}' that the call does not "
-                                            f"pass (at the baseline too: fails when this path runs)",
-                                            evidence=(f"target: {new_sig.render()}", f"baseline: {old_sig.render()}"),
-                                            detail={"change": "missing_required_parameter", "parameter": name,
-                                                    "old_signature": old_sig.render(), "new_signature": new_sig.render()},
-                                            subject=f"req:{name}"))
+                    findings.append(parameter_finding("missing_required_parameter", name, Severity.RISKY,
+                                                      f"requires parameter '{name}' that the call does not pass "
+                                                      "(at the baseline too: fails when this path runs)", f"req:{name}"))
             shifted = _positional_shift(ref, new_sig, positional, keywords) if ref else None
             if shifted:
                 param, duplicate = shifted
