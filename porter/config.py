@@ -132,8 +132,9 @@ def _tool_porter_section(pyproject: Path, text: str) -> Any:
     import zlib
 
     data = text.encode("utf-8")
-    cache_home = Path(os.environ.get("PORTER_CACHE_DIR") or xdg_dir("XDG_CACHE_HOME", ".cache") / "porter")
-    memo = cache_home / "config" / f"pyproject-{zlib.crc32(data):08x}{zlib.adler32(data):08x}{len(data):x}.json"
+    from porter.cachehome import cache_home
+
+    memo = Path(cache_home()) / "config" / f"pyproject-{zlib.crc32(data):08x}{zlib.adler32(data):08x}{len(data):x}.json"
     try:
         found = json.loads(memo.read_text(encoding="utf-8"))
         if isinstance(found, dict) and found.get("memo") == 1:

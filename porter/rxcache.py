@@ -32,12 +32,10 @@ MAX_PATTERNS = 4096  # entries kept in the file (a `porter kb eval` compiles eve
 def _store_path() -> str | None:
     if _sre is None or sys.implementation.name != "cpython":
         return None
-    home = os.environ.get("PORTER_CACHE_DIR")
-    if not home:
-        xdg = os.environ.get("XDG_CACHE_HOME")
-        home = os.path.join(xdg or os.path.join(os.path.expanduser("~"), ".cache"), "porter")
+    from porter.cachehome import cache_home
+
     version = ".".join(map(str, sys.version_info[:3]))
-    return os.path.join(home, "re", f"sre-{version}-{_sre.MAGIC}-{_sre.CODESIZE}.marshal")
+    return os.path.join(cache_home(), "re", f"sre-{version}-{_sre.MAGIC}-{_sre.CODESIZE}.marshal")
 
 
 class RegexStore:

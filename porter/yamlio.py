@@ -56,7 +56,7 @@ def load_yaml_file(path: Path) -> Any:
     try:
         with open(path, "rb") as fh:
             st = os.fstat(fh.fileno())
-            memo = _memo_path(path, st)
+            memo = _memo_path(path)
             cached = _memo_read(memo, st)
             if cached is not _MISSING:
                 return cached
@@ -79,25 +79,21 @@ _MISSING = object()
 _RACY_SECONDS = 2.0
 
 
-def _memo_path(path: Path, st: os.stat_result) -> str | None:
-    home = os.environ.get("PORTER_CACHE_DIR")
-    if not home:
-        xdg = os.environ.get("XDG_CACHE_HOME")
-        home = os.path.join(xdg or os.path.join(os.path.expanduser("~"), ".cache"), "porter")
+def _memo_path(path: Path) -> str:
     import hashlib
     import sys
 
+    from porter.cachehome import cache_home
+
     ident = f"{os.path.abspath(path)}\0{sys.version_info[:2]}".encode()
-    return os.path.join(home, "yaml", hashlib.blake2b(ident, digest_size=12).hexdigest() + ".marshal")
+    return os.path.join(cache_home(), "yaml", hashlib.blake2b(ident, digest_size=12).hexdigest() + ".marshal")
 
 
 def _memo_stamp(st: os.stat_result) -> tuple[int, int, int, int]:
     return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
 
 
-def _memo_read(memo: str | None, st: os.stat_result) -> Any:
-    if memo is None:
-        return _MISSING
+def _memo_read(memo: str, st: os.stat_result) -> Any:
     import marshal
 
     try:
@@ -108,11 +104,11 @@ def _memo_read(memo: str | None, st: os.stat_result) -> Any:
     return data if stamp == _memo_stamp(st) else _MISSING
 
 
-def _memo_write(memo: str | None, st: os.stat_result, data: Any) -> None:
+def _memo_write(memo: str, st: os.stat_result, data: Any) -> None:
     import marshal
     import time
 
-    if memo is None or time.time() - st.st_mtime < _RACY_SECONDS:
+    if time.time() - st.st_mtime < _RACY_SECONDS:
         return
     try:
         blob = marshal.dumps((_memo_stamp(st), data))
