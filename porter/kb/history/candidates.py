@@ -153,7 +153,9 @@ def _stem(word: str) -> str:
 
 @functools.lru_cache(maxsize=16384)
 def title_sequence(title: str) -> tuple[str, ...]:
-    """title_words() in the order the title writes them."""
+    """The content words of a title or one-line report in the order it writes them, stemmed
+    (`outputs` ~ `output`), without its `[Tag]` prefixes, its `(#PR)` suffix and the words every
+    bug title has (fix, error, ...)."""
     text = _PR_REF.sub("", _TAG.sub("", title))
     return tuple(w for w in (_stem(t) for t in _WORD.findall(text)) if len(w) >= 3 and w not in _REPORT_STOP)
 
@@ -173,10 +175,8 @@ def shared_phrase(report: Sequence[str], title: Sequence[str]) -> tuple[str, ...
 
 @functools.lru_cache(maxsize=16384)  # pure; the df count and the scoring read every title of the index
 def title_words(title: str) -> frozenset[str]:
-    """The content words of a title or one-line report, stemmed (`outputs` ~ `output`), without
-    its `[Tag]` prefixes, its `(#PR)` suffix and the words every bug title has (fix, error, ...)."""
-    text = _PR_REF.sub("", _TAG.sub("", title))
-    return frozenset(w for w in (_stem(t) for t in _WORD.findall(text)) if len(w) >= 3 and w not in _REPORT_STOP)
+    """title_sequence() as a set."""
+    return frozenset(title_sequence(title))
 
 
 def where_free(message: str) -> str:
