@@ -147,9 +147,12 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
     # inside a token stays inside it when digits are zeroed, so the held needles are a superset,
     # each still tested on the line): a unique number on every line (a step, a pid) is then one
     # known token, and a line whose tokens are all known costs one C-level superset test.
-    worded = [(max(words, key=len).translate(_DIGITS_AS_ZERO), needle, pos) for needle, pos in always_needles if (words := findall(needle))]
-    wordless = [(needle, pos) for needle, pos in always_needles if not findall(needle)]
-    digit_worded = [item for item in worded if item[0].isdigit()]  # all a digits-only token can hold
+    # (needle's longest word zeroed, needle, pos), the wordless needles, and the worded ones a
+    # digits-only token can hold: built with the widened index (`widen_index`), which comes
+    # before the memo's first use; a single trace never needs them (~250 findall calls)
+    worded: list[tuple[str, str, int]] = []
+    wordless: list[tuple[str, int]] = []
+    digit_worded: list[tuple[str, str, int]] = []
     token_needles: dict[str, tuple[tuple[str, int], ...]] = {}  # tokens that hold some needle's word
     known_tokens: set[str] = set()
     token_chars = 0
@@ -166,6 +169,9 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
 
     def widen_index() -> None:
         nonlocal vocab, needs, keys
+        worded[:] = [(max(words, key=len).translate(_DIGITS_AS_ZERO), needle, pos) for needle, pos in always_needles if (words := findall(needle))]
+        wordless[:] = [(needle, pos) for needle, pos in always_needles if not findall(needle)]
+        digit_worded[:] = [item for item in worded if item[0].isdigit()]
         vocab = dict(index)
         needs = []
         for sig in sigs:
