@@ -103,6 +103,9 @@ class Diagnosis:
 
 
 # -- scanning -------------------------------------------------------------------------------------
+_NO_TOKENS: frozenset[str] = frozenset()
+
+
 def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[str]], "Prepared | None"] | None = None,
          emit: Callable[[list[str], "Prepared"], None] | None = None,
          memo_bytes: int | None = None) -> tuple[dict[int, dict[int, list[tuple[int, str]]]], Signals | None]:
@@ -165,7 +168,7 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
     # (Built once TOKEN_MEMO_AFTER_LINES lines were matched: a single trace does not repay it.)
     vocab: dict[str, list[int]] = index
     widen_at = max(1, TOKEN_MEMO_AFTER_LINES)
-    needs: list[frozenset[str] | None] = [None] * len(sigs)
+    needs: list[frozenset[str]] = [_NO_TOKENS] * len(sigs)  # (empty: no test)
 
     def widen_index() -> None:
         nonlocal vocab, needs, keys
@@ -177,7 +180,7 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
         for sig in sigs:
             for tok in sig.tokens:
                 vocab.setdefault(tok, [])
-            needs.append(frozenset(sig.tokens) if sig.tokens else None)
+            needs.append(frozenset(sig.tokens))
         keys = vocab.keys()
     full: set[int] = set()  # signatures with MAX_HITS_PER_SIGNATURE hits: more would be dropped, skip them
 
@@ -237,8 +240,7 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
             tokens = ascii_words(clean) if clean.isascii() else findall(clean)
         candidates: set[int] = set(always_bare)
         present = keys & tokens  # the line's vocabulary tokens, intersected in C
-        for tok in present:
-            candidates.update(vocab[tok])
+        candidates.update(*map(vocab.__getitem__, present))  # one call for all of their signatures
         if len(always_now) <= FEW_KEYLESS or matched_lines <= TOKEN_MEMO_AFTER_LINES or not keyless_by_tokens(
                 clean, chunk_zeroed[at].split() if chunk_words is not None else tokens, candidates):
             for needle, pos in always_now:  # keyless signatures: a substring test first
@@ -250,10 +252,8 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
             return text, tokens, []
         squeezed = None  # built for the first candidate that needs it
         matched = []
-        for pos in candidates:
-            need = needs[pos]
-            if need is not None and not need <= present:
-                continue  # a token every match holds is missing
+        # a candidate that lacks a token every match holds is dropped first (most of a busy line's)
+        for pos in [pos for pos in candidates if needs[pos] <= present]:
             literal = literals[pos]
             if literal is None:  # regex or code: its needles, required words, then the regex
                 if squeezed is None:
