@@ -13,12 +13,16 @@ import sys
 
 
 def main() -> None:
+    from porter import gcpause
+
+    gcpause.pause()  # until the diagnose fast path has loaded its KB (porter.gcpause)
     from porter import rxcache
     from porter.fastcli import fast_diagnose, fast_upgrade
 
     rxcache.persist()  # the process's newly compiled regexes are kept for the next one (porter.rxcache)
 
     code = fast_diagnose(sys.argv[1:])
+    gcpause.resume()
     if code is None:
         code = fast_upgrade(sys.argv[1:])
     if code is not None:

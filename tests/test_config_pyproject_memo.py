@@ -17,7 +17,7 @@ def test_memo_follows_the_content(tmp_path, monkeypatch):
     project.mkdir()
     (project / "pyproject.toml").write_text('[tool.porter]\nruns_dir = "r"\n')
     first = load_config(cwd=project)
-    assert list((tmp_path / "cache" / "config").glob("pyproject-*.json"))
+    assert list((tmp_path / "cache" / "config").glob("pyproject-*.marshal"))
     assert load_config(cwd=project).runs_dir == first.runs_dir == project.resolve() / "r"  # from the memo
     (project / "pyproject.toml").write_text('[tool.porter]\nruns_dir = "s"\n')
     assert load_config(cwd=project).runs_dir == project.resolve() / "s"

@@ -127,8 +127,12 @@ def run_diagnose(reporter, cfg, source: str | None, top: int | None, env: list[s
     reader = _CountingReader(sample or stream)
     # a file read from its start may be scanned in two processes (porter.kb.split)
     fd = stream.fileno() if sample is None and stream is not sys.stdin.buffer else None
+    from porter import gcpause
+
     try:
-        diag = diagnose_stream(loaded.compiled(), reader, facts, top, fd)
+        compiled = loaded.compiled()
+        gcpause.settle()  # the CLI's start-up is over: what it allocated stays (porter.gcpause)
+        diag = diagnose_stream(compiled, reader, facts, top, fd)
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()

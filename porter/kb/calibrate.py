@@ -14,7 +14,6 @@ The fitted model is data (knowledge/calibration.json); without it, confidence is
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -91,9 +90,10 @@ def fit(samples: list[tuple[list[float], int]], l2: float = 0.05, steps: int = 4
     return tuple(w)
 
 
-def load(path: Path) -> Calibration | None:
+def load(path: Path, cache_dir: Path | None = None) -> Calibration | None:
+    """The fitted model at `path`, or None. With `cache_dir`, the parsed document is memoised there."""
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        doc = _document(Path(path), cache_dir)
     except (OSError, ValueError):
         return None
     if not isinstance(doc, dict) or doc.get("features") != list(FEATURES):
@@ -104,6 +104,35 @@ def load(path: Path) -> Calibration | None:
     records = tuple((str(k), int(v[0]), int(v[1])) for k, v in (doc.get("entry_records") or {}).items()
                     if isinstance(v, list) and len(v) == 2)
     return Calibration(tuple(float(v) for v in weights), str(doc.get("fitted_on", "")), int(doc.get("samples", 0)), records)
+
+
+def _document(path: Path, cache_dir: Path | None) -> object:
+    """calibration.json parsed, through a marshal memo keyed by its content
+    (`<cache_dir>/kb/calibration-*.marshal`): `import json` (its module compiles six regexes) was
+    ~3 % of a warm text-mode `porter diagnose`, which needs json for nothing else."""
+    import marshal
+    import zlib
+
+    raw = path.read_bytes()
+    memo = Path(cache_dir) / "kb" / f"calibration-{zlib.crc32(raw):08x}{zlib.adler32(raw):08x}{len(raw):x}.marshal" if cache_dir is not None else None
+    if memo is not None:
+        try:
+            doc = marshal.loads(memo.read_bytes())
+            if type(doc) is dict:
+                return doc
+        except (OSError, ValueError, EOFError, TypeError):
+            pass
+    import json
+
+    doc = json.loads(raw.decode("utf-8"))
+    if memo is not None:
+        try:
+            from porter.fsutil import atomic_write_bytes
+
+            atomic_write_bytes(memo, marshal.dumps(doc), durable=False)
+        except (OSError, ValueError):
+            pass  # a read-only cache only costs speed
+    return doc
 
 
 def fit_model(samples: list[tuple[list[float], int, str]], fitted_on: str) -> Calibration:

@@ -32,6 +32,7 @@ class LoadedKB:
     skipped: int = 0  # files that could not be turned into an entry
     plan: dict | None = None  # CompiledKB.plan() of the entries, when it came from the cache
     patterns_dir: Path | None = None
+    cache_dir: Path | None = None  # where load_kb keeps its caches (the calibration memo too)
 
     def compiled(self, calibrated: bool = True):
         from porter.kb.index import CompiledKB
@@ -40,7 +41,7 @@ class LoadedKB:
         if calibrated and self.patterns_dir is not None:
             from porter.kb.calibrate import calibration_path, load
 
-            kb.calibration = load(calibration_path(self.patterns_dir))
+            kb.calibration = load(calibration_path(self.patterns_dir), self.cache_dir)
         return kb
 
 
@@ -352,8 +353,9 @@ def load_kb(patterns_dir: Path, cache_dir: Path | None = None, use_cache: bool =
         cache_path = Path(cache_dir) / "kb" / f"kb-{content_key(paths, Path(cache_dir) / 'kb')}.marshal"
         cached = _read_cache(cache_path)
         if cached is not None:
-            return LoadedKB(cached[0], [], files, from_cache=True, plan=cached[1], patterns_dir=patterns_dir)
+            return LoadedKB(cached[0], [], files, from_cache=True, plan=cached[1], patterns_dir=patterns_dir, cache_dir=Path(cache_dir))
     loaded = load_entries(patterns_dir)
+    loaded.cache_dir = Path(cache_dir) if cache_path is not None else None
     if not is_bundled(patterns_dir):
         check_regex_safety(loaded.entries)  # once per content: the result is cached with the entries
     if cache_path is not None:

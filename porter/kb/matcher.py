@@ -103,6 +103,9 @@ class Diagnosis:
 
 
 # -- scanning -------------------------------------------------------------------------------------
+_NO_TOKENS: frozenset[str] = frozenset()
+
+
 def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[str]], "Prepared | None"] | None = None,
          emit: Callable[[list[str], "Prepared"], None] | None = None,
          memo_bytes: int | None = None) -> tuple[dict[int, dict[int, list[tuple[int, str]]]], Signals | None]:
@@ -147,9 +150,12 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
     # inside a token stays inside it when digits are zeroed, so the held needles are a superset,
     # each still tested on the line): a unique number on every line (a step, a pid) is then one
     # known token, and a line whose tokens are all known costs one C-level superset test.
-    worded = [(max(words, key=len).translate(_DIGITS_AS_ZERO), needle, pos) for needle, pos in always_needles if (words := findall(needle))]
-    wordless = [(needle, pos) for needle, pos in always_needles if not findall(needle)]
-    digit_worded = [item for item in worded if item[0].isdigit()]  # all a digits-only token can hold
+    # (needle's longest word zeroed, needle, pos), the wordless needles, and the worded ones a
+    # digits-only token can hold: built with the widened index (`widen_index`), which comes
+    # before the memo's first use; a single trace never needs them (~250 findall calls)
+    worded: list[tuple[str, str, int]] = []
+    wordless: list[tuple[str, int]] = []
+    digit_worded: list[tuple[str, str, int]] = []
     token_needles: dict[str, tuple[tuple[str, int], ...]] = {}  # tokens that hold some needle's word
     known_tokens: set[str] = set()
     token_chars = 0
@@ -162,16 +168,19 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
     # (Built once TOKEN_MEMO_AFTER_LINES lines were matched: a single trace does not repay it.)
     vocab: dict[str, list[int]] = index
     widen_at = max(1, TOKEN_MEMO_AFTER_LINES)
-    needs: list[frozenset[str] | None] = [None] * len(sigs)
+    needs: list[frozenset[str]] = [_NO_TOKENS] * len(sigs)  # (empty: no test)
 
     def widen_index() -> None:
         nonlocal vocab, needs, keys
+        worded[:] = [(max(words, key=len).translate(_DIGITS_AS_ZERO), needle, pos) for needle, pos in always_needles if (words := findall(needle))]
+        wordless[:] = [(needle, pos) for needle, pos in always_needles if not findall(needle)]
+        digit_worded[:] = [item for item in worded if item[0].isdigit()]
         vocab = dict(index)
         needs = []
         for sig in sigs:
             for tok in sig.tokens:
                 vocab.setdefault(tok, [])
-            needs.append(frozenset(sig.tokens) if sig.tokens else None)
+            needs.append(frozenset(sig.tokens))
         keys = vocab.keys()
     full: set[int] = set()  # signatures with MAX_HITS_PER_SIGNATURE hits: more would be dropped, skip them
 
@@ -231,8 +240,7 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
             tokens = ascii_words(clean) if clean.isascii() else findall(clean)
         candidates: set[int] = set(always_bare)
         present = keys & tokens  # the line's vocabulary tokens, intersected in C
-        for tok in present:
-            candidates.update(vocab[tok])
+        candidates.update(*map(vocab.__getitem__, present))  # one call for all of their signatures
         if len(always_now) <= FEW_KEYLESS or matched_lines <= TOKEN_MEMO_AFTER_LINES or not keyless_by_tokens(
                 clean, chunk_zeroed[at].split() if chunk_words is not None else tokens, candidates):
             for needle, pos in always_now:  # keyless signatures: a substring test first
@@ -244,10 +252,8 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
             return text, tokens, []
         squeezed = None  # built for the first candidate that needs it
         matched = []
-        for pos in candidates:
-            need = needs[pos]
-            if need is not None and not need <= present:
-                continue  # a token every match holds is missing
+        # a candidate that lacks a token every match holds is dropped first (most of a busy line's)
+        for pos in [pos for pos in candidates if needs[pos] <= present]:
             literal = literals[pos]
             if literal is None:  # regex or code: its needles, required words, then the regex
                 if squeezed is None:

@@ -1,0 +1,43 @@
+"""The cycle collector during a CLI call's start-up.
+
+A warm `porter diagnose` allocates its long-lived objects first (module code and classes, the
+compiled-KB plan from the cache, the regex store), and the collector keeps traversing that
+growing heap though none of it is garbage: 11 M of a warm call's 183 M instructions (6 %).
+`pause()` (the CLI entry point) stops the collector for the start-up; `settle()` (once the KB is
+loaded) moves everything allocated so far to the permanent generation (`gc.freeze`: never
+traversed again, and a forked scan helper does not write to those pages) and turns the collector
+back on for the scan, which is what makes garbage. Both act only in a process that called
+`pause()`: a library caller's collector is left as it is (freezing its heap would keep its
+unreachable cycles forever).
+"""
+
+from __future__ import annotations
+
+import gc
+
+_paused = False
+
+
+def pause() -> None:
+    """Stop the collector until `settle()` or `resume()` (only when it is running)."""
+    global _paused
+    if gc.isenabled():
+        gc.disable()
+        _paused = True
+
+
+def settle() -> None:
+    """After a paused start-up: freeze what it allocated and collect again from here on."""
+    global _paused
+    if _paused:
+        _paused = False
+        gc.freeze()
+        gc.enable()
+
+
+def resume() -> None:
+    """After a paused start-up that goes on to other work: collect again, nothing frozen."""
+    global _paused
+    if _paused:
+        _paused = False
+        gc.enable()
