@@ -767,14 +767,20 @@ def _string_list(value: ast.expr | None) -> list[str] | None:
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """No cyclic garbage collection while a syntax tree is built and read: ASTs are acyclic (freed by
-    reference counting) and the collector's passes over the growing heap cost ~15% of a parse."""
+    reference counting) and the collector's passes over the growing heap cost ~15% of a parse.
+    On exit what survived goes straight to the oldest generation (freeze, enable, unfreeze): plain
+    enable() would make the next allocation run a young-generation pass over everything allocated
+    while paused (~0.3 s at the end of a cold analysis, with one core idle). Cycles made while
+    paused are still collected, by the next full collection."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if enabled:
+            gc.freeze()
             gc.enable()
+            gc.unfreeze()
 
 
 def parse_module(name: str, relpath: str, source: bytes) -> ModuleInfo:
