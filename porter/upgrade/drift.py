@@ -252,15 +252,10 @@ class DriftAnalyzer:
         return guard_verdicts(blocks, broken, self.conventions, self.lanes, aliases, self._hasattr, features)
 
     def _prefetch(self, files: list[FileUsage]) -> None:
-        modules: set[str] = set()
-        symbols: set[str] = set()
+        symbols = {use.symbol for usage in files for use in usage.uses}
+        named = {use.detail.get("module") or use.symbol for usage in files for use in usage.uses}
         indexes = [index for index in (self.target, self.baseline) if index is not None]
-        for usage in files:
-            for use in usage.uses:
-                module = use.detail.get("module") or use.symbol
-                symbols.add(use.symbol)
-                for index in indexes:
-                    modules.add(index.split_dotted(module)[0])
+        modules = {index.split_dotted(name)[0] for name in named for index in indexes}  # each distinct name once
         wanted = sorted(m for m in modules if m)
         # Both trees in one parallel batch, then the modules their re-exports and bases lead to.
         if self.stage is None:
