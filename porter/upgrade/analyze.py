@@ -402,6 +402,33 @@ def run_analysis(request: AnalysisRequest, progress: Any = None) -> AnalysisRepo
             pool.shutdown(wait=True, cancel_futures=True)
 
 
+@dataclass
+class _EarlyScan:
+    tree: Tree
+    listed: list[tuple[str, Path]]
+    collect: Any  # usage.start_scan's collector, None when the tree holds no plugin file
+
+
+def _early_scan(request: AnalysisRequest, sources: Sources, config: PorterConfig, spec: PluginSpec,
+                upstream: UpstreamSpec, pool: Any) -> _EarlyScan | None:
+    """On a run that unpacks archives (a cold one: trees unpacked now have fresh file times, so no
+    stored result can match), a plugin given by path is resolved and its scan submitted before the
+    upstream trees are awaited: the workers scan while the last archive unpacks, instead of idling
+    until every tree is there. None otherwise (the scan then runs after the result-cache check)."""
+    if pool is None or request.plugin_path is None or not sources.extracting():
+        return None
+    from porter.upgrade.usage import plugin_files, start_scan
+
+    tree = resolve_plugin_tree(sources, config, spec, request.plugin_path)
+    excludes = spec.exclude or DEFAULT_EXCLUDES
+    listed = plugin_files(tree.root, excludes)
+    if not listed:  # reported as usual below
+        return _EarlyScan(tree, listed, None)
+    collect = start_scan(tree.root, upstream.packages, Path(config.cache_dir), excludes, request.workers, spec.packages,
+                         _singletons(spec, upstream.name), _module_prefix(tree.root, spec.packages), pool)
+    return _EarlyScan(tree, listed, collect)
+
+
 def _run_analysis(request: AnalysisRequest, progress: Any, pool: Any) -> AnalysisReport:
     progress = progress or _Quiet()
     timings: dict[str, float] = {}
@@ -429,8 +456,9 @@ def _run_analysis(request: AnalysisRequest, progress: Any, pool: Any) -> Analysi
     if request.baseline is not None or request.baseline_path is not None:  # else the baseline is known only below
         _check_upstream_paths(request.upstream_paths, [request.target, request.baseline])
     t0 = time.perf_counter()
+    early = _early_scan(request, sources, config, spec, upstream, pool)
     target = resolve_upstream_tree(sources, upstream, request.target, request.target_path, request.upstream_paths, "--to")
-    plugin_tree = resolve_plugin_tree(sources, config, spec, request.plugin_path)
+    plugin_tree = early.tree if early is not None else resolve_plugin_tree(sources, config, spec, request.plugin_path)
     baseline_ref = request.baseline
     if baseline_ref is None and request.baseline_path is None:
         # A released plugin is validated on its paired upstream release; a fork on its recorded baseline.
@@ -444,7 +472,7 @@ def _run_analysis(request: AnalysisRequest, progress: Any, pool: Any) -> Analysi
     from porter.upgrade.usage import plugin_files
 
     excludes = spec.exclude or DEFAULT_EXCLUDES
-    listed = plugin_files(plugin_tree.root, excludes)  # once: the result key and the scan's progress total
+    listed = early.listed if early is not None else plugin_files(plugin_tree.root, excludes)  # once: key and progress total
     if not listed:  # a wrong --plugin-path would otherwise read as "A: nothing breaks"
         raise InputError(f"the plugin tree {plugin_tree.root} holds no Python files of {spec.name}",
                          hint="point --plugin-path (or the fork's path in forks.yaml) at the plugin's checkout")
@@ -483,9 +511,12 @@ def _run_analysis(request: AnalysisRequest, progress: Any, pool: Any) -> Analysi
     if result is None:
         t0 = time.perf_counter()
         with _stage(progress, f"scanning {spec.name}", len(listed)) as advance:
-            files: list[FileUsage] = scan_plugin(plugin_tree.root, upstream.packages, Path(config.cache_dir), excludes, advance,
-                                                 workers=request.workers, plugin_packages=spec.packages,
-                                                 singletons=singletons, module_prefix=module_prefix, pool=pool)
+            if early is not None and early.collect is not None:
+                files: list[FileUsage] = early.collect(advance)
+            else:
+                files = scan_plugin(plugin_tree.root, upstream.packages, Path(config.cache_dir), excludes, advance,
+                                    workers=request.workers, plugin_packages=spec.packages,
+                                    singletons=singletons, module_prefix=module_prefix, pool=pool)
         timings["scan"] = time.perf_counter() - t0
         usage = summarize(files)
         t0 = time.perf_counter()

@@ -13,9 +13,10 @@ import re
 from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable
 
-from porter.upgrade.index import Signature, TreeIndex
+from porter.upgrade.index import _PARALLEL_THRESHOLD, Signature, TreeIndex
 
 
 @dataclass(frozen=True)
@@ -41,19 +42,74 @@ class CallSites:
 def call_shapes(index: TreeIndex, methods: Iterable[str], constructors: Iterable[str] = ()) -> CallSites:
     """Shapes of `<expr>.m(...)` calls for each name in `methods` and of `C(...)` / `mod.C(...)` calls for
     each name in `constructors`. Calls with `*args` or `**kwargs` are skipped: their binding is unknown."""
-    methods, constructors = set(methods), set(constructors)
-    names = methods | constructors
-    if not names:
-        return CallSites({}, {})
-    pattern = _call_pattern(methods - constructors, constructors)
-    shapes: dict[str, dict[tuple[str, int, frozenset[str]], CallShape]] = {}
-    files: dict[str, int] = {}
-    for _, path, _found in index.matches(pattern):
+    return call_shapes_many([(index, methods, constructors)])[0]
+
+
+def call_shapes_many(requests: list[tuple[TreeIndex, Iterable[str], Iterable[str]]]) -> list[CallSites]:
+    """call_shapes() for each (index, methods, constructors), in one read of each tree's files: the
+    files are searched and their matched functions parsed in the run's pool (every request's chunks
+    are submitted before any answer is awaited), else here; the answers are the same either way
+    (the same job function runs on the same files in the same order)."""
+    queries: dict[int, tuple[TreeIndex, list[tuple[bytes, tuple[str, ...], tuple[str, ...]]]]] = {}
+    slots: list[tuple[int, int] | None] = []  # per request: (index id, position among its queries)
+    for index, methods, constructors in requests:
+        methods, constructors = set(methods), set(constructors)
+        if not methods and not constructors:
+            slots.append(None)
+            continue
+        pattern = _call_pattern(methods - constructors, constructors)
+        own = queries.setdefault(id(index), (index, []))[1]
+        slots.append((id(index), len(own)))
+        own.append((pattern.pattern, tuple(sorted(methods)), tuple(sorted(constructors))))
+    pending = [(index, todo, _start_calls(index, todo)) for index, todo in queries.values()]
+    answers: dict[tuple[int, int], CallSites] = {}
+    for index, todo, chunks in pending:
+        files = [path for _, path in index._module_files()]
+        per_query: list[list[tuple[int, list[Call] | None]]] = [[] for _ in todo]
+        offset = 0
+        for size, chunk in chunks:
+            found = chunk.result() if hasattr(chunk, "result") else chunk
+            for position, hits in enumerate(found):
+                per_query[position].extend((offset + i, calls) for i, calls in hits)
+            offset += size
+        for position, hits in enumerate(per_query):
+            answers[(id(index), position)] = _sites(index, [(files[i], calls) for i, calls in hits])
+    return [answers[slot] if slot is not None else CallSites({}, {}) for slot in slots]
+
+
+def _start_calls(index: TreeIndex, todo: list) -> list[tuple[int, object]]:
+    """(chunk size, future or answer) per chunk of the tree's module files, in file order."""
+    paths = [str(path) for _, path in index._module_files()]
+    if index.pool is None or len(paths) < 4 * _PARALLEL_THRESHOLD:
+        return [(len(paths), _calls_each(todo, paths))]
+    size = max(64, len(paths) // 8)
+    return [(len(paths[i: i + size]), index.pool.submit(_calls_each, todo, paths[i: i + size]))
+            for i in range(0, len(paths), size)]
+
+
+def _calls_each(queries: list[tuple[bytes, tuple[str, ...], tuple[str, ...]]], paths: list[str]) -> list[list[tuple[int, list[Call] | None]]]:
+    """Per query (call pattern, methods, constructors): (position in `paths`, the file's calls or None
+    when it does not parse) for each file whose text the pattern matches (a job for a worker: one
+    read of each file for all queries, only compact tuples go back)."""
+    compiled = [(re.compile(pattern), set(methods), set(constructors)) for pattern, methods, constructors in queries]
+    out: list[list[tuple[int, list[Call] | None]]] = [[] for _ in compiled]
+    for i, path in enumerate(paths):
         try:
-            text = path.read_bytes()
+            with open(path, "rb") as fh:
+                text = fh.read()
         except OSError:
             continue
-        calls = _file_calls(text, pattern, methods, constructors)
+        for hits, (pattern, methods, constructors) in zip(out, compiled):
+            if pattern.search(text):
+                hits.append((i, _file_calls(text, pattern, methods, constructors)))
+    return out
+
+
+def _sites(index: TreeIndex, matched: list[tuple[Path, list[Call] | None]]) -> CallSites:
+    """CallSites from the calls of each matched file (in file order; None: the file does not parse)."""
+    shapes: dict[str, dict[tuple[str, int, frozenset[str]], CallShape]] = {}
+    files: dict[str, int] = {}
+    for path, calls in matched:
         if calls is None:
             continue
         try:

@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
-from porter.upgrade.callers import CallShape, binds, bound, call_shapes, narrower
+from porter.upgrade.callers import CallShape, binds, bound, call_shapes, call_shapes_many, narrower
 from porter.upgrade.guards import GuardConventions, TargetVersions, combine
 from porter.upgrade.lanes import GuardVerdict, Lanes, guard_verdicts, innermost_version_block, lane_of
 from porter.upgrade.index import Definition, Resolution, Signature, TreeIndex, prefetch_reach, walk
@@ -252,15 +252,10 @@ class DriftAnalyzer:
         return guard_verdicts(blocks, broken, self.conventions, self.lanes, aliases, self._hasattr, features)
 
     def _prefetch(self, files: list[FileUsage]) -> None:
-        modules: set[str] = set()
-        symbols: set[str] = set()
+        symbols = {use.symbol for usage in files for use in usage.uses}
+        named = {use.detail.get("module") or use.symbol for usage in files for use in usage.uses}
         indexes = [index for index in (self.target, self.baseline) if index is not None]
-        for usage in files:
-            for use in usage.uses:
-                module = use.detail.get("module") or use.symbol
-                symbols.add(use.symbol)
-                for index in indexes:
-                    modules.add(index.split_dotted(module)[0])
+        modules = {index.split_dotted(name)[0] for name in named for index in indexes}  # each distinct name once
         wanted = sorted(m for m in modules if m)
         # Both trees in one parallel batch, then the modules their re-exports and bases lead to.
         if self.stage is None:
@@ -1108,7 +1103,7 @@ class DriftAnalyzer:
         if not self._narrow_overrides or self.baseline is None:
             return per_use
         names = {name for _, name, *_ in self._narrow_overrides}
-        new_sites, old_sites = call_shapes(self.target, names), call_shapes(self.baseline, names)
+        new_sites, old_sites = call_shapes_many([(self.target, names, ()), (self.baseline, names, ())])  # both trees at once
         extra: dict[int, list[Finding]] = {}
         for use, name, plugin_cls, plugin_sig, base_sig, loc in self._narrow_overrides:
             if new_sites.files.get(name, 0) > MAX_CALLER_FILES:

@@ -26,7 +26,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING: concurrent.futures (multiprocessi
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
-INDEX_VERSION = 10
+INDEX_VERSION = 11  # 11: ModuleInfo.class_facts (each class's __init__ attribute types and dataclass fields)
 _PARALLEL_THRESHOLD = 48  # below this many uncached modules a process pool costs more than it saves
 # Bases outside the tree that add no members a plugin reads off the class: a class deriving only from
 # these (and from classes of the tree) has exactly the members the tree shows.
@@ -153,6 +153,10 @@ class ModuleInfo:
     lazy_names: tuple[str, ...] = ()  # names the __getattr__ visibly serves (deprecation maps, lazy tables)
     lazy_closed: bool = False  # the __getattr__ serves only lazy_names and raises AttributeError otherwise
     syntax_error: str = ""
+    # (class name, line) -> ClassFacts of each class statement of the file (the first of a name and
+    # line, nested ones too), read while the file's syntax tree exists: asked of ~100 modules per
+    # run, which the main process would otherwise parse again one after another
+    class_facts: dict[tuple[str, int], "ClassFacts"] = field(default_factory=dict)
 
     def public_names(self) -> set[str]:
         if self.all_names is not None:
@@ -550,11 +554,13 @@ def _dataclass_fields(node: ast.ClassDef, kw_only: bool) -> list[Param]:
 
 @dataclass(frozen=True)
 class ClassFacts:
-    """What the index does not keep per class, read again from the class's source when asked."""
+    """What a class's source says beyond its Definition, read when its module is parsed."""
 
-    reads: frozenset[str] = frozenset()  # self.<attr> read by methods other than __init__
     attribute_types: tuple[tuple[str, str], ...] = ()  # (attr, dotted class) that __init__ gives self.attr
     dataclass_fields: tuple[Param, ...] | None = None  # a generated __init__'s own fields; None: not a dataclass
+
+
+_NO_FACTS = ClassFacts()
 
 
 class _ModuleVisitor:
@@ -767,14 +773,20 @@ def _string_list(value: ast.expr | None) -> list[str] | None:
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """No cyclic garbage collection while a syntax tree is built and read: ASTs are acyclic (freed by
-    reference counting) and the collector's passes over the growing heap cost ~15% of a parse."""
+    reference counting) and the collector's passes over the growing heap cost ~15% of a parse.
+    On exit what survived goes straight to the oldest generation (freeze, enable, unfreeze): plain
+    enable() would make the next allocation run a young-generation pass over everything allocated
+    while paused (~0.3 s at the end of a cold analysis, with one core idle). Cycles made while
+    paused are still collected, by the next full collection."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if enabled:
+            gc.freeze()
             gc.enable()
+            gc.unfreeze()
 
 
 def parse_module(name: str, relpath: str, source: bytes) -> ModuleInfo:
@@ -793,7 +805,28 @@ def _parse_module(name: str, relpath: str, source: bytes) -> ModuleInfo:
     visitor = _ModuleVisitor(info)
     visitor.visit_body(tree.body, "")
     visitor.finish()
+    info.class_facts = _class_facts_of(info, tree)
     return info
+
+
+def _class_facts_of(info: ModuleInfo, tree: ast.Module) -> dict[tuple[str, int], ClassFacts]:
+    """ClassFacts per class statement (by name and line, the first in ast.walk's order, as classes
+    are statements and statements() keeps that order among them); a class with no facts is left out."""
+    out: dict[tuple[str, int], ClassFacts] = {}
+    for node in statements(tree):
+        if isinstance(node, ast.ClassDef) and (node.name, node.lineno) not in out:
+            out[(node.name, node.lineno)] = _class_facts(info, node)
+    return {key: facts for key, facts in out.items() if facts != _NO_FACTS}
+
+
+def _class_facts(info: ModuleInfo, node: ast.ClassDef) -> ClassFacts:
+    types: dict[str, str] = {}
+    for stmt in _class_statements(node.body):
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == "__init__":
+            types = _attribute_types(info, stmt)  # the last __init__ of the body, as at run time
+    options = _dataclass_options(node)
+    fields = (tuple(_dataclass_fields(node, options["kw_only"])) if options is not None and options["init"] else None)
+    return ClassFacts(tuple(types.items()), fields)
 
 
 def _names_matching(pattern: bytes, flags: int, paths: list[str]) -> list[set[str]]:
@@ -915,7 +948,7 @@ class TreeIndex:
         self.extension_modules = self._extension_modules()
         self._modules: dict[str, ModuleInfo | None] = {}
         self._memo: dict[tuple[str, str], Resolution] = {}
-        self._facts: dict[tuple[str, str, int], ClassFacts] = {}
+        self._reads: dict[tuple[str, str, int], frozenset[str]] = {}  # class_reads() answers
         self._class_sources: dict[str, dict[tuple[str, int], ast.ClassDef]] = {}  # class_facts(): parsed class bodies
         self._planning: set[str] | None = None  # set while unparsed_reach() runs
         self._splits: dict[str, tuple[str, tuple[str, ...]]] = {}  # split_dotted() answers (the file set is fixed)
@@ -1163,29 +1196,9 @@ class TreeIndex:
         return None
 
     def class_facts(self, cls: Definition, module: str) -> ClassFacts:
-        """Facts read from the class's own source: the index leaves them out because walking every
-        method body of every indexed class costs a third of the index, and only a few classes are
-        ever asked about, so their module is parsed again here, once per module."""
-        key = (module, cls.name, cls.line)
-        if key in self._facts:
-            return self._facts[key]
-        node = self._class_nodes(module).get((cls.name, cls.line))
+        """Facts read from the class's own source when its module was parsed (ModuleInfo.class_facts)."""
         info = self.module(module)
-        if node is None or info is None:
-            self._facts[key] = ClassFacts()
-            return self._facts[key]
-        reads: set[str] = set()
-        types: dict[str, str] = {}
-        for stmt in _class_statements(node.body):
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                if stmt.name == "__init__":
-                    types = _attribute_types(info, stmt)
-                else:
-                    reads |= _self_reads(stmt)
-        options = _dataclass_options(node)
-        fields = (tuple(_dataclass_fields(node, options["kw_only"])) if options is not None and options["init"] else None)
-        self._facts[key] = ClassFacts(frozenset(reads), tuple(types.items()), fields)
-        return self._facts[key]
+        return _NO_FACTS if info is None else info.class_facts.get((cls.name, cls.line), _NO_FACTS)
 
     def _class_nodes(self, module: str) -> dict[tuple[str, int], ast.ClassDef]:
         """The class statements of a module's source by (name, line), the first of each: parsed once
@@ -1207,8 +1220,19 @@ class TreeIndex:
         return nodes
 
     def class_reads(self, cls: Definition, module: str) -> frozenset[str]:
-        """`self.<attr>` read by the class's methods other than `__init__`."""
-        return self.class_facts(cls, module).reads
+        """`self.<attr>` read by the class's methods other than `__init__`. Walking every method body
+        of every indexed class would cost a third of the index and only the new-attribute check asks,
+        for a few classes: their module is parsed again here, once per module."""
+        key = (module, cls.name, cls.line)
+        if key not in self._reads:
+            node = self._class_nodes(module).get((cls.name, cls.line))
+            reads: set[str] = set()
+            if node is not None and self.module(module) is not None:
+                for stmt in _class_statements(node.body):
+                    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name != "__init__":
+                        reads |= _self_reads(stmt)
+            self._reads[key] = frozenset(reads)
+        return self._reads[key]
 
     def attribute_class(self, cls: Definition, module: str, attr: str) -> tuple[Definition, str] | None:
         """The class of `instance.attr` as the `__init__` of the class or of an ancestor sets it."""

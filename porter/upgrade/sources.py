@@ -675,6 +675,11 @@ class Sources:
             trees.mkdir(parents=True, exist_ok=True)
             self._extracting[(key, lean)] = pool.submit(extract_archive_by_digest, archive, trees, lean)
 
+    def extracting(self) -> bool:
+        """Whether archives started by prepare_archives() are still to be collected: trees unpacked
+        in this run, whose fresh file times no earlier result can match."""
+        return bool(self._extracting)
+
     def archive_tree(self, archive: Path, label: str, lean: bool = False) -> Tree:
         try:
             key = self._archive_key(Path(archive))

@@ -1003,6 +1003,24 @@ def scan_plugin(
 ) -> list[FileUsage]:
     """Scan every Python file of the plugin tree (read only), caching each file's scan by content
     hash; many uncached files are scanned in parallel processes (`pool`: the run's shared ones)."""
+    return start_scan(root, packages, cache_dir, excludes, workers, plugin_packages, singletons, module_prefix,
+                      pool)(progress)
+
+
+def start_scan(
+    root: Path,
+    packages: Iterable[str],
+    cache_dir: Path | None = None,
+    excludes: Iterable[str] = DEFAULT_EXCLUDES,
+    workers: int | None = None,
+    plugin_packages: Iterable[str] = (),
+    singletons: dict[str, str] | None = None,
+    module_prefix: str = "",
+    pool: Any = None,
+) -> Callable[[Callable[[int], None] | None], list[FileUsage]]:
+    """scan_plugin() in two steps: the cache is read and the uncached files' jobs are submitted to
+    `pool` now; the returned function (given the progress callback) collects the answers. A caller
+    can so start the scan while other work (an upstream archive unpacking) still runs."""
     packages = tuple(sorted(set(packages)))
     plugin_packages = tuple(sorted(set(plugin_packages)))
     singleton_items = tuple(sorted((singletons or {}).items()))
@@ -1012,6 +1030,7 @@ def scan_plugin(
     results: dict[str, FileUsage] = {}
     pending: list[tuple[str, Path, Path | None]] = []
     order: list[str] = []
+    hits = 0  # cache hits, reported to the progress callback when it is known
     for rel, path in plugin_files(Path(root), excludes):
         order.append(rel)
         source = path.read_bytes()
@@ -1025,8 +1044,7 @@ def scan_plugin(
         if cache_path is not None and cache_path.is_file():
             try:
                 results[rel] = pickle.loads(cache_path.read_bytes())
-                if progress:
-                    progress(1)
+                hits += 1
                 continue
             except Exception:  # noqa: BLE001 - damaged cache entry: scan again
                 pass
@@ -1044,17 +1062,23 @@ def scan_plugin(
                 blobs = list(own.map(_scan_job, jobs, chunksize=8))
     else:
         blobs = [None] * len(pending)
-    for (rel, path, cache_path), blob in zip(pending, blobs):
-        if blob is None:
-            usage = scan_source(rel, path.read_bytes(), packages, plugin_packages, dict(singleton_items), module_prefix)
-            if cache_path is not None:
-                atomic_write_bytes(cache_path, pickle.dumps(usage, protocol=pickle.HIGHEST_PROTOCOL), durable=False)
-        else:
-            usage = pickle.loads(blob)  # the worker wrote its cache entry
-        results[rel] = usage
-        if progress:
-            progress(1)
-    return [results[rel] for rel in order]
+
+    def finish(progress: Callable[[int], None] | None = None) -> list[FileUsage]:
+        if progress and hits:
+            progress(hits)
+        for (rel, path, cache_path), blob in zip(pending, blobs):
+            if blob is None:
+                usage = scan_source(rel, path.read_bytes(), packages, plugin_packages, dict(singleton_items), module_prefix)
+                if cache_path is not None:
+                    atomic_write_bytes(cache_path, pickle.dumps(usage, protocol=pickle.HIGHEST_PROTOCOL), durable=False)
+            else:
+                usage = pickle.loads(blob)  # the worker wrote its cache entry
+            results[rel] = usage
+            if progress:
+                progress(1)
+        return [results[rel] for rel in order]
+
+    return finish
 
 
 def summarize(files: list[FileUsage]) -> UsageSummary:

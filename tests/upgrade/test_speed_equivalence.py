@@ -1,0 +1,140 @@
+"""The cold path's shortcuts give the answers of the slow way, on synthetic trees:
+  * class facts read while a module is parsed (ModuleInfo.class_facts) equal those of parsing the
+    module's source again and reading each class statement (the index's former way);
+  * the caller search run in a worker pool equals the one run in-process, and one batch of several
+    searches equals each search on its own."""
+
+from __future__ import annotations
+
+import ast
+from concurrent.futures import ProcessPoolExecutor
+
+from porter.upgrade import index as index_mod
+from porter.upgrade.callers import call_shapes, call_shapes_many
+from porter.upgrade.index import ClassFacts, TreeIndex, statements
+from tests.upgrade.upgrade_fixtures import write_tree
+
+CLASSES = '''
+from dataclasses import dataclass, field
+from pkg.other import Engine, Cache
+import pkg.other as other
+
+
+class Plain:
+    def __init__(self, engine: Engine, cache: "Cache | None" = None):
+        self.engine = engine
+        self.cache = cache
+        self.made = other.Engine()
+        self.count = 0
+
+    def run(self):
+        return self.engine, self.missing
+
+
+class Versioned:
+    if True:
+        def __init__(self, e: Engine):
+            self.e = e
+    else:
+        def __init__(self, c: Cache):
+            self.c = c
+    try:
+        def __init__(self):
+            self.late: Cache = make()
+    except ImportError:
+        pass
+
+
+@dataclass
+class Fields:
+    a: int
+    b: str = "x"
+    c: list = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class KwFields(Fields):
+    d: int = 0
+
+
+@dataclass(init=False)
+class NoInit:
+    a: int
+
+
+def factory():
+    class Inner:
+        def __init__(self, engine: Engine):
+            self.engine = engine
+    return Inner
+
+
+class Plain:  # a second statement of the same name: its own line
+    def __init__(self):
+        self.other = Cache()
+'''
+
+
+def _reference_facts(info, source: bytes) -> dict[tuple[str, int], ClassFacts]:
+    """The former TreeIndex.class_facts: parse the source again, take each class statement."""
+    nodes: dict[tuple[str, int], ast.ClassDef] = {}
+    for node in statements(ast.parse(source)):
+        if isinstance(node, ast.ClassDef):
+            nodes.setdefault((node.name, node.lineno), node)
+    out = {}
+    for key, node in nodes.items():
+        types: dict[str, str] = {}
+        for stmt in index_mod._class_statements(node.body):
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == "__init__":
+                types = index_mod._attribute_types(info, stmt)
+        options = index_mod._dataclass_options(node)
+        fields = (tuple(index_mod._dataclass_fields(node, options["kw_only"]))
+                  if options is not None and options["init"] else None)
+        out[key] = ClassFacts(tuple(types.items()), fields)
+    return out
+
+
+def test_class_facts_read_in_the_parse_equal_a_second_parse(tmp_path):
+    root = write_tree(tmp_path / "tree", {"pkg/__init__.py": "", "pkg/other.py": "class Engine:\n    pass\nclass Cache:\n    pass\n",
+                                          "pkg/mod.py": CLASSES})
+    index = TreeIndex(root, ["pkg"])
+    info = index.module("pkg.mod")
+    reference = _reference_facts(info, (root / "pkg/mod.py").read_bytes())
+    assert len(reference) == 7  # Plain twice, Versioned, Fields, KwFields, NoInit, the nested Inner
+    for (name, line), facts in reference.items():
+        cls = index_mod.Definition(name, "class", line)
+        assert index.class_facts(cls, "pkg.mod") == facts, name
+    plain = index.resolve("pkg.mod", "Plain").definition
+    assert dict(index.class_facts(plain, "pkg.mod").attribute_types) in (
+        {"engine": "pkg.other.Engine", "cache": "pkg.other.Cache", "made": "pkg.other.Engine"}, {"other": "pkg.other.Cache"})
+    assert index.class_facts(index_mod.Definition("Nowhere", "class", 1), "pkg.mod") == ClassFacts()
+    # self reads stay answered from the source, methods other than __init__ only
+    first = index_mod.Definition("Plain", "class", min(line for name, line in reference if name == "Plain"))
+    assert index.class_reads(first, "pkg.mod") == {"engine", "missing"}
+
+
+def _caller_tree(tmp_path):
+    files = {"pkg/__init__.py": ""}
+    for i in range(220):  # enough files for the pool path (4 x the parallel threshold)
+        files[f"pkg/m{i:03d}.py"] = (
+            f"def user{i}(x, layer):\n"
+            f"    layer.forward(x{', scale=2' if i % 3 == 0 else ''})\n"
+            f"    return Builder({i}, name='n')\n" if i % 5 == 0 else
+            f"class Builder{i}:\n    def forward(self, x):\n        return x\n" if i % 7 == 0 else
+            f"value{i} = {i}\n")
+    files["pkg/top.py"] = "import pkg\npkg.layer.forward(1, 2)\nBuilder(1)\nobj.forward(*args)\n"
+    files["pkg/broken.py"] = "def f(:\n    x.forward(1)\n"
+    return write_tree(tmp_path / "tree", files)
+
+
+def test_pooled_caller_search_equals_the_serial_one_and_a_batch_equals_each_search(tmp_path):
+    root = _caller_tree(tmp_path)
+    serial = TreeIndex(root, ["pkg"])
+    alone = [call_shapes(serial, {"forward"}), call_shapes(serial, {"forward"}, {"Builder"}), call_shapes(serial, set())]
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        pooled = TreeIndex(root, ["pkg"], pool=pool)
+        batch = call_shapes_many([(pooled, {"forward"}, ()), (pooled, {"forward"}, {"Builder"}), (pooled, (), ())])
+    assert batch == alone
+    assert alone[0].files["forward"] == 45 and {s.keywords for s in alone[0].shapes["forward"]} == {frozenset(), frozenset({"scale"})}
+    assert alone[1].files["Builder"] == 45
+    assert alone[2].shapes == {} and alone[2].files == {}
