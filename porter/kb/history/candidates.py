@@ -49,6 +49,8 @@ PHRASE_MIN_WORDS = 3  # this many content words in the same order in the report 
 PHRASE_POINTS = 1.0  # (`low MTP acceptance rate` in both): the title names the same symptom
 MASK_MIN = 20  # a message line this long that the trace contains (or one holding a trace line) is a quote
 QUOTED_LINE_POINTS = LINE_POINTS  # rewrote a code line the report quotes in backticks (`x[i] = y[j]`): the failing line
+NAMED_POINTS = FUNC_POINTS  # changed a function the report names as code (a trace without plugin frames); scaled like FUNC_POINTS
+NAMED_CAP = FUNC_POINTS
 BODY_WORD_WEIGHT = 0.5  # a report word the commit's description (not its title) holds counts this much towards the coverage
 THRESHOLD = 3.5  # a candidate is proposed at this score
 GUESSED_VERSION_PENALTY = 1.5  # a commit the version guessed from the frames already has: likely, not surely, in
@@ -229,9 +231,11 @@ class _Query:
     report: frozenset[str] = frozenset()  # title_words() of a short report without an error line (an issue title)
     quoted: tuple[tuple[str, str], ...] = ()  # (code line, line_key) of statements the report quotes in backticks
     report_words: tuple[str, ...] = ()  # title_sequence() of the same report
+    named: tuple[str, ...] = ()  # functions the report names as code (named.named_functions), when no frame is the plugin's
 
 
-def _query(facts: TraceFacts, extra_text: str = "", report: str = "", quoted: Sequence[str] = ()) -> _Query:
+def _query(facts: TraceFacts, extra_text: str = "", report: str = "", quoted: Sequence[str] = (),
+           named: Sequence[str] = ()) -> _Query:
     frames = facts.frames
     tpl = template(facts.exception_message)
     words = [w for w in tpl.split() if w not in ("q", "n") and len(w) > 2]
@@ -248,7 +252,8 @@ def _query(facts: TraceFacts, extra_text: str = "", report: str = "", quoted: Se
                   _diff_names((), [o.source for o in facts.other_frames[:1]]), specific_tokens(facts.exception_message),
                   title_words(report) if report and not facts.exception_message else frozenset(),
                   tuple((line, key) for line in quoted if (key := line_key(line))),
-                  title_sequence(report) if report and not facts.exception_message else ())
+                  title_sequence(report) if report and not facts.exception_message else (),
+                  () if frames else tuple(named))  # a frame says where it failed better than the prose does
 
 
 def _literals(text: str) -> tuple[tuple[str, str], ...]:
@@ -425,7 +430,7 @@ def frequencies(commits: Sequence[CommitRecord], after: Sequence[CommitRecord], 
     report = q.report if use_message else frozenset()
     return Frequencies(name_frequency(commits, q.names) if use_message else {},
                        diff_name_frequency(after, (*q.diff_names, *q.other_names)),
-                       function_name_popularity(after, q.other_funcs), literal_frequency(after, q.literals),
+                       function_name_popularity(after, (*q.other_funcs, *q.named)), literal_frequency(after, q.literals),
                        commit_frequency(commits, report, lambda c: title_words(c.subject), lambda words, w: w in words),
                        max(len(commits), 1))
 
@@ -465,6 +470,11 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
         if line:
             code += QUOTED_LINE_POINTS
             evidence.append(f"rewrites the failing line the report quotes `{line[:120]}`")
+    named = [n for n in q.named if any(n in ch.functions for ch in commit.changes)] if not mechanical else []
+    if named:
+        # where the report says the bug is: weighed like a failing frame's function, by how many commits change one
+        code += min(sum(NAMED_POINTS / (1.0 + math.log(max(freq.functions.get(n, 1), 1))) for n in named), NAMED_CAP)
+        evidence.append("its diff changes " + ", ".join(f"`{n}`" for n in named[:3]) + ", which the report names")
     overrides = False
     for depth, fn in enumerate(q.other_funcs):
         if any(fn in ch.functions for ch in commit.changes):
@@ -568,7 +578,7 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
          paths: Mapping[str, set[str]], top: int = 3, strict: bool = False,
          use_message: bool = True, error_text: str = "", guessed: bool = False,
          mask: QuoteMask | None = None, report: str = "", quoted: Sequence[str] = (),
-         issue: tuple[int, frozenset[str]] | None = None) -> tuple[list[Candidate], list[Candidate]]:
+         issue: tuple[int, frozenset[str]] | None = None, named: Sequence[str] = ()) -> tuple[list[Candidate], list[Candidate]]:
     """(candidates after the installed version, best fixes already contained in it), each best first.
     `use_message=False` ranks on code evidence alone (an ablation for the benchmark). `error_text`:
     the trace's error lines, whose code names count when the exception carries no message.
@@ -581,13 +591,15 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
     rewrote the failing line.
     `issue`: (number, shas) of the issue the report came from, when the user names it, and the commits
     whose message says they fix it (issues.fixing_commits): each gains ISSUE_POINTS.
+    `named`: functions the report names as code (named.named_functions): without plugin frames, a commit
+    that changed one gains up to NAMED_CAP (not anchored: the report's blame is no failing frame).
     `strict`: the trace looks like an environment fault (lookup.environment_verdict): only
     anchored() candidates that change more than tests are proposed.
 
     `commits` newest first; `contained` the shas the installed version has (None: unknown, so every
     commit counts as after it); `paths` maps a repository path to all names it had."""
-    q = _query(facts, error_text, report, quoted)
-    if not (q.frames or q.message or q.other_funcs or q.names or q.literals or q.report or q.quoted or issue):
+    q = _query(facts, error_text, report, quoted, named)
+    if not (q.frames or q.message or q.other_funcs or q.names or q.literals or q.report or q.quoted or issue or q.named):
         return [], []
     after = [c for c in commits if contained is None or c.sha not in contained]
     popularity = function_popularity(after, q.frames)
