@@ -159,7 +159,20 @@ def title_sequence(title: str) -> tuple[str, ...]:
     (`outputs` ~ `output`), without its `[Tag]` prefixes, its `(#PR)` suffix and the words every
     bug title has (fix, error, ...)."""
     text = _PR_REF.sub("", _TAG.sub("", title))
-    return tuple(w for w in (_stem(t) for t in _WORD.findall(text)) if len(w) >= 3 and w not in _REPORT_STOP)
+    return tuple(w for w in (_stem(_last_part(t)) for t in _WORD.findall(text)) if len(w) >= 3 and w not in _REPORT_STOP)
+
+
+_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+
+
+def _last_part(word: str) -> str:
+    """A dotted name's own name: a report writes `tl.constexpr`, `core.extern_elementwise`, a fix title
+    `constexpr`, `extern elementwise`. File names (`utils.py`) and versions (`v0.9.1`) stay whole."""
+    if _DOTTED.fullmatch(word):
+        last = word.rsplit(".", 1)[1]
+        if len(last) >= 3:
+            return last
+    return word
 
 
 def shared_phrase(report: Sequence[str], title: Sequence[str]) -> tuple[str, ...]:
@@ -179,6 +192,22 @@ def shared_phrase(report: Sequence[str], title: Sequence[str]) -> tuple[str, ...
 def title_words(title: str) -> frozenset[str]:
     """title_sequence() as a set."""
     return frozenset(title_sequence(title))
+
+
+@functools.lru_cache(maxsize=16384)
+def title_compounds(title: str) -> frozenset[str]:
+    """Two adjacent words of the title written as one: the form a code name takes in a report
+    (`extern_elementwise`, folded `externelementwise`, for a title's `extern elementwise`)."""
+    seq = title_sequence(title)
+    return frozenset(a + b for a, b in zip(seq, seq[1:]))
+
+
+def title_match(report: frozenset[str], title: str) -> tuple[frozenset[str], int]:
+    """The report's words the title holds, as words or as a compound of two of them, and how many
+    of the title's words that is (a compound is two)."""
+    words = report & title_words(title)
+    compounds = (report - words) & title_compounds(title)
+    return words | compounds, len(words) + 2 * len(compounds)
 
 
 def where_free(message: str) -> str:
@@ -431,7 +460,8 @@ def frequencies(commits: Sequence[CommitRecord], after: Sequence[CommitRecord], 
     return Frequencies(name_frequency(commits, q.names) if use_message else {},
                        diff_name_frequency(after, (*q.diff_names, *q.other_names)),
                        function_name_popularity(after, (*q.other_funcs, *q.named)), literal_frequency(after, q.literals),
-                       commit_frequency(commits, report, lambda c: title_words(c.subject), lambda words, w: w in words),
+                       commit_frequency(commits, report, lambda c: (title_words(c.subject), title_compounds(c.subject)),
+                                        lambda seen, w: w in seen[0] or w in seen[1]),
                        max(len(commits), 1))
 
 
@@ -521,8 +551,8 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
         msg += min(sum(_name_points(freq.names.get(n, 1)) for n in hits), NAME_CAP) + EXTRA_HIT_POINTS * (len(hits) - 1)
         evidence.append("message names " + ", ".join(f"`{n}`" for n in hits[:4]))
     if q.report and use_message and (mask is None or mask.keeps(commit.subject)):
-        shared = q.report & title_words(commit.subject)
-        if len(shared) >= TITLE_MIN_WORDS:
+        shared, matched = title_match(q.report, commit.subject)
+        if matched >= TITLE_MIN_WORDS:
             # the rest of the report's words in the description count too, less than in the title
             described = (q.report - shared) & title_words(commit.body) if commit.body else frozenset()
             coverage = (sum(freq.idf(w) for w in shared) + BODY_WORD_WEIGHT * sum(freq.idf(w) for w in described)) \
