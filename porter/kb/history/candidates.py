@@ -359,9 +359,26 @@ def commit_frequency(commits: Iterable[CommitRecord], keys: Iterable[str], view:
     return counts
 
 
+def _keyed_frequency(commits: Iterable[CommitRecord], keys: Iterable[str], field: str) -> dict[str, int]:
+    """How many commits have each key in one of their changes' " k1 k2 " fields (FileChange.names,
+    .literals): the fields of a commit's files joined once, then one substring test per key (the
+    same counts as FileChange.touches / .quotes per file, without a call per file and key)."""
+    wanted = [(k, f" {k} ") for k in dict.fromkeys(keys)]
+    counts = {k: 0 for k, _ in wanted}
+    if not counts:
+        return counts
+    for c in commits:
+        text = "".join(getattr(ch, field) for ch in c.changes)  # " a b " + " c " keeps every key space-delimited
+        if text:
+            for k, pattern in wanted:
+                if pattern in text:
+                    counts[k] += 1
+    return counts
+
+
 def diff_name_frequency(commits: Iterable[CommitRecord], names: Sequence[str]) -> dict[str, int]:
     """How many of the commits' diffs use each name on an added or removed line."""
-    return commit_frequency(commits, names, lambda c: c.changes, lambda changes, n: any(ch.touches(n) for ch in changes))
+    return _keyed_frequency(commits, names, "names")
 
 def function_name_popularity(commits: Iterable[CommitRecord], funcs: Sequence[str]) -> dict[str, int]:
     """How many commits changed a function of each name, in any file."""
@@ -370,8 +387,7 @@ def function_name_popularity(commits: Iterable[CommitRecord], funcs: Sequence[st
 
 def literal_frequency(commits: Iterable[CommitRecord], literals: Sequence[tuple[str, str]]) -> dict[str, int]:
     """How many of the commits' diffs change a string literal holding each error-text fragment."""
-    return commit_frequency(commits, (k for _, k in literals), lambda c: c.changes,
-                            lambda changes, k: any(ch.quotes(k) for ch in changes))
+    return _keyed_frequency(commits, (k for _, k in literals), "literals")
 
 def _literal_points(df: int) -> float:
     return LITERAL_POINTS[0] if df <= RARE_NAME_COMMITS else LITERAL_POINTS[1] if df <= COMMON_NAME_COMMITS else LITERAL_POINTS[2]
@@ -513,13 +529,16 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
             evidence.append(f"its diff changes a {fn}() (the trace failed in the framework's {fn}; {n} commit(s) change one)")
             overrides = True
             break  # the innermost one it changed: further frames add little
-    quoted = [(f, k) for f, k in q.literals if any(ch.quotes(k) for ch in commit.changes)]
+    # the files' " k1 k2 " fields joined once: one substring test per key (see _keyed_frequency)
+    literal_text = "".join(ch.literals for ch in commit.changes) if q.literals else ""
+    quoted = [(f, k) for f, k in q.literals if f" {k} " in literal_text]
     if quoted:
         code += min(sum(_literal_points(freq.literals.get(k, 1)) for _, k in quoted), LITERAL_CAP)
         evidence.append(f"its diff changes the string that makes this error (`{quoted[0][0][:80]}`)")
     # a framework line's names say which code only where the commit changed the plugin's version of that function
     names = (*q.diff_names, *(n for n in q.other_names if n not in q.diff_names)) if overrides else q.diff_names
-    hits = [n for n in names if any(ch.touches(n) for ch in commit.changes)]
+    names_text = "".join(ch.names for ch in commit.changes) if names else ""
+    hits = [n for n in names if f" {n} " in names_text]
     if hits:
         code += min(sum(_diff_name_points(freq.diff_names.get(n, 1)) for n in hits), DIFF_NAME_CAP) + EXTRA_HIT_POINTS * (len(hits) - 1)
         evidence.append("its diff uses " + ", ".join(f"`{n}`" for n in hits[:4]) + " of the error or failing line")
