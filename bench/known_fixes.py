@@ -154,6 +154,31 @@ OWN_CASES = [
         (7198, 7199, "the issue's title and description, no trace (the fix says Fixes #7198)"),
         (7289, 7413, "the issue's title and analysis with the KeyError and the code it blames (the fix says Closes #7289)"),
     ], repo="verl"),
+    # Session 9: verl issue threads found in the `issues` corpus for commits of the mirror that say `Fix(es) #N` /
+    # `Close .../issues/N`; the issue's own text as the search excerpt showed it. Split by thread hash when each was
+    # added, before any of them was scored: 2 test (#6609, #3855, added untouched), 6 dev.
+    *_issue_cases("issues-s9", [
+        (7156, 7157, "the issue's title, system info and reproduction naming the function it blames (the fix says Fixes #7156)"),
+        (5859, 5860, "the issue's title, versions, error message and the code it blames (the fix says Fixes #5859)"),
+        (7278, 7300, "the issue's title, versions and reproduction script, cut (the fix says Fixes #7278)"),
+        (6733, 6738, "the issue's title and summary with the code it blames (the fix says Fixes #6733)"),
+        (7191, 7193, "the issue's title, versions and current behaviour (the fix says Fixes #7191)"),
+        (6821, 6842, "the issue title; its excerpt held the training script only (the fix says Fixes #6821)"),
+        (6609, 6836, "the issue's title, summary, environment and symptom (the fix names issue 6609)"),
+        (3855, 3856, "the issue's title and its description of the doc error (the fix says Fixes #3855)"),
+    ], repo="verl"),
+    # Session 9: upstream Triton issue threads whose fix is a commit of triton-ascend's history (its frontend is
+    # Triton's, `python/triton/...`), found in the `issues` corpus for commits that say `Fix(es) #N`; split by thread
+    # hash when added: 2 test (#5439, #6376, added untouched), 3 dev.
+    *[{"id": f"triton-{n}", "trace": f"bench/known_fixes/traces/triton-{n}.txt", "repo": "triton-ascend",
+       "thread": f"github.com/triton-lang/triton/issues/{n}", "fixed_by": sha, "batch": "issues-s9", "note": note}
+      for n, sha, note in [
+          (5364, "4d2e9e5de96a5d6ea163f2de04ae5c5b6be45825", "the issue's title, error line and reproduction, cut (the fix says Fixes #5364)"),
+          (4879, "ef614882219f690a613cbfcad8f11136b45a8052", "the issue's title and one sentence; its error is a screenshot (the fix says Fixes #4879)"),
+          (7921, "243be2573183569fac13c5b4e4574da1bb593ce8", "the issue's title, analysis and reproduction, cut (the fix says Fix #7921)"),
+          (5439, "a52c88aa128eb5459e35c1809c3443bf9c7bd566", "the issue's title and reproduction with its wrong output (the fix names #5439)"),
+          (6376, "a5e485f284b932659cc1da6aabb8c94bf6386ea5", "the issue's title and reproduction, cut (the fix says Fixes #6376)"),
+      ]],
     {"id": "vllm-ascend-3236", "trace": "tests/data/corpus/test/vllm-ascend-3236.txt", "repo": "vllm-ascend",
      "thread": "github.com/vllm-project/vllm-ascend/issues/3236", "batch": "issues-s3",
      "fixed_by": "https://github.com/vllm-project/vllm-ascend/pull/3234",
@@ -360,7 +385,9 @@ def score(repos: dict[str, Path], split: str, use_message: bool, verbose: bool, 
             "bug_issues_s7": figures([r for r in bugs if r["batch"] == "issues-s7"]),
             "bug_before_s7": figures([r for r in bugs if r["batch"] not in ("issues-s7", "issues-s8")]),
             "bug_issues_s8": figures([r for r in bugs if r["batch"] == "issues-s8"]),
-            "bug_before_s8": figures([r for r in bugs if r["batch"] != "issues-s8"]),
+            "bug_before_s8": figures([r for r in bugs if r["batch"] not in ("issues-s8", "issues-s9")]),
+            "bug_issues_s9": figures([r for r in bugs if r["batch"] == "issues-s9"]),
+            "bug_before_s9": figures([r for r in bugs if r["batch"] != "issues-s9"]),
             "bug_release_only": figures([r for r in bugs if not r["on_main"]]),
             "env": {"n": len(env), "with_candidate": sum(1 for r in env if r["top"])},
             "env_before_s5": {"n": sum(1 for r in env if r["batch"] != "issues-s5"),
@@ -413,7 +440,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"of session 6: {f['bug_issues_s6']['top1']}/{f['bug_issues_s6']['n']}, {f['bug_issues_s6']['top3']}/{f['bug_issues_s6']['n']}; "
                   f"of session 7: {f['bug_issues_s7']['top1']}/{f['bug_issues_s7']['n']}, {f['bug_issues_s7']['top3']}/{f['bug_issues_s7']['n']}; "
                   f"of session 8: {f['bug_issues_s8']['top1']}/{f['bug_issues_s8']['n']}, {f['bug_issues_s8']['top3']}/{f['bug_issues_s8']['n']}; "
-                  f"cases before session 8: {f['bug_before_s8']['top1']}/{f['bug_before_s8']['n']}, {f['bug_before_s8']['top3']}/{f['bug_before_s8']['n']}; "
+                  f"of session 9: {f['bug_issues_s9']['top1']}/{f['bug_issues_s9']['n']}, {f['bug_issues_s9']['top3']}/{f['bug_issues_s9']['n']}; "
+                  f"cases before session 9: {f['bug_before_s9']['top1']}/{f['bug_before_s9']['n']}, {f['bug_before_s9']['top3']}/{f['bug_before_s9']['n']}; "
                   f"fixed on a release branch only: {f['bug_release_only']['top1']}/{f['bug_release_only']['n']}, {f['bug_release_only']['top3']}/{f['bug_release_only']['n']}); "
                   f"environment faults with a candidate: {e['with_candidate']}/{e['n']}")
         print(f"index load {res['index_load_s']} s; extra time per trace (warm index): {res.get('per_trace_s')}")

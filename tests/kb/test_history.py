@@ -145,6 +145,10 @@ def test_log_prefix_and_version_banners():
     text = "vllm_ascend-0.9.1rc1.dist-info\nvllm-ascend==0.9.1rc1\nimage quay.io/ascend/vllm-ascend:v0.9.2rc1\n"
     assert versions_in_text(text, ["vllm-ascend"]) == "0.9.1rc1"
     assert versions_in_text("nothing here", ["vllm-ascend"]) is None
+    # an issue's environment list (`- verl: 0.7.0`), a development build
+    assert versions_in_text("### System Info\n- verl: 0.7.0\n- python: 3.11\n", ["verl"]) == "0.7.0"
+    assert versions_in_text("verl : 0.8.0.dev\n", ["verl"]) == "0.8.0.dev"
+    assert versions_in_text("- verl: commit `e1ff774f`\n", ["verl"]) is None
 
 
 def test_live_history_finds_the_fix_after_the_version_the_frames_match(history, tmp_path):

@@ -49,6 +49,8 @@ PHRASE_MIN_WORDS = 3  # this many content words in the same order in the report 
 PHRASE_POINTS = 1.0  # (`low MTP acceptance rate` in both): the title names the same symptom
 MASK_MIN = 20  # a message line this long that the trace contains (or one holding a trace line) is a quote
 QUOTED_LINE_POINTS = LINE_POINTS  # rewrote a code line the report quotes in backticks (`x[i] = y[j]`): the failing line
+NAMED_POINTS = FUNC_POINTS  # changed a function the report names as code (a trace without plugin frames); scaled like FUNC_POINTS
+NAMED_CAP = FUNC_POINTS
 BODY_WORD_WEIGHT = 0.5  # a report word the commit's description (not its title) holds counts this much towards the coverage
 THRESHOLD = 3.5  # a candidate is proposed at this score
 GUESSED_VERSION_PENALTY = 1.5  # a commit the version guessed from the frames already has: likely, not surely, in
@@ -157,7 +159,20 @@ def title_sequence(title: str) -> tuple[str, ...]:
     (`outputs` ~ `output`), without its `[Tag]` prefixes, its `(#PR)` suffix and the words every
     bug title has (fix, error, ...)."""
     text = _PR_REF.sub("", _TAG.sub("", title))
-    return tuple(w for w in (_stem(t) for t in _WORD.findall(text)) if len(w) >= 3 and w not in _REPORT_STOP)
+    return tuple(w for w in (_stem(_last_part(t)) for t in _WORD.findall(text)) if len(w) >= 3 and w not in _REPORT_STOP)
+
+
+_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+
+
+def _last_part(word: str) -> str:
+    """A dotted name's own name: a report writes `tl.constexpr`, `core.extern_elementwise`, a fix title
+    `constexpr`, `extern elementwise`. File names (`utils.py`) and versions (`v0.9.1`) stay whole."""
+    if _DOTTED.fullmatch(word):
+        last = word.rsplit(".", 1)[1]
+        if len(last) >= 3:
+            return last
+    return word
 
 
 def shared_phrase(report: Sequence[str], title: Sequence[str]) -> tuple[str, ...]:
@@ -177,6 +192,22 @@ def shared_phrase(report: Sequence[str], title: Sequence[str]) -> tuple[str, ...
 def title_words(title: str) -> frozenset[str]:
     """title_sequence() as a set."""
     return frozenset(title_sequence(title))
+
+
+@functools.lru_cache(maxsize=16384)
+def title_compounds(title: str) -> frozenset[str]:
+    """Two adjacent words of the title written as one: the form a code name takes in a report
+    (`extern_elementwise`, folded `externelementwise`, for a title's `extern elementwise`)."""
+    seq = title_sequence(title)
+    return frozenset(a + b for a, b in zip(seq, seq[1:]))
+
+
+def title_match(report: frozenset[str], title: str) -> tuple[frozenset[str], int]:
+    """The report's words the title holds, as words or as a compound of two of them, and how many
+    of the title's words that is (a compound is two)."""
+    words = report & title_words(title)
+    compounds = (report - words) & title_compounds(title)
+    return words | compounds, len(words) + 2 * len(compounds)
 
 
 def where_free(message: str) -> str:
@@ -229,9 +260,11 @@ class _Query:
     report: frozenset[str] = frozenset()  # title_words() of a short report without an error line (an issue title)
     quoted: tuple[tuple[str, str], ...] = ()  # (code line, line_key) of statements the report quotes in backticks
     report_words: tuple[str, ...] = ()  # title_sequence() of the same report
+    named: tuple[str, ...] = ()  # functions the report names as code (named.named_functions), when no frame is the plugin's
 
 
-def _query(facts: TraceFacts, extra_text: str = "", report: str = "", quoted: Sequence[str] = ()) -> _Query:
+def _query(facts: TraceFacts, extra_text: str = "", report: str = "", quoted: Sequence[str] = (),
+           named: Sequence[str] = ()) -> _Query:
     frames = facts.frames
     tpl = template(facts.exception_message)
     words = [w for w in tpl.split() if w not in ("q", "n") and len(w) > 2]
@@ -248,7 +281,8 @@ def _query(facts: TraceFacts, extra_text: str = "", report: str = "", quoted: Se
                   _diff_names((), [o.source for o in facts.other_frames[:1]]), specific_tokens(facts.exception_message),
                   title_words(report) if report and not facts.exception_message else frozenset(),
                   tuple((line, key) for line in quoted if (key := line_key(line))),
-                  title_sequence(report) if report and not facts.exception_message else ())
+                  title_sequence(report) if report and not facts.exception_message else (),
+                  () if frames else tuple(named))  # a frame says where it failed better than the prose does
 
 
 def _literals(text: str) -> tuple[tuple[str, str], ...]:
@@ -325,9 +359,26 @@ def commit_frequency(commits: Iterable[CommitRecord], keys: Iterable[str], view:
     return counts
 
 
+def _keyed_frequency(commits: Iterable[CommitRecord], keys: Iterable[str], field: str) -> dict[str, int]:
+    """How many commits have each key in one of their changes' " k1 k2 " fields (FileChange.names,
+    .literals): the fields of a commit's files joined once, then one substring test per key (the
+    same counts as FileChange.touches / .quotes per file, without a call per file and key)."""
+    wanted = [(k, f" {k} ") for k in dict.fromkeys(keys)]
+    counts = {k: 0 for k, _ in wanted}
+    if not counts:
+        return counts
+    for c in commits:
+        text = "".join(getattr(ch, field) for ch in c.changes)  # " a b " + " c " keeps every key space-delimited
+        if text:
+            for k, pattern in wanted:
+                if pattern in text:
+                    counts[k] += 1
+    return counts
+
+
 def diff_name_frequency(commits: Iterable[CommitRecord], names: Sequence[str]) -> dict[str, int]:
     """How many of the commits' diffs use each name on an added or removed line."""
-    return commit_frequency(commits, names, lambda c: c.changes, lambda changes, n: any(ch.touches(n) for ch in changes))
+    return _keyed_frequency(commits, names, "names")
 
 def function_name_popularity(commits: Iterable[CommitRecord], funcs: Sequence[str]) -> dict[str, int]:
     """How many commits changed a function of each name, in any file."""
@@ -336,8 +387,7 @@ def function_name_popularity(commits: Iterable[CommitRecord], funcs: Sequence[st
 
 def literal_frequency(commits: Iterable[CommitRecord], literals: Sequence[tuple[str, str]]) -> dict[str, int]:
     """How many of the commits' diffs change a string literal holding each error-text fragment."""
-    return commit_frequency(commits, (k for _, k in literals), lambda c: c.changes,
-                            lambda changes, k: any(ch.quotes(k) for ch in changes))
+    return _keyed_frequency(commits, (k for _, k in literals), "literals")
 
 def _literal_points(df: int) -> float:
     return LITERAL_POINTS[0] if df <= RARE_NAME_COMMITS else LITERAL_POINTS[1] if df <= COMMON_NAME_COMMITS else LITERAL_POINTS[2]
@@ -425,8 +475,9 @@ def frequencies(commits: Sequence[CommitRecord], after: Sequence[CommitRecord], 
     report = q.report if use_message else frozenset()
     return Frequencies(name_frequency(commits, q.names) if use_message else {},
                        diff_name_frequency(after, (*q.diff_names, *q.other_names)),
-                       function_name_popularity(after, q.other_funcs), literal_frequency(after, q.literals),
-                       commit_frequency(commits, report, lambda c: title_words(c.subject), lambda words, w: w in words),
+                       function_name_popularity(after, (*q.other_funcs, *q.named)), literal_frequency(after, q.literals),
+                       commit_frequency(commits, report, lambda c: (title_words(c.subject), title_compounds(c.subject)),
+                                        lambda seen, w: w in seen[0] or w in seen[1]),
                        max(len(commits), 1))
 
 
@@ -465,6 +516,11 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
         if line:
             code += QUOTED_LINE_POINTS
             evidence.append(f"rewrites the failing line the report quotes `{line[:120]}`")
+    named = [n for n in q.named if any(n in ch.functions for ch in commit.changes)] if not mechanical else []
+    if named:
+        # where the report says the bug is: weighed like a failing frame's function, by how many commits change one
+        code += min(sum(NAMED_POINTS / (1.0 + math.log(max(freq.functions.get(n, 1), 1))) for n in named), NAMED_CAP)
+        evidence.append("its diff changes " + ", ".join(f"`{n}`" for n in named[:3]) + ", which the report names")
     overrides = False
     for depth, fn in enumerate(q.other_funcs):
         if any(fn in ch.functions for ch in commit.changes):
@@ -473,13 +529,16 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
             evidence.append(f"its diff changes a {fn}() (the trace failed in the framework's {fn}; {n} commit(s) change one)")
             overrides = True
             break  # the innermost one it changed: further frames add little
-    quoted = [(f, k) for f, k in q.literals if any(ch.quotes(k) for ch in commit.changes)]
+    # the files' " k1 k2 " fields joined once: one substring test per key (see _keyed_frequency)
+    literal_text = "".join(ch.literals for ch in commit.changes) if q.literals else ""
+    quoted = [(f, k) for f, k in q.literals if f" {k} " in literal_text]
     if quoted:
         code += min(sum(_literal_points(freq.literals.get(k, 1)) for _, k in quoted), LITERAL_CAP)
         evidence.append(f"its diff changes the string that makes this error (`{quoted[0][0][:80]}`)")
     # a framework line's names say which code only where the commit changed the plugin's version of that function
     names = (*q.diff_names, *(n for n in q.other_names if n not in q.diff_names)) if overrides else q.diff_names
-    hits = [n for n in names if any(ch.touches(n) for ch in commit.changes)]
+    names_text = "".join(ch.names for ch in commit.changes) if names else ""
+    hits = [n for n in names if f" {n} " in names_text]
     if hits:
         code += min(sum(_diff_name_points(freq.diff_names.get(n, 1)) for n in hits), DIFF_NAME_CAP) + EXTRA_HIT_POINTS * (len(hits) - 1)
         evidence.append("its diff uses " + ", ".join(f"`{n}`" for n in hits[:4]) + " of the error or failing line")
@@ -511,8 +570,8 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
         msg += min(sum(_name_points(freq.names.get(n, 1)) for n in hits), NAME_CAP) + EXTRA_HIT_POINTS * (len(hits) - 1)
         evidence.append("message names " + ", ".join(f"`{n}`" for n in hits[:4]))
     if q.report and use_message and (mask is None or mask.keeps(commit.subject)):
-        shared = q.report & title_words(commit.subject)
-        if len(shared) >= TITLE_MIN_WORDS:
+        shared, matched = title_match(q.report, commit.subject)
+        if matched >= TITLE_MIN_WORDS:
             # the rest of the report's words in the description count too, less than in the title
             described = (q.report - shared) & title_words(commit.body) if commit.body else frozenset()
             coverage = (sum(freq.idf(w) for w in shared) + BODY_WORD_WEIGHT * sum(freq.idf(w) for w in described)) \
@@ -568,7 +627,7 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
          paths: Mapping[str, set[str]], top: int = 3, strict: bool = False,
          use_message: bool = True, error_text: str = "", guessed: bool = False,
          mask: QuoteMask | None = None, report: str = "", quoted: Sequence[str] = (),
-         issue: tuple[int, frozenset[str]] | None = None) -> tuple[list[Candidate], list[Candidate]]:
+         issue: tuple[int, frozenset[str]] | None = None, named: Sequence[str] = ()) -> tuple[list[Candidate], list[Candidate]]:
     """(candidates after the installed version, best fixes already contained in it), each best first.
     `use_message=False` ranks on code evidence alone (an ablation for the benchmark). `error_text`:
     the trace's error lines, whose code names count when the exception carries no message.
@@ -581,13 +640,15 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
     rewrote the failing line.
     `issue`: (number, shas) of the issue the report came from, when the user names it, and the commits
     whose message says they fix it (issues.fixing_commits): each gains ISSUE_POINTS.
+    `named`: functions the report names as code (named.named_functions): without plugin frames, a commit
+    that changed one gains up to NAMED_CAP (not anchored: the report's blame is no failing frame).
     `strict`: the trace looks like an environment fault (lookup.environment_verdict): only
     anchored() candidates that change more than tests are proposed.
 
     `commits` newest first; `contained` the shas the installed version has (None: unknown, so every
     commit counts as after it); `paths` maps a repository path to all names it had."""
-    q = _query(facts, error_text, report, quoted)
-    if not (q.frames or q.message or q.other_funcs or q.names or q.literals or q.report or q.quoted or issue):
+    q = _query(facts, error_text, report, quoted, named)
+    if not (q.frames or q.message or q.other_funcs or q.names or q.literals or q.report or q.quoted or issue or q.named):
         return [], []
     after = [c for c in commits if contained is None or c.sha not in contained]
     popularity = function_popularity(after, q.frames)

@@ -148,8 +148,9 @@ def plugin_frames(segs: Sequence[Segment], mapper: PathMapper) -> tuple[list[Fra
 def _version_pattern(names: Sequence[str]) -> re.Pattern[str]:
     alts = sorted({"[-_.]".join(re.escape(p) for p in re.split(r"[-_.]+", n) if p) for n in names}, key=len, reverse=True)
     return re.compile(
-        r"(?<![\w-])(?:" + "|".join(alts) + r")(?:==|\s*version\s*[:=]?\s*|:v|-v?|\s+v?)"
-        r"(?P<v>\d+\.\d+(?:\.\d+)?(?:\.?(?:rc|post|dev)\d+)?)(?![\w.])",
+        # `name==1.2`, `name version 1.2`, an issue's `- name: 1.2` line, an image tag `name:v1.2`, `name-1.2.dist-info`
+        r"(?<![\w-])(?:" + "|".join(alts) + r")(?:==|\s*version\s*[:=]?\s*|\s*:\s*v?|-v?|\s+v?)"
+        r"(?P<v>\d+\.\d+(?:\.\d+)?(?:\.?(?:rc\d+|post\d+|dev\d*))?)(?![\w.])",
         re.IGNORECASE,
     )
 

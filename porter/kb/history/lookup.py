@@ -16,6 +16,7 @@ from porter.kb.history.candidates import QuoteMask, distinctive_names, quoted_co
 from porter.kb.history.frames import PathMapper, first_exception, trace_facts, versions_in_text
 from porter.kb.history.issues import fixing_commits, repo_names
 from porter.kb.history.models import CommitRecord, HistoryIndex, HistoryReport, Installed, TraceFacts
+from porter.kb.history.named import named_functions
 from porter.kb.history.version import installed_version
 from porter.kb.matcher import MATCH_THRESHOLD
 
@@ -109,6 +110,7 @@ def analyse(
     title_line: str = "",
     quoted: Sequence[str] = (),
     issue: int | None = None,
+    named: Sequence[str] = (),
 ) -> HistoryReport:
     """Candidate fix commits in `source` for the trace. `index`: a loaded index (else the cached
     one for the repository's tip is used when present, and git log on the frames' files if not).
@@ -116,6 +118,7 @@ def analyse(
     `title_line`: the first line of a short input (an issue title), which a fix's title may restate.
     `quoted`: code statements the input quotes in backticks (candidates.quoted_code_lines).
     `issue`: the number of the repository's issue the trace came from, when the user names it.
+    `named`: functions the input names as code (named.named_functions).
     `gate`: why the trace looks like an environment fault (environment_verdict), "" when it does not:
     then only candidates tied to the trace itself (a quote of its error, a change to a failing frame)
     are proposed."""
@@ -140,7 +143,7 @@ def analyse(
     report = HistoryReport(source.label, "none", installed, frames=list(facts.frames), note=problem or "", index_used=index is not None,
                            gate=gate)
     if not facts.frames and not facts.exception_message and not facts.other_frames and not distinctive_names(error_text) \
-            and not title_line and not quoted and issue is None:
+            and not title_line and not quoted and issue is None and not named:
         report.status = "no-frames"  # nothing of the trace points into this repository
         report.elapsed_s = time.perf_counter() - started
         return report
@@ -155,7 +158,7 @@ def analyse(
                                  use_message=use_message, error_text=error_text, guessed=installed.source == "frames",
                                  mask=QuoteMask.of(text) if mask_quotes else None, report=title_line, quoted=quoted,
                                  issue=(issue, fixing_commits(source.repo, issue, repo_names(source.label, source.remote)))
-                                 if issue is not None else None)
+                                 if issue is not None else None, named=named)
     if not index:
         from dataclasses import replace
 
@@ -207,7 +210,8 @@ def analyse_diagnosis(source: HistorySource, diag, text: str, env: Mapping[str, 
     return analyse(source, blocks, text, env, cache_dir, top=top, gate=environment_verdict(diag), index=index,
                    fallback_exception=fallback_exception(first_exception(diag.signals.exceptions), errors, text),
                    use_message=use_message, error_text=errors, mask_quotes=mask_quotes, title_line=title_line,
-                   quoted=quoted_code_lines(text[:EMBEDDED_SCAN_CHARS]), issue=issue)
+                   quoted=quoted_code_lines(text[:EMBEDDED_SCAN_CHARS]), issue=issue,
+                   named=named_functions(text[:EMBEDDED_SCAN_CHARS]))
 
 
 def fallback_exception(first: tuple[str, str] | None, errors: str, text: str) -> tuple[str, str] | None:

@@ -1,0 +1,39 @@
+"""A report's title against a fix's title, where the report writes code and the title English: a
+dotted name is its own last name (`tl.constexpr` ~ `constexpr`), and a snake_case name matches two
+adjacent words of the title (`core.extern_elementwise` ~ `extern elementwise`). File names and
+versions stay whole words."""
+
+from __future__ import annotations
+
+from porter.kb.history.candidates import rank, title_compounds, title_match, title_sequence, title_words
+from porter.kb.history.models import CommitRecord, FileChange, TraceFacts
+
+
+def test_dotted_names_and_compounds():
+    assert title_sequence("tl.cast(bitcast=True) errors on dtype passed as tl.constexpr") == (
+        "cast", "bitcast", "true", "dtype", "pass", "constexpr")
+    assert "workerv1.py" in title_words("crash in worker_v1.py at v0.9.1")
+    assert "v0.9.1" in title_words("crash in worker_v1.py at v0.9.1")
+    assert "externelementwise" in title_compounds("[FRONTEND] Fix mismatched type for extern elementwise (#7930)")
+    report = title_words("Incorrect dtype for non-scalar core.extern_elementwise")
+    assert "externelementwise" in report
+    shared, matched = title_match(report, "[FRONTEND] Fix mismatched type for extern elementwise (#7930)")
+    assert shared == {"externelementwise"} and matched == 2
+    assert title_match(report, "[FRONTEND] extern ops for elementwise")[1] == 0  # not adjacent
+
+
+def test_a_fix_title_that_spells_the_reports_code_name_in_words_restates_it():
+    fix = CommitRecord("a" * 40, 100, "[FRONTEND] Fix mismatched type for extern elementwise (#7930)", None, True, (),
+                       (FileChange("python/triton/language/core.py", "python/triton/language/core.py", ("extern_elementwise",), " "),),
+                       "forces return type of non-scalar `core.extern_elementwise` to be the same as broadcast arguments")
+    others = [CommitRecord(f"{i}" * 40, 10 + i, f"[Feature] support a new {w} option", None, False, (), (), "")
+              for i, w in enumerate(("rollout", "reward", "trainer", "dataset", "tokenizer", "dtype"), 1)]
+    report = "Incorrect dtype for non-scalar core.extern_elementwise"
+    found = rank([fix, *others], TraceFacts((), "", ""), {}, None, {}, report=report, error_text=report)[0]
+    assert [c.sha for c in found] == [fix.sha]
+    assert any("its title restates the report (externelementwise" in e for e in found[0].evidence)
+    # the same words in another order are no spelling of the name: the title says nothing of the report
+    swapped = CommitRecord(fix.sha, fix.time, "[FRONTEND] Fix mismatched type for elementwise extern (#7930)", None, True, (),
+                           fix.changes, fix.body)
+    other = rank([swapped, *others], TraceFacts((), "", ""), {}, None, {}, report=report, error_text=report)[0]
+    assert not any("restates the report" in e for c in other for e in c.evidence)
