@@ -22,7 +22,7 @@ with a fresh cache (cold) unless `--cache` names one.
 
 Figures, per case and per split:
   recall          live truth items (all but the mined OLD-lane imports, which only score relocation) that
-                  some finding (records or notes) points at: a site in the same file within LINE_SLACK
+                  some finding (records, notes or copies) points at: a site in the same file within LINE_SLACK
                   lines of the statement, whose symbol or detail names one of the item's `names`
   live→breaking   truth items live at NEW (all but the mined OLD-lane imports) matched by a finding of
                   severity `breaking`
@@ -236,7 +236,9 @@ def guard_listed(guard: GuardItem, dead: list[dict[str, Any]]) -> dict[str, Any]
 
 def score_case(case: Case, analysis: dict[str, Any], seconds: float) -> CaseScore:
     records = [r for r in analysis.get("records") or [] if r.get("severity") in ("breaking", "risky")]
-    everything = records + list(analysis.get("notes") or [])
+    # copies (a plugin body copied from upstream whose original changed, with the upstream diff) are
+    # findings porter reports apart from the records: they count for recall like notes, never as alarms
+    everything = records + list(analysis.get("notes") or []) + list(analysis.get("copies") or [])
     score = CaseScore(id=case.id, split=case.split, kind=case.kind, old=case.old, new=case.new,
                       items=len(case.items), findings=len(records), seconds=round(seconds, 2))
     for item in case.items:

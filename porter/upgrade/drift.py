@@ -50,6 +50,10 @@ IMPLICITLY_CALLED = frozenset({"forward", "__call__"})  # reached through `modul
 MAX_CALLER_FILES = 25  # a method called in more files than this is too common to tell which calls reach an override
 
 
+_SELF_CALL = re.compile(r"\bself\.(\w+)\(")
+_SELF_STORE = re.compile(r"^\s*self\.(\w+)\s*(?::[^=\n]+)?=(?!=)\s*(.*)$", re.M)  # `self.x = v`, `self.x: T = v`: (x, v)
+
+
 def _text_similarity(a: str, b: str) -> float:
     """rapidfuzz's ratio as a fraction (0-1). Imported on first use: a run answered from the result
     cache never computes drift, and the import costs more than the cached answer."""
@@ -161,6 +165,7 @@ class DriftAnalyzer:
             for use, guard, findings, broken in evaluated:
                 guard = self._exception_guard(use, guard, broken_tries)
                 per_use.append((use, guard, findings, broken))
+        per_use = self._named_elsewhere(per_use, files)
         per_use = self._drop_uncalled_optional(per_use)
         per_use = self._new_call_shapes(per_use)
         guards = self._guard_verdicts(files, per_use, dead_modules)
@@ -347,7 +352,9 @@ class DriftAnalyzer:
             return self._existence(use, res, unresolved, strict=True)
         if use.kind in ("attribute", "monkeypatch"):
             if use.detail.get("via") == "instance":
-                use = replace(use, symbol=self._through_fields(use.symbol))
+                typed = self._through_fields(use.symbol)
+                if typed != use.symbol:  # reached through an annotated field: the object is what upstream stores there
+                    use = replace(use, symbol=typed, detail={**use.detail, "through_field": True})
             res = self.target.resolve_dotted(use.symbol)
             return self._existence(use, res, unresolved, strict=False)
         if use.kind == "call":
@@ -449,16 +456,53 @@ class DriftAnalyzer:
         base_res = self._baseline_resolve(use)
         if base_res is not None and base_res.status == "missing":
             unresolved.add(use.symbol)
-            if not strict:
+            typed = not strict and self._typed_member_read(use, res)
+            if not strict and not typed:
                 return [], False
+            detail: dict[str, Any] = {"at_both": True}
+            if typed:
+                detail["typed_member"] = use.symbol.rsplit(".", 1)[-1]  # kept only if no NEW file names it (run)
             return [Finding(DriftFamily.REMOVED, use.symbol, self._location(use, None), Severity.RISKY,
                             f"{use.symbol} is missing at the target and at the baseline ({res.reason})",
                             evidence=(res.reason, "also missing at the baseline: code written for another version?"),
-                            detail={"at_both": True})], True
+                            detail=detail)], True
         if base_res is None and not strict:
             return [], False  # attribute chains need the baseline to tell drift from dynamic attributes
         findings = [self._classify_missing(use, res, base_res)]
         return findings, True
+
+    def _named_elsewhere(self, per_use: list, files: list[FileUsage]) -> list:
+        """Drop the typed member reads missing at both trees whose member the plugin provides itself (a
+        member of one of its classes, `SchedulerInterface.balance_gather` on its BalanceScheduler; a store
+        through a typed chain, `self.load_config.rfork_worker = ...`) or some file of the target still
+        names: a subclass may define it (`KVCacheSpec.kv_cache_specs` on `UniformTypeKVCacheSpecs`) or set
+        it, so the object at run time may have it. One text pass over the target for all of them."""
+        names = {f.detail["typed_member"] for _, _, findings, _ in per_use for f in findings if f.detail.get("typed_member")}
+        if not names:
+            return per_use
+        named = {m for usage in files for fact in usage.class_facts for m in fact.members}
+        named |= {u.symbol.rsplit(".", 1)[-1] for usage in files for u in usage.uses
+                  if u.kind == "monkeypatch" or (u.kind == "attribute" and u.detail.get("store"))}
+        names -= named
+        alternation = "|".join(re.escape(n) for n in sorted(names))
+        if alternation:
+            named |= set().union(*(found for _, _, found in self.target.matches(re.compile(rf"\b({alternation})\b".encode()))))
+        out = []
+        for use, guard, findings, broken in per_use:
+            kept = [f for f in findings if f.detail.get("typed_member") not in named]
+            out.append((use, guard, kept, broken and (bool(kept) or not findings)))
+        return out
+
+    def _typed_member_read(self, use: Use, res: Resolution) -> bool:
+        """A member read through an annotated upstream field (`vllm_config.parallel_config.x`: the
+        object is the one upstream stores in `VllmConfig.parallel_config`) that the field's class lacks at
+        both trees while its members are all known: code written for another vllm (a main commit) that
+        fails wherever it runs. A receiver typed only by the plugin's own annotation (`m: AttentionMetadata`)
+        is often a plugin subclass at run time, so its reads stay unchecked."""
+        if use.kind != "attribute" or not use.detail.get("through_field") or use.detail.get("store"):
+            return False
+        owner = self.target.class_of(use.symbol.rsplit(".", 1)[0])
+        return owner is not None and self.target.open_members(*owner) is None
 
     def _member_lost_in_move(self, symbol: str, moved: str) -> Finding | None:
         """`X.m` where the imported class X moved: the import's finding covers this site too, unless what X
@@ -702,12 +746,35 @@ class DriftAnalyzer:
             sig = sig.drop_first()
         return sig, "function"
 
+    def _after_signature(self, index: TreeIndex | None, use: Use) -> tuple[Signature | None, str]:
+        """`super(Cls, self).m(...)`: the signature of `m` in the first class after Cls in its MRO."""
+        if index is None:
+            return None, ""
+        method = use.detail.get("method", "")
+        cls_dotted = use.symbol if method == "__init__" else use.symbol.rsplit(".", 1)[0]
+        found = index.class_of(cls_dotted)
+        if found is None:
+            return None, ""
+        for klass, where in index.mro(*found)[1:]:
+            member = klass.member(method)
+            if member is not None:
+                if member.kind != "function" or member.signature is None:
+                    return None, ""
+                sig = member.signature
+                return (sig if member.method_kind == "staticmethod" else sig.drop_first()), \
+                    "class" if method == "__init__" else "function"
+        return None, ""
+
     def _call(self, use: Use) -> list[Finding]:
         bound = bool(use.detail.get("via_super") or use.detail.get("bound"))
-        new_sig, kind = self._callable_signature(self.target, use.symbol, bound)
+        if use.detail.get("after"):
+            new_sig, kind = self._after_signature(self.target, use)
+            old_sig, _ = self._after_signature(self.baseline, use)
+        else:
+            new_sig, kind = self._callable_signature(self.target, use.symbol, bound)
+            old_sig, _ = self._callable_signature(self.baseline, use.symbol, bound) if new_sig is not None else (None, "")
         if new_sig is None:
             return []
-        old_sig, _ = self._callable_signature(self.baseline, use.symbol, bound)
         differential = old_sig is not None
         lane = self._use_lane.get(id(use), ("both", None))[0]
         main_lane = lane == "main"
@@ -913,6 +980,7 @@ class DriftAnalyzer:
                                             "kinds": {m: new_abstract[m] for m in missing}}, subject=f"abstract:{plugin_cls}"))
         if not use.detail.get("via"):
             findings.extend(self._rpc_methods(use, target_cls, plugin_members, loc))
+        findings.extend(self._clobbered_attrs(use, base_cls, target_cls, methods, loc))
         # F7: attributes the base's __init__ now sets, when the subclass replaces __init__ without calling it.
         if use.detail.get("defines_init") and not use.detail.get("calls_super_init"):
             new_attrs = self._init_attrs(self.target, *target_cls)
@@ -1172,6 +1240,65 @@ class DriftAnalyzer:
         out: set[str] = set()
         for klass, defined_in in index.mro(cls, module):
             out.update(index.class_reads(klass, defined_in))
+        return out
+
+    def _method_stores(self, index: TreeIndex, cls: Definition, module: str, attrs: set[str],
+                       skip: set[str]) -> dict[str, str]:
+        """attr -> `Class.method` of a method of the class's MRO whose body assigns `self.<attr>`, among
+        those the subclass does not override (`skip`), that are no dunder and that the constructor does
+        not run itself."""
+        bodies: dict[str, tuple[str, str]] = {}  # method -> (class name, body text), the first in the MRO
+        for klass, where in index.mro(cls, module):
+            for member in klass.members:
+                if member.kind == "function" and member.body_span and member.name not in bodies:
+                    start, end = member.body_span
+                    bodies[member.name] = (klass.name, "\n".join(self._module_lines(index, where)[start - 1:end]))
+        # what the constructor runs (`__init__` and the methods it calls on self, transitively) is over
+        # before the subclass's own assignments: only a later call can replace them
+        during_init, todo = set(), ["__init__", "__post_init__"]
+        while todo:
+            name = todo.pop()
+            if name in during_init or name not in bodies:
+                continue
+            during_init.add(name)
+            todo.extend(_SELF_CALL.findall(bodies[name][1]))
+        out: dict[str, str] = {}
+        for name, (owner, body) in bodies.items():
+            if name in skip or name in during_init or name.startswith("__"):
+                continue
+            for attr, value in _SELF_STORE.findall(body):
+                if attr not in attrs or re.search(rf"\bself\.{attr}\s+is\s+None\b", body):
+                    continue  # a lazy `if self.x is None: self.x = ...` keeps what the subclass set
+                rebuilt = re.match(r"self\.(\w+)\(", value)
+                if rebuilt and rebuilt.group(1) in skip:
+                    continue  # `self.runner = self._init_runner()`: the subclass's override builds it
+                out.setdefault(attr, f"{owner}.{name}")
+        return out
+
+    def _clobbered_attrs(self, use: Use, base_cls: tuple[Definition, str], target_cls: tuple[Definition, str],
+                         methods: dict[str, Signature], loc: Location) -> list[Finding]:
+        """Attributes the subclass's `__init__` sets that a base method it does not override assigns at
+        the target and did not at the baseline (GPUModelRunner.initialize_kv_cache building
+        `self.cudagraph_manager` at vllm 0.20.0): when that method runs, the plugin's object is replaced."""
+        attrs = set(use.detail.get("init_attrs", ()))
+        if not attrs or self.baseline is None:
+            return []
+        skip = set(methods) | set(use.detail.get("inherited", []))
+        new = self._method_stores(self.target, *target_cls, attrs, skip)
+        if not new:
+            return []
+        old = self._method_stores(self.baseline, *base_cls, attrs, skip)
+        plugin_cls = use.detail.get("cls", "?")
+        out = []
+        for attr, where in sorted(new.items()):
+            if attr in old:
+                continue
+            out.append(Finding(DriftFamily.OTHER, f"{use.symbol}.{attr}", loc, Severity.RISKY,
+                               f"{where} assigns self.{attr} at the target (not at the baseline); {plugin_cls}.__init__ sets "
+                               f"its own self.{attr} and does not override {where.split('.')[-1]}, so that call replaces it",
+                               evidence=(f"target: {where} assigns self.{attr}",),
+                               detail={"change": "attribute_overwritten", "attribute": attr, "method": where,
+                                       "plugin_class": plugin_cls}, subject=f"overwritten:{plugin_cls}.{attr}"))
         return out
 
     @staticmethod

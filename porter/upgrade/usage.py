@@ -321,10 +321,14 @@ def _subclass_detail(node: ast.ClassDef, defs: list[ast.FunctionDef | ast.AsyncF
     the first definition of a name winning), their bodies, the attributes it sets, how it is registered."""
     methods: dict[str, Signature] = {}
     bodies: dict[str, str] = {}
+    init_attrs: set[str] = set()
     for stmt in defs:
         methods.setdefault(stmt.name, signature_of(stmt))
         bodies.setdefault(stmt.name, body_text(lines, body_span(stmt)))
-    return {"methods": methods, "attrs": sorted(assigned), "defines_init": "__init__" in methods,
+        if stmt.name == "__init__":
+            init_attrs.update(sub.attr for sub in walk(stmt) if _is_self_store(sub))  # type: ignore[attr-defined]
+    return {"methods": methods, "attrs": sorted(assigned), "init_attrs": sorted(init_attrs),
+            "defines_init": "__init__" in methods,
             "calls_super_init": calls_super_init, "bodies": bodies, "decorated": bool(node.decorator_list),
             "registered": any(isinstance(d, ast.Call) and (dotted_name(d.func) or "").endswith("register_oot")
                               for d in node.decorator_list)}
@@ -379,6 +383,7 @@ class _UseVisitor(FastVisitor):
         self.self_types: list[dict[str, str]] = []  # per enclosing class: self.<attr> -> dotted upstream class
         self.self_class: list[dict[str, Any] | None] = []  # per enclosing class with an upstream base: its facts
         self.self_returns: list[dict[str, str]] = []  # per enclosing class: method -> upstream class its return annotation names
+        self.methods: list[ast.FunctionDef | ast.AsyncFunctionDef] = []  # enclosing function definitions
         self.dropped_results: set[int] = set()  # ids of calls that are whole expression statements
         self.unpacked_results: dict[int, int] = {}  # ids of calls whose value is unpacked -> how many names
 
@@ -513,11 +518,13 @@ class _UseVisitor(FastVisitor):
         assigned: set[str] = set(_class_assigned_names(node.body))
         self_types: dict[str, str] = {}
         calls_super_init = False
+        stored_in: dict[str, list[tuple[str, int]]] = {}  # self.<x> -> (method, line) of each store
         for stmt in defs:  # one walk per method: self.<x> stores (with their types), super().__init__ calls
             params = None
             for sub in walk(stmt):
                 if _is_self_store(sub):
                     assigned.add(sub.attr)  # type: ignore[attr-defined]
+                    stored_in.setdefault(sub.attr, []).append((stmt.name, sub.lineno))  # type: ignore[attr-defined]
                 elif _is_init_call(stmt, sub):
                     calls_super_init = True
                 elif isinstance(sub, (ast.Assign, ast.AnnAssign)):
@@ -552,7 +559,8 @@ class _UseVisitor(FastVisitor):
         if upstream_base is not None and all(self.upstream_dotted(b) or (dotted_name(b) or "").rsplit(".", 1)[-1] in PLAIN_BASES
                                              for b in bases):
             # Every base is upstream: a `self.x` the class neither defines nor sets comes from upstream.
-            facts = {"base": upstream_base, "cls": node.name, "known": plugin_methods | assigned, "seen": Counter()}
+            facts = {"base": upstream_base, "cls": node.name, "known": plugin_methods | assigned, "seen": Counter(),
+                     "stored_in": stored_in}
         if not self.self_types:  # a top-level class (not a method's or a nested one)
             upstream = [d for b in bases if (d := self.upstream_dotted(b))]
             self.class_facts.append(_class_fact(node, self.module, self.site(node), tuple(self.conditions), self.lines, defs,
@@ -701,8 +709,10 @@ class _UseVisitor(FastVisitor):
             if found:
                 scope[arg.arg] = found
         self.scopes.append(scope)
+        self.methods.append(node)
         for stmt in node.body:
             self.visit(stmt)
+        self.methods.pop()
         self.scopes.pop()
 
     visit_AsyncFunctionDef = visit_FunctionDef
@@ -714,8 +724,12 @@ class _UseVisitor(FastVisitor):
             inner = func.value
             if isinstance(inner.func, ast.Name) and inner.func.id == "super" and self.class_bases and self.class_bases[-1]:
                 base = self.class_bases[-1]
+                # `super(Upstream, self).m(...)` skips Upstream itself: the next class of its MRO answers (drift)
+                named = self.upstream_dotted(inner.args[0]) if inner.args else None
+                after = named is not None
+                base = named or base
                 callee = base if func.attr == "__init__" else f"{base}.{func.attr}"
-                self.record_call(callee, node, via_super=True, method=func.attr)
+                self.record_call(callee, node, via_super=True, method=func.attr, after=after)
                 for arg in (*node.args, *(k.value for k in node.keywords)):
                     self.visit(arg)
                 return
@@ -751,7 +765,7 @@ class _UseVisitor(FastVisitor):
         self.generic_visit(node)
 
     def record_call(self, callee: str, node: ast.Call, via_super: bool = False, method: str = "", bound: bool = False,
-                    via: str = "") -> None:
+                    via: str = "", after: bool = False) -> None:
         keywords = [k.arg for k in node.keywords if k.arg is not None]
         # `**dict(a=1)` / `**{"a": 1}` / `**kw` where kw = {...} in this function: the keywords are known.
         star_kwargs = False
@@ -773,6 +787,8 @@ class _UseVisitor(FastVisitor):
             extra["result"] = "ignored"  # a statement of its own: the returned value is never used
         elif id(node) in self.unpacked_results:
             extra["result"] = f"unpack:{self.unpacked_results[id(node)]}"  # a, b = f(...)
+        if after:
+            extra["after"] = True  # super(Cls, self): resolved past Cls in its MRO
         self.add("call", callee, node, keywords=keywords, positional=positional, star_args=star_args,
                  star_kwargs=star_kwargs, via_super=via_super, method=method, **extra)
 
@@ -806,6 +822,16 @@ class _UseVisitor(FastVisitor):
                 return ".".join([receiver, *reversed(attrs)])
         return None
 
+    def _deleted_before_stored(self, node: ast.Attribute) -> bool:
+        """`del self.x` in a method that stores self.x only after it (or not at all), while no other
+        method of the class stores it: the attribute it deletes is one a base `__init__` set."""
+        facts = self.self_class[-1]
+        method = self.methods[-1] if self.methods else None
+        stored = facts.get("stored_in", {}).get(node.attr, ())
+        if method is None or any(name != method.name for name, _ in stored):
+            return False
+        return all(line > node.lineno for name, line in stored)
+
     def visit_Attribute(self, node: ast.Attribute) -> None:
         dotted = self.upstream_dotted(node)
         if dotted is not None and "." in dotted_name(node):  # type: ignore[operator]
@@ -821,10 +847,12 @@ class _UseVisitor(FastVisitor):
                 inner = inner.value
             self.visit(inner)
             return
-        if (isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name) and node.value.id == "self"
+        if (isinstance(node.ctx, (ast.Load, ast.Del)) and isinstance(node.value, ast.Name) and node.value.id == "self"
                 and self.self_class and self.self_class[-1] and not node.attr.startswith("__")):
             facts = self.self_class[-1]
-            if node.attr not in facts["known"] and facts["seen"][node.attr] < _SELF_SITES:
+            # `del self.x` before the class's own `self.x = ...`: x must be there already, so the base set it
+            from_base = node.attr not in facts["known"] or (isinstance(node.ctx, ast.Del) and self._deleted_before_stored(node))
+            if from_base and facts["seen"][node.attr] < _SELF_SITES:
                 facts["seen"][node.attr] += 1  # an attribute the upstream base provides (its __init__ or members)
                 self.add("attribute", f"{facts['base']}.{node.attr}", node, via="self")
         self.generic_visit(node)
