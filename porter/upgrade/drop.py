@@ -12,13 +12,13 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from porter.upgrade.lanes import GuardVerdict
-from porter.upgrade.predicates import helper_renames
+from porter.upgrade.predicates import helper_renames, predicate_functions
 
 
 @dataclass(frozen=True)
@@ -754,9 +754,12 @@ def _first_as_before(original: cst.Module, updated: cst.Module) -> cst.Module:
 
 
 def drop_source(source: str, path: str, decisions: Mapping[int, GuardVerdict] | Iterable[GuardVerdict],
-                version_functions: Iterable[str] = ("vllm_version_is",), line_length: int = DEFAULT_LINE_LENGTH) -> DropResult:
+                version_functions: Iterable[str] = ("vllm_version_is",), line_length: int = DEFAULT_LINE_LENGTH,
+                read_elsewhere: Callable[[str], bool] | None = None) -> DropResult:
     """Apply the collapse/retarget verdicts (keyed by the guard's first line) to one file's source;
-    `line_length`: the plugin's formatter limit (an import left short enough is joined on one line)."""
+    `line_length`: the plugin's formatter limit (an import left short enough is joined on one line);
+    `read_elsewhere(name)`: does another module of the plugin read `name` (a predicate function the
+    drop left unread here is deleted when it does not; without it only `_private` ones are)."""
     if not isinstance(decisions, Mapping):
         decisions = {d.line: d for d in decisions}
     wanted = {line: d for line, d in decisions.items() if d.verdict in ("collapse", "retarget")}
@@ -772,12 +775,15 @@ def drop_source(source: str, path: str, decisions: Mapping[int, GuardVerdict] | 
     transformer = _DropTransformer(path, wanted, frozenset(version_functions), line_length)
     new_source = MetadataWrapper(module).visit(transformer).code
     predicates = _predicate_names(wanted, source)
-    still_read = {line for line, name in predicates.items() if name in (_loaded_names(new_source) or {name})}
+    loaded = _loaded_names(new_source)
+    # A result that does not parse keeps every predicate; one that parses but reads nothing keeps none.
+    still_read = {line for line, name in predicates.items() if loaded is None or name in loaded}
     if still_read:  # a guard that reads the predicate stays: so does the predicate
         transformer = _DropTransformer(path, wanted, frozenset(version_functions), line_length)
         transformer.keep_predicates = still_read
         new_source = MetadataWrapper(module).visit(transformer).code
     edits = list(transformer.edits)
+    new_source = _remove_dead_predicate_functions(source, new_source, path, read_elsewhere, edits)
     before, after = _referenced_names(source), _referenced_names(new_source)
     if before is not None and after is not None:
         # Imported names the module read before the drop and reads nowhere now: only deleted branches used them.
@@ -787,6 +793,52 @@ def drop_source(source: str, path: str, decisions: Mapping[int, GuardVerdict] | 
             new_source = MetadataWrapper(cst.parse_module(new_source)).visit(remover).code
             edits.extend(remover.edits)
     return DropResult(path, new_source, tuple(sorted(edits, key=lambda e: (e.line, e.action))))
+
+
+def _remove_dead_predicate_functions(source: str, new_source: str, path: str,
+                                     read_elsewhere: Callable[[str], bool] | None, edits: list[DropEdit]) -> str:
+    """Module-level predicate functions (`def is_legacy(): return vllm_version_is("0.10.0")`) the module
+    read before the drop and reads nowhere after it go with the guards that called them, unless another
+    module may still import them (`read_elsewhere`; unknown: only `_private` names go)."""
+    functions = predicate_functions(ast.parse(source))
+    if not functions:
+        return new_source
+    before, after = _loaded_names(source) or set(), _loaded_names(new_source)
+    if after is None:
+        return new_source
+    dead = {name for name in functions if name in before and name not in after
+            and (not read_elsewhere(name) if read_elsewhere is not None else name.startswith("_"))}
+    if not dead:
+        return new_source
+    remover = _RemoveFunctions(path, dead, functions)
+    out = MetadataWrapper(cst.parse_module(new_source)).visit(remover).code
+    edits.extend(remover.edits)
+    return out
+
+
+class _RemoveFunctions(cst.CSTTransformer):
+    """Deletes the module-level functions named in `names` (the comments above them go too; the blank
+    lines the next statement has above it stay)."""
+
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, path: str, names: set[str], tests: Mapping[str, str]):
+        self.path, self.names, self.tests = path, names, tests
+        self.edits: list[DropEdit] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False  # module-level only: nested functions are not predicate functions
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef):
+        if original.name.value not in self.names:
+            return updated
+        pos = self.get_metadata(PositionProvider, original)
+        self.edits.append(DropEdit(self.path, pos.start.line, pos.end.line, "collapse", self.tests[original.name.value],
+                                   kept="predicate"))
+        return cst.RemovalSentinel.REMOVE
 
 
 def _import_bound_names(source: str) -> set[str]:

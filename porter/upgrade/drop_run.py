@@ -123,11 +123,13 @@ def plan_drop(guards: Iterable[GuardVerdict], plugin_root: Path, drop: str | Non
         by_file.setdefault(guard.path, {})[guard.line] = guard
     results: list[DropResult] = []
     skipped: list[str] = []
+    words = _PluginWords(plugin_root)
     for path, decisions in sorted(by_file.items()):
         file = plugin_root / path
         try:
             source = file.read_text(encoding="utf-8")
-            result = drop_source(source, path, decisions, version_functions, formatter_line_length(plugin_root, path))
+            result = drop_source(source, path, decisions, version_functions, formatter_line_length(plugin_root, path),
+                                 read_elsewhere=lambda name, path=path: words.read_outside(name, path))
         except (OSError, UnicodeDecodeError) as exc:
             skipped.append(f"{path}: {exc}")
             continue
@@ -140,6 +142,27 @@ def plan_drop(guards: Iterable[GuardVerdict], plugin_root: Path, drop: str | Non
     kept = tuple(r for r in results if r.path not in removed)  # a deleted module needs no guard edits
     notes = _drop_notes(plugin_root, drop, {r.path: r.source for r in kept}, set(removed)) if drop else ()
     return DropPlan(drop or "", target, chosen, kept, tuple(skipped), removed, notes)
+
+
+class _PluginWords:
+    """Which plugin files name an identifier (read once, on the first question): a predicate function
+    another module names (an import, a call, a string) is not the drop's to delete."""
+
+    def __init__(self, plugin_root: Path):
+        self.plugin_root = plugin_root
+        self.words: dict[str, frozenset[str] | None] | None = None  # None for a file that cannot be read
+
+    def read_outside(self, name: str, path: str) -> bool:
+        if self.words is None:
+            from porter.upgrade.usage import plugin_files
+
+            self.words = {}
+            for rel, file in plugin_files(self.plugin_root, _IMPORTERS_EXCLUDE):
+                try:
+                    self.words[rel] = frozenset(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", file.read_text(encoding="utf-8")))
+                except (OSError, UnicodeDecodeError):
+                    self.words[rel] = None  # it may name anything
+        return any(rel != path and (words is None or name in words) for rel, words in self.words.items())
 
 
 _LATER = re.compile(r"\b(remov|drop|delet|clean|deprecat|legacy|compat|once|after|until|when|todo|fixme|hack|workaround)",

@@ -892,3 +892,56 @@ def test_a_plain_import_a_collapse_leaves_below_only_imports_joins_the_header_in
     compile(new, "x.py", "exec")
     assert new == ('import torch\nimport vllm.a\nimport vllm.envs\nfrom vllm.b import B\nfrom vllm.config import A\n\n\n'
                    'def f():\n    return A, B, vllm.a, torch\n')
+
+
+def _module_verdicts(path: str, source: str):
+    from packaging.version import Version
+
+    from porter.upgrade.guards import GuardConventions
+    from porter.upgrade.lanes import Lanes, guard_verdicts
+    from porter.upgrade.usage import scan_source
+
+    usage = scan_source(path, source.encode(), ["vllm"], ["vllm_ascend"])
+    lanes = Lanes.for_move("vllm", Version("0.10.1"), "0.10.1", Version("0.10.0"))
+    return guard_verdicts(usage.guard_blocks, set(), GuardConventions({"vllm_version_is": "vllm"}), lanes)
+
+
+def test_a_predicate_nothing_reads_after_the_drop_goes_even_when_the_module_reads_no_other_name():
+    # The module's only reads were the predicate and the helper: no name is read afterwards, which
+    # once counted as "could not tell" and kept the predicate and its import.
+    source = 'from vllm_ascend.utils import vllm_version_is\nLEGACY = vllm_version_is("0.10.0")\nA = 1 if LEGACY else 2\n'
+    assert drop_source(source, "m.py", _module_verdicts("m.py", source)).source == "A = 2\n"
+
+
+PREDICATE_FUNCTION = '''from vllm_ascend.utils import vllm_version_is
+
+
+def is_legacy():
+    """The release lane still runs the old loader."""
+    return vllm_version_is("0.10.0")
+
+
+def load():
+    if is_legacy():
+        return "old"
+    return "new"
+'''
+
+
+def test_a_predicate_function_whose_callers_all_collapse_goes_unless_another_module_names_it(tmp_path):
+    from porter.upgrade.drop_run import plan_drop
+
+    verdicts = _module_verdicts("vllm_ascend/loader.py", PREDICATE_FUNCTION)
+    assert [(v.line, v.verdict) for v in verdicts] == [(10, "collapse")]
+    root = tmp_path / "plugin"
+    write_tree(root, {"vllm_ascend/__init__.py": "", "vllm_ascend/loader.py": PREDICATE_FUNCTION,
+                      "vllm_ascend/other.py": "X = 1\n"})
+    plan = plan_drop(verdicts, root, "0.10.0", "0.10.1", ["vllm_version_is"])
+    (result,) = plan.results
+    assert result.source == 'def load():\n    return "new"\n'
+    assert {(e.action, e.kept) for e in result.edits} >= {("collapse", "predicate"), ("remove_import", "")}
+    # Another module imports the helper: it stays (and so does the import it needs).
+    (root / "vllm_ascend/other.py").write_text("from vllm_ascend.loader import is_legacy\n")
+    (result,) = plan_drop(verdicts, root, "0.10.0", "0.10.1", ["vllm_version_is"]).results
+    assert "def is_legacy():" in result.source and "from vllm_ascend.utils import vllm_version_is" in result.source
+    assert 'return "new"' in result.source and "if is_legacy()" not in result.source
