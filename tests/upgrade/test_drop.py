@@ -945,3 +945,65 @@ def test_a_predicate_function_whose_callers_all_collapse_goes_unless_another_mod
     (result,) = plan_drop(verdicts, root, "0.10.0", "0.10.1", ["vllm_version_is"]).results
     assert "def is_legacy():" in result.source and "from vllm_ascend.utils import vllm_version_is" in result.source
     assert 'return "new"' in result.source and "if is_legacy()" not in result.source
+
+
+RELEASE_ONLY_INIT_PATCH = '''from vllm.model import Net
+from vllm.layers import Linear
+
+from vllm_ascend.utils import vllm_version_is
+
+
+class AscendNet(Net):
+    def forward(self, x):
+        return x
+
+
+_original_init = Net.__init__
+_REGISTRY = {}
+
+
+def _patched_init(self, *args, **kwargs) -> None:
+    _original_init(self, *args, **kwargs)
+    self.proj = Linear(kwargs.get("size"))
+
+
+def _still_used():
+    return 1
+
+
+Net.forward = AscendNet.forward
+Net.size = _still_used()
+_REGISTRY["net"] = AscendNet
+if vllm_version_is("0.10.0"):
+    Net.__init__ = _patched_init
+'''
+
+
+def test_private_definitions_only_a_collapsed_branch_used_go_with_it(tmp_path):
+    from porter.upgrade.drop_run import plan_drop, pr_summary
+
+    path = "vllm_ascend/patch_net.py"
+    verdicts = _module_verdicts(path, RELEASE_ONLY_INIT_PATCH)
+    assert [(v.line, v.verdict, v.kept) for v in verdicts] == [(28, "collapse", "else")]
+    # Another patch module with its own `_original_init` says nothing about this one's.
+    root = write_tree(tmp_path / "plugin", {"vllm_ascend/__init__.py": "", path: RELEASE_ONLY_INIT_PATCH,
+                                            "vllm_ascend/patch_other.py": "_original_init = object.__init__\n"})
+    plan = plan_drop(verdicts, root, "0.10.0", "0.10.1", ["vllm_version_is"])
+    (result,) = plan.results
+    new = result.source
+    compile(new, path, "exec")
+    # The guarded install went, then the patched __init__ it installed, then the original it wrapped,
+    # then the import only that one read; what other code still reads stays.
+    assert "_patched_init" not in new and "_original_init" not in new and "Linear" not in new
+    assert "vllm_version_is" not in new
+    assert "def _still_used():" in new and "_REGISTRY = {}" in new and "Net.forward = AscendNet.forward" in new
+    assert "        return x\n\n\n_REGISTRY = {}\n\n\ndef _still_used" in new
+    assert new.endswith('\n\n\ndef _still_used():\n    return 1\n\n\nNet.forward = AscendNet.forward\nNet.size = _still_used()\n'
+                        '_REGISTRY["net"] = AscendNet\n')
+    assert sorted(e.guard for e in result.edits if e.action == "remove_dead") == [
+        "_original_init = Net.__init__", "def _patched_init"]
+    assert any("Removed private definitions only the deleted branches used: 2." in line for line in pr_summary(plan, "vllm"))
+    # Another module imports the private original: it stays, and so does what it reads.
+    (root / "vllm_ascend/other.py").write_text("from vllm_ascend.patch_net import _original_init\n")
+    (result,) = plan_drop(verdicts, root, "0.10.0", "0.10.1", ["vllm_version_is"]).results
+    assert "_original_init = Net.__init__" in result.source and "def _patched_init" not in result.source
