@@ -12,13 +12,13 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from porter.upgrade.lanes import GuardVerdict
-from porter.upgrade.predicates import helper_renames
+from porter.upgrade.predicates import helper_renames, predicate_functions
 
 
 @dataclass(frozen=True)
@@ -598,8 +598,9 @@ def _predicate_names(decisions: Mapping[int, GuardVerdict], source: str) -> dict
     return out
 
 
-def _referenced_names(source: str) -> set[str] | None:
-    """Every name a module reads or binds (plus string constants, for `__all__` and annotations)."""
+def _referenced_names(source: str, loads_only: bool = False) -> set[str] | None:
+    """Every name a module reads or binds (plus string constants, for `__all__` and annotations);
+    `loads_only`: the names it reads."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -607,6 +608,8 @@ def _referenced_names(source: str) -> set[str] | None:
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
+            if loads_only and not isinstance(node.ctx, ast.Load):
+                continue
             names.add(node.id)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
             names.add(node.value)
@@ -754,9 +757,12 @@ def _first_as_before(original: cst.Module, updated: cst.Module) -> cst.Module:
 
 
 def drop_source(source: str, path: str, decisions: Mapping[int, GuardVerdict] | Iterable[GuardVerdict],
-                version_functions: Iterable[str] = ("vllm_version_is",), line_length: int = DEFAULT_LINE_LENGTH) -> DropResult:
+                version_functions: Iterable[str] = ("vllm_version_is",), line_length: int = DEFAULT_LINE_LENGTH,
+                read_elsewhere: Callable[[str], bool] | None = None) -> DropResult:
     """Apply the collapse/retarget verdicts (keyed by the guard's first line) to one file's source;
-    `line_length`: the plugin's formatter limit (an import left short enough is joined on one line)."""
+    `line_length`: the plugin's formatter limit (an import left short enough is joined on one line);
+    `read_elsewhere(name)`: does another module of the plugin read `name` (a predicate function the
+    drop left unread here is deleted when it does not; without it only `_private` ones are)."""
     if not isinstance(decisions, Mapping):
         decisions = {d.line: d for d in decisions}
     wanted = {line: d for line, d in decisions.items() if d.verdict in ("collapse", "retarget")}
@@ -772,12 +778,15 @@ def drop_source(source: str, path: str, decisions: Mapping[int, GuardVerdict] | 
     transformer = _DropTransformer(path, wanted, frozenset(version_functions), line_length)
     new_source = MetadataWrapper(module).visit(transformer).code
     predicates = _predicate_names(wanted, source)
-    still_read = {line for line, name in predicates.items() if name in (_loaded_names(new_source) or {name})}
+    loaded = _loaded_names(new_source)
+    # A result that does not parse keeps every predicate; one that parses but reads nothing keeps none.
+    still_read = {line for line, name in predicates.items() if loaded is None or name in loaded}
     if still_read:  # a guard that reads the predicate stays: so does the predicate
         transformer = _DropTransformer(path, wanted, frozenset(version_functions), line_length)
         transformer.keep_predicates = still_read
         new_source = MetadataWrapper(module).visit(transformer).code
     edits = list(transformer.edits)
+    new_source = _remove_dead_definitions(source, new_source, path, read_elsewhere, edits)
     before, after = _referenced_names(source), _referenced_names(new_source)
     if before is not None and after is not None:
         # Imported names the module read before the drop and reads nowhere now: only deleted branches used them.
@@ -787,6 +796,107 @@ def drop_source(source: str, path: str, decisions: Mapping[int, GuardVerdict] | 
             new_source = MetadataWrapper(cst.parse_module(new_source)).visit(remover).code
             edits.extend(remover.edits)
     return DropResult(path, new_source, tuple(sorted(edits, key=lambda e: (e.line, e.action))))
+
+
+def _remove_dead_definitions(source: str, new_source: str, path: str,
+                             read_elsewhere: Callable[[str], bool] | None, edits: list[DropEdit]) -> str:
+    """Module-level definitions the module read before the drop and reads nowhere after it go with the
+    branches that used them, until none is left: predicate functions (`def is_legacy(): return
+    vllm_version_is("0.10.0")`, action `collapse`, kept `predicate`) and `_private` functions, classes and
+    plain assignments (`_orig = Base.__init__`, `def _patched_init(...)` once the guarded
+    `Base.__init__ = _patched_init` is gone; action `remove_dead`). Never a decorated definition or an
+    assignment whose value calls something (either may do work at import), nor a name another module of
+    the plugin names (`read_elsewhere`; unknown: predicate functions stay unless `_private`)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return new_source
+    predicates = predicate_functions(tree)
+    before = _loaded_names(source) or set()
+
+    def removable(name: str) -> bool:
+        if name not in predicates and not name.startswith("_") or name.startswith("__"):
+            return False
+        if read_elsewhere is not None:
+            return not read_elsewhere(name)
+        return name.startswith("_")
+
+    candidates = {name for name in _side_effect_free_definitions(tree) if name in before and removable(name)}
+    removed: set[str] = set()
+    while candidates - removed:
+        after = _referenced_names(new_source, loads_only=True)  # with strings: `__all__`, annotations
+        if after is None:
+            break
+        dead = {name for name in candidates - removed if name not in after}
+        if not dead:
+            break
+        remover = _RemoveDefinitions(path, dead, predicates)
+        new_source = MetadataWrapper(cst.parse_module(new_source)).visit(remover).code
+        edits.extend(remover.edits)
+        removed |= dead
+    return new_source
+
+
+def _side_effect_free_definitions(tree: ast.Module) -> set[str]:
+    """Names the module binds at top level with an undecorated def/class or a one-name assignment whose
+    value calls nothing, bound exactly once."""
+    out: list[str] = []
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not stmt.decorator_list:
+            out.append(stmt.name)
+        elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                and not any(isinstance(n, (ast.Call, ast.Await, ast.Yield, ast.NamedExpr)) for n in ast.walk(stmt.value)):
+            out.append(stmt.targets[0].id)
+    stores = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))]
+    stores += [s.name for s in ast.walk(tree) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    return {name for name in out if stores.count(name) == 1}
+
+
+class _RemoveDefinitions(cst.CSTTransformer):
+    """Deletes the module-level definitions (def, class, one-name assignment) named in `names`; the
+    comments above one go with it, its blank lines pass to the next statement when that one has fewer
+    (the two lines black keeps after a class stay)."""
+
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, path: str, names: set[str], predicates: Mapping[str, str]):
+        self.path, self.names, self.predicates = path, names, predicates
+        self.edits: list[DropEdit] = []
+
+    def visit_Module(self, node: cst.Module) -> bool:
+        return False  # only the module's own statements are looked at, in leave_Module
+
+    @staticmethod
+    def _name(stmt: cst.CSTNode) -> tuple[str, str] | None:
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            return stmt.name.value, f"{'def' if isinstance(stmt, cst.FunctionDef) else 'class'} {stmt.name.value}"
+        if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign) \
+                and len(stmt.body[0].targets) == 1 and isinstance(stmt.body[0].targets[0].target, cst.Name):
+            return stmt.body[0].targets[0].target.value, cst.Module([]).code_for_node(stmt.body[0])[:80]
+        return None
+
+    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
+        body: list[cst.CSTNode] = []
+        blank: list[cst.EmptyLine] = []  # leading blank lines of the statements just removed
+        for stmt in original.body:
+            named = self._name(stmt)
+            if named is not None and named[0] in self.names:
+                name, text = named
+                pos = self.get_metadata(PositionProvider, stmt)
+                if name in self.predicates:
+                    self.edits.append(DropEdit(self.path, pos.start.line, pos.end.line, "collapse",
+                                               self.predicates[name], kept="predicate"))
+                else:
+                    self.edits.append(DropEdit(self.path, pos.start.line, pos.end.line, "remove_dead", text))
+                lines = [line for line in stmt.leading_lines if line.comment is None]
+                blank = lines if len(lines) > len(blank) else blank
+                continue
+            own = next((n for n, line in enumerate(stmt.leading_lines) if line.comment is not None), len(stmt.leading_lines))
+            if own < len(blank):  # blank lines above the statement (or its comment) as many as above the removed one
+                stmt = stmt.with_changes(leading_lines=[*blank[:len(blank) - own], *stmt.leading_lines])
+            blank = []
+            body.append(stmt)
+        return updated.with_changes(body=body)
 
 
 def _import_bound_names(source: str) -> set[str]:

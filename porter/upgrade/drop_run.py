@@ -123,11 +123,13 @@ def plan_drop(guards: Iterable[GuardVerdict], plugin_root: Path, drop: str | Non
         by_file.setdefault(guard.path, {})[guard.line] = guard
     results: list[DropResult] = []
     skipped: list[str] = []
+    words = _PluginWords(plugin_root)
     for path, decisions in sorted(by_file.items()):
         file = plugin_root / path
         try:
             source = file.read_text(encoding="utf-8")
-            result = drop_source(source, path, decisions, version_functions, formatter_line_length(plugin_root, path))
+            result = drop_source(source, path, decisions, version_functions, formatter_line_length(plugin_root, path),
+                                 read_elsewhere=lambda name, path=path: words.read_outside(name, path))
         except (OSError, UnicodeDecodeError) as exc:
             skipped.append(f"{path}: {exc}")
             continue
@@ -140,6 +142,35 @@ def plan_drop(guards: Iterable[GuardVerdict], plugin_root: Path, drop: str | Non
     kept = tuple(r for r in results if r.path not in removed)  # a deleted module needs no guard edits
     notes = _drop_notes(plugin_root, drop, {r.path: r.source for r in kept}, set(removed)) if drop else ()
     return DropPlan(drop or "", target, chosen, kept, tuple(skipped), removed, notes)
+
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_TOP_BINDING = re.compile(r"^(?:(?:async\s+)?def|class)\s+([A-Za-z_]\w*)|^([A-Za-z_]\w*)\s*(?::[^=\n]*)?=(?!=)", re.MULTILINE)
+
+
+class _PluginWords:
+    """Which plugin files name an identifier they do not define themselves (read once, on the first
+    question): a definition another module imports or reads is not the drop's to delete, while a module
+    with its own `_original_init` says nothing about this one's."""
+
+    def __init__(self, plugin_root: Path):
+        self.plugin_root = plugin_root
+        self.words: dict[str, frozenset[str] | None] | None = None  # None for a file that cannot be read
+
+    def read_outside(self, name: str, path: str) -> bool:
+        if self.words is None:
+            from porter.upgrade.usage import plugin_files
+
+            self.words = {}
+            for rel, file in plugin_files(self.plugin_root, _IMPORTERS_EXCLUDE):
+                try:
+                    text = file.read_text(encoding="utf-8")
+                except (OSError, UnicodeDecodeError):
+                    self.words[rel] = None  # it may name anything
+                    continue
+                bound = {a or b for a, b in _TOP_BINDING.findall(text)}
+                self.words[rel] = frozenset(set(_WORD.findall(text)) - bound)
+        return any(rel != path and (words is None or name in words) for rel, words in self.words.items())
 
 
 _LATER = re.compile(r"\b(remov|drop|delet|clean|deprecat|legacy|compat|once|after|until|when|todo|fixme|hack|workaround)",
@@ -196,10 +227,12 @@ def _orphans(plugin_root: Path, results: list[DropResult]) -> tuple[str, ...]:
             return ()  # a file we cannot read may import anything: remove nothing
     prefix = plugin_root.name if (plugin_root / "__init__.py").is_file() else ""
     after = {**before, **{r.path: r.source for r in results}}
-    # Spans whose imports may be gone: collapsed guards (not those that only lose a check in their test)
-    # and unreachable code deleted after them.
+    # Spans whose imports may be gone: collapsed guards (not those that only lose a check in their test) and
+    # unreachable code deleted after them. Not predicates nor dead private definitions: the latter's lines are
+    # those of the collapsed text, and a module only they imported is kept (nothing is removed on a guess).
     deleted = {r.path: [(e.line, e.end_line) for e in r.edits
-                        if (e.action == "collapse" and e.kept != "test") or e.action == "remove_unreachable"] for r in results}
+                        if (e.action == "collapse" and e.kept not in ("test", "predicate")) or e.action == "remove_unreachable"]
+               for r in results}
     return tuple(orphaned(before, after, deleted, prefix))
 
 
@@ -217,6 +250,10 @@ def pr_summary(plan: DropPlan, upstream: str) -> tuple[str, ...]:
     if unreachable:
         lines.append(f"Removed code no lane reaches any more (after a kept `return`/`raise`): {len(unreachable)} block(s).")
         lines += [f"  - {e.path}:{e.line}-{e.end_line} `{e.guard}`" for e in unreachable[:100]]
+    dead = [e for e in plan.edits if e.action == "remove_dead"]
+    if dead:
+        lines.append(f"Removed private definitions only the deleted branches used: {len(dead)}.")
+        lines += [f"  - {e.path}:{e.line}-{e.end_line} `{e.guard}`" for e in dead[:100]]
     lines.append(f"Bump gates: {len(retarget)} guard(s) retargeted to {plan.target} (their main-lane branch does not "
                  "resolve at the new release while the old branch does).")
     lines += [f"  - {e.path}:{e.line} `{e.guard}` -> `{e.retarget_to}`" for e in retarget[:100]]

@@ -892,3 +892,118 @@ def test_a_plain_import_a_collapse_leaves_below_only_imports_joins_the_header_in
     compile(new, "x.py", "exec")
     assert new == ('import torch\nimport vllm.a\nimport vllm.envs\nfrom vllm.b import B\nfrom vllm.config import A\n\n\n'
                    'def f():\n    return A, B, vllm.a, torch\n')
+
+
+def _module_verdicts(path: str, source: str):
+    from packaging.version import Version
+
+    from porter.upgrade.guards import GuardConventions
+    from porter.upgrade.lanes import Lanes, guard_verdicts
+    from porter.upgrade.usage import scan_source
+
+    usage = scan_source(path, source.encode(), ["vllm"], ["vllm_ascend"])
+    lanes = Lanes.for_move("vllm", Version("0.10.1"), "0.10.1", Version("0.10.0"))
+    return guard_verdicts(usage.guard_blocks, set(), GuardConventions({"vllm_version_is": "vllm"}), lanes)
+
+
+def test_a_predicate_nothing_reads_after_the_drop_goes_even_when_the_module_reads_no_other_name():
+    # The module's only reads were the predicate and the helper: no name is read afterwards, which
+    # once counted as "could not tell" and kept the predicate and its import.
+    source = 'from vllm_ascend.utils import vllm_version_is\nLEGACY = vllm_version_is("0.10.0")\nA = 1 if LEGACY else 2\n'
+    assert drop_source(source, "m.py", _module_verdicts("m.py", source)).source == "A = 2\n"
+
+
+PREDICATE_FUNCTION = '''from vllm_ascend.utils import vllm_version_is
+
+
+def is_legacy():
+    """The release lane still runs the old loader."""
+    return vllm_version_is("0.10.0")
+
+
+def load():
+    if is_legacy():
+        return "old"
+    return "new"
+'''
+
+
+def test_a_predicate_function_whose_callers_all_collapse_goes_unless_another_module_names_it(tmp_path):
+    from porter.upgrade.drop_run import plan_drop
+
+    verdicts = _module_verdicts("vllm_ascend/loader.py", PREDICATE_FUNCTION)
+    assert [(v.line, v.verdict) for v in verdicts] == [(10, "collapse")]
+    root = tmp_path / "plugin"
+    write_tree(root, {"vllm_ascend/__init__.py": "", "vllm_ascend/loader.py": PREDICATE_FUNCTION,
+                      "vllm_ascend/other.py": "X = 1\n"})
+    plan = plan_drop(verdicts, root, "0.10.0", "0.10.1", ["vllm_version_is"])
+    (result,) = plan.results
+    assert result.source == 'def load():\n    return "new"\n'
+    assert {(e.action, e.kept) for e in result.edits} >= {("collapse", "predicate"), ("remove_import", "")}
+    # Another module imports the helper: it stays (and so does the import it needs).
+    (root / "vllm_ascend/other.py").write_text("from vllm_ascend.loader import is_legacy\n")
+    (result,) = plan_drop(verdicts, root, "0.10.0", "0.10.1", ["vllm_version_is"]).results
+    assert "def is_legacy():" in result.source and "from vllm_ascend.utils import vllm_version_is" in result.source
+    assert 'return "new"' in result.source and "if is_legacy()" not in result.source
+
+
+RELEASE_ONLY_INIT_PATCH = '''from vllm.model import Net
+from vllm.layers import Linear
+
+from vllm_ascend.utils import vllm_version_is
+
+
+class AscendNet(Net):
+    def forward(self, x):
+        return x
+
+
+_original_init = Net.__init__
+_REGISTRY = {}
+
+
+def _patched_init(self, *args, **kwargs) -> None:
+    _original_init(self, *args, **kwargs)
+    self.proj = Linear(kwargs.get("size"))
+
+
+def _still_used():
+    return 1
+
+
+Net.forward = AscendNet.forward
+Net.size = _still_used()
+_REGISTRY["net"] = AscendNet
+if vllm_version_is("0.10.0"):
+    Net.__init__ = _patched_init
+'''
+
+
+def test_private_definitions_only_a_collapsed_branch_used_go_with_it(tmp_path):
+    from porter.upgrade.drop_run import plan_drop, pr_summary
+
+    path = "vllm_ascend/patch_net.py"
+    verdicts = _module_verdicts(path, RELEASE_ONLY_INIT_PATCH)
+    assert [(v.line, v.verdict, v.kept) for v in verdicts] == [(28, "collapse", "else")]
+    # Another patch module with its own `_original_init` says nothing about this one's.
+    root = write_tree(tmp_path / "plugin", {"vllm_ascend/__init__.py": "", path: RELEASE_ONLY_INIT_PATCH,
+                                            "vllm_ascend/patch_other.py": "_original_init = object.__init__\n"})
+    plan = plan_drop(verdicts, root, "0.10.0", "0.10.1", ["vllm_version_is"])
+    (result,) = plan.results
+    new = result.source
+    compile(new, path, "exec")
+    # The guarded install went, then the patched __init__ it installed, then the original it wrapped,
+    # then the import only that one read; what other code still reads stays.
+    assert "_patched_init" not in new and "_original_init" not in new and "Linear" not in new
+    assert "vllm_version_is" not in new
+    assert "def _still_used():" in new and "_REGISTRY = {}" in new and "Net.forward = AscendNet.forward" in new
+    assert "        return x\n\n\n_REGISTRY = {}\n\n\ndef _still_used" in new
+    assert new.endswith('\n\n\ndef _still_used():\n    return 1\n\n\nNet.forward = AscendNet.forward\nNet.size = _still_used()\n'
+                        '_REGISTRY["net"] = AscendNet\n')
+    assert sorted(e.guard for e in result.edits if e.action == "remove_dead") == [
+        "_original_init = Net.__init__", "def _patched_init"]
+    assert any("Removed private definitions only the deleted branches used: 2." in line for line in pr_summary(plan, "vllm"))
+    # Another module imports the private original: it stays, and so does what it reads.
+    (root / "vllm_ascend/other.py").write_text("from vllm_ascend.patch_net import _original_init\n")
+    (result,) = plan_drop(verdicts, root, "0.10.0", "0.10.1", ["vllm_version_is"]).results
+    assert "_original_init = Net.__init__" in result.source and "def _patched_init" not in result.source
