@@ -1,4 +1,4 @@
-"""The cycle collector during a CLI call's start-up.
+"""The cycle collector during a CLI call's start-up, and around syntax-tree work (`paused`).
 
 A warm `porter diagnose` allocates its long-lived objects first (module code and classes, the
 compiled-KB plan from the cache, the regex store), and the collector keeps traversing that
@@ -14,6 +14,8 @@ unreachable cycles forever).
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 _paused = False
 
@@ -41,3 +43,22 @@ def resume() -> None:
     if _paused:
         _paused = False
         gc.enable()
+
+
+@contextmanager
+def paused() -> Iterator[None]:
+    """No cyclic garbage collection while a syntax tree is built and read: ASTs are acyclic (freed by
+    reference counting) and the collector's passes over the growing heap cost ~15% of a parse.
+    On exit what survived goes straight to the oldest generation (freeze, enable, unfreeze): plain
+    enable() would make the next allocation run a young-generation pass over everything allocated
+    while paused (~0.3 s at the end of a cold analysis, with one core idle). Cycles made while
+    paused are still collected, by the next full collection."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.freeze()
+            gc.enable()
+            gc.unfreeze()

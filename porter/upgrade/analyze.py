@@ -389,13 +389,13 @@ def _worker_pool(workers: int | None) -> Any:
 
 
 def run_analysis(request: AnalysisRequest, progress: Any = None) -> AnalysisReport:
-    from porter.upgrade.index import gc_paused
+    from porter import gcpause
 
     pool = _worker_pool(request.workers)
     try:
         # No cyclic GC during the run: it builds ~10^6 short-lived acyclic objects (syntax trees,
         # unpickled index records) and the collector's passes over the growing heap cost seconds.
-        with gc_paused():
+        with gcpause.paused():
             return _run_analysis(request, progress, pool)
     finally:
         if pool is not None:

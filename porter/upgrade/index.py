@@ -10,15 +10,15 @@ hash under `cache_dir/index/`. `prefetch()` parses many uncached modules in para
 from __future__ import annotations
 
 import ast
-import gc
 import hashlib
 import os
 import pickle
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
+
+from porter import gcpause
 
 from porter.fsutil import atomic_write_bytes
 
@@ -770,27 +770,8 @@ def _string_list(value: ast.expr | None) -> list[str] | None:
     return None
 
 
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection while a syntax tree is built and read: ASTs are acyclic (freed by
-    reference counting) and the collector's passes over the growing heap cost ~15% of a parse.
-    On exit what survived goes straight to the oldest generation (freeze, enable, unfreeze): plain
-    enable() would make the next allocation run a young-generation pass over everything allocated
-    while paused (~0.3 s at the end of a cold analysis, with one core idle). Cycles made while
-    paused are still collected, by the next full collection."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.freeze()
-            gc.enable()
-            gc.unfreeze()
-
-
 def parse_module(name: str, relpath: str, source: bytes) -> ModuleInfo:
-    with gc_paused():  # the syntax tree is freed when _parse_module returns, before the collector resumes
+    with gcpause.paused():  # the syntax tree is freed when _parse_module returns, before the collector resumes
         return _parse_module(name, relpath, source)
 
 

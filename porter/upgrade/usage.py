@@ -21,11 +21,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from porter import gcpause
 from porter.fsutil import atomic_write_bytes
 from porter.upgrade.bindings import branch_names, reads
 from porter.upgrade.guards import Condition
 from porter.upgrade.inherit import ClassFact
-from porter.upgrade.index import PLAIN_BASES, FastVisitor, Signature, body_span, body_text, dotted_name, gc_paused, signature_of, walk
+from porter.upgrade.index import PLAIN_BASES, FastVisitor, Signature, body_span, body_text, dotted_name, signature_of, walk
 from porter.upgrade.models import Site
 from porter.upgrade.predicates import NO_PREDICATES, Predicates, find_predicates, plugin_imports, resolve_imported
 
@@ -941,7 +942,7 @@ def scan_source(path: str, source: bytes, packages: Iterable[str], plugin_packag
                 singletons: dict[str, str] | None = None, module_prefix: str = "") -> FileUsage:
     """One plugin file's uses. `module_prefix` names the package of the scanned root when the
     plugin tree is the package directory itself (`vllm_ascend/` scanned as `ops/x.py`)."""
-    with gc_paused():
+    with gcpause.paused():
         return _scan_source(path, source, packages, plugin_packages, singletons, module_prefix)
 
 

@@ -1,11 +1,11 @@
-"""index.gc_paused: no collection while paused; on exit the survivors skip the young-generation
+"""gcpause.paused: no collection while paused; on exit the survivors skip the young-generation
 pass (they go to the oldest generation), the collector is on again, and cycles made while paused
 are still collected."""
 
 import gc
 import weakref
 
-from porter.upgrade.index import gc_paused
+from porter.gcpause import paused as gc_paused
 
 
 class _Node:
