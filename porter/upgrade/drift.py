@@ -54,6 +54,21 @@ _SELF_CALL = re.compile(r"\bself\.(\w+)\(")
 _SELF_STORE = re.compile(r"^\s*self\.(\w+)\s*(?::[^=\n]+)?=(?!=)\s*(.*)$", re.M)  # `self.x = v`, `self.x: T = v`: (x, v)
 
 
+def _store_value(body: str, store: re.Match[str]) -> str:
+    """The whole right-hand side of a `self.x = ...` match, across lines while brackets are open."""
+    end, depth = store.start(2), 0
+    while end < len(body):
+        char = body[end]
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char == "\n" and depth <= 0:
+            break
+        end += 1
+    return body[store.start(2):end]
+
+
 def _text_similarity(a: str, b: str) -> float:
     """rapidfuzz's ratio as a fraction (0-1). Imported on first use: a run answered from the result
     cache never computes drift, and the import costs more than the cached answer."""
@@ -1266,9 +1281,12 @@ class DriftAnalyzer:
         for name, (owner, body) in bodies.items():
             if name in skip or name in during_init or name.startswith("__"):
                 continue
-            for attr, value in _SELF_STORE.findall(body):
+            for store in _SELF_STORE.finditer(body):
+                attr, value = store.group(1), _store_value(body, store)
                 if attr not in attrs or re.search(rf"\bself\.{attr}\s+is\s+None\b", body):
                     continue  # a lazy `if self.x is None: self.x = ...` keeps what the subclass set
+                if re.search(rf"\bself\.{attr}\b(?!\s*\()", value):
+                    continue  # `self.m = Wrapper(self, self.m, ...)` wraps the subclass's object, keeps it
                 rebuilt = re.match(r"self\.(\w+)\(", value)
                 if rebuilt and rebuilt.group(1) in skip:
                     continue  # `self.runner = self._init_runner()`: the subclass's override builds it

@@ -3,8 +3,9 @@
 * An attribute the plugin class's `__init__` sets that a base method it does not override starts
   assigning at the target (vllm 0.20.0's `GPUModelRunner.initialize_kv_cache` building
   `self.cudagraph_manager`, vllm-ascend 6ca18cbeb3): `attribute_overwritten`, risky, at the class.
-  An attribute that base method assigned at the baseline too, or a method the plugin overrides, is no
-  record.
+  An attribute that base method assigned at the baseline too, a method the plugin overrides, or a
+  store whose new value wraps the attribute's current one (`self.m = Wrapper(self, self.m, ...)`: the
+  plugin's object stays inside) is no record.
 * `del self.x` before the class's own `self.x = ...`: a use of the base's attribute, so a base
   `__init__` that stops setting it is reported.
 * A member read through an annotated upstream field (`cfg.parallel.pcp_size`, `parallel:
@@ -75,6 +76,11 @@ RUNNER_NEW = """
 
         def make_worker(self):
             return None
+
+        def wrap_method(self):
+            self.method = Wrapped.make(
+                self, self.method, None
+            )
 """
 CONFIG_OLD = """
     from dataclasses import dataclass, field
@@ -122,6 +128,7 @@ PLUGIN = {
                 self.extras = [2]
                 self.bufs = [3]
                 self.worker = self.make_worker()
+                self.method = object()
 
             def load_model(self):
                 self.model = 1
@@ -161,11 +168,12 @@ def test_an_attribute_a_base_method_starts_assigning_is_overwritten(report):
              for c in r.detail.get("changes", [r.detail]) if c.get("change") == "attribute_overwritten" for s in r.sites]
     # graph_manager: initialize_cache assigns it at 2.0 only; states: at both trees; buffers: in
     # load_model, which NPURunner overrides; extras: in setup, which the base __init__ runs; bufs: a
-    # lazy `if self.bufs is None`; worker: rebuilt by make_worker, which NPURunner overrides
+    # lazy `if self.bufs is None`; worker: rebuilt by make_worker, which NPURunner overrides; method:
+    # wrap_method wraps the plugin's own object (FusedMoE.maybe_init_modular_kernel), it stays inside
     assert [(sev, line) for sev, _, line in found] == [(Severity.RISKY, 5)]
     assert any("graph_manager" in r.symbol for r in report.records
                if any(c.get("change") == "attribute_overwritten" for c in r.detail.get("changes", [r.detail])))
-    assert not [r for r in report.records if r.symbol.rsplit(".", 1)[-1] in ("states", "cache", "extras", "bufs", "worker")
+    assert not [r for r in report.records if r.symbol.rsplit(".", 1)[-1] in ("states", "cache", "extras", "bufs", "worker", "method")
                 and "assigns" in r.message]
 
 
@@ -177,7 +185,7 @@ def test_del_of_an_attribute_the_base_init_no_longer_sets_is_reported(report):
 def test_a_typed_field_member_missing_at_both_trees_is_risky(report):
     hits = {r.symbol.rsplit(".", 1)[-1]: r for r in report.records if "missing at the target and at the baseline" in r.message}
     assert "pcp_size" in hits and hits["pcp_size"].severity is Severity.RISKY
-    assert [s.line for s in hits["pcp_size"].sites] == [29]
+    assert [s.line for s in hits["pcp_size"].sites] == [30]
     # tp_size exists; specs is named by a NEW subclass; rfork is stored by the plugin; extra_size is a
     # member of a plugin class; `p: ParallelConfig` is the plugin's own annotation of a parameter
     assert not {"tp_size", "specs", "rfork", "extra_size", "not_there"} & set(hits)
