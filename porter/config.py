@@ -129,19 +129,13 @@ def _tool_porter_section(pyproject: Path, text: str) -> Any:
     costs more than the rest of a warm `porter diagnose`'s start-up, so the section is memoised
     in the user cache, keyed by the file's content (an edit is a new key). marshal, not JSON:
     `import json` was ~3 % of a warm text-mode diagnose, which needs json for nothing else."""
-    import marshal
-    import zlib
-
-    data = text.encode("utf-8")
+    from porter import marshalmemo
     from porter.cachehome import cache_home
 
-    memo = Path(cache_home()) / "config" / f"pyproject-{zlib.crc32(data):08x}{zlib.adler32(data):08x}{len(data):x}.marshal"
-    try:
-        found = marshal.loads(memo.read_bytes())
-        if type(found) is dict and found.get("memo") == 1:
-            return found["section"]
-    except (OSError, ValueError, EOFError, TypeError, KeyError):
-        pass
+    memo = Path(cache_home()) / "config" / f"pyproject-{marshalmemo.content_tag(text.encode('utf-8'))}.marshal"
+    found = marshalmemo.load(memo)
+    if type(found) is dict and found.get("memo") == 1 and "section" in found:
+        return found["section"]
     import tomllib
 
     try:
@@ -149,14 +143,7 @@ def _tool_porter_section(pyproject: Path, text: str) -> Any:
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{pyproject}: invalid TOML: {exc}") from exc
     section = doc.get("tool", {}).get("porter")
-    try:
-        encoded = marshal.dumps({"memo": 1, "section": section})  # ValueError for TOML dates and times: not memoised
-        if marshal.loads(encoded)["section"] == section:
-            from porter.fsutil import atomic_write_bytes
-
-            atomic_write_bytes(memo, encoded, durable=False)
-    except (OSError, TypeError, ValueError):
-        pass  # a read-only cache only costs speed
+    marshalmemo.store(memo, {"memo": 1, "section": section})  # not for TOML dates and times (marshal has none)
     return section
 
 

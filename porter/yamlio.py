@@ -94,32 +94,22 @@ def _memo_stamp(st: os.stat_result) -> tuple[int, int, int, int]:
 
 
 def _memo_read(memo: str, st: os.stat_result) -> Any:
-    import marshal
+    from porter import marshalmemo
 
-    try:
-        with open(memo, "rb") as fh:
-            stamp, data = marshal.loads(fh.read())
-    except (OSError, EOFError, ValueError, TypeError):
-        return _MISSING
-    return data if stamp == _memo_stamp(st) else _MISSING
+    found = marshalmemo.load(memo)
+    if type(found) is tuple and len(found) == 2 and found[0] == _memo_stamp(st):
+        return found[1]
+    return _MISSING
 
 
 def _memo_write(memo: str, st: os.stat_result, data: Any) -> None:
-    import marshal
     import time
+
+    from porter import marshalmemo
 
     if time.time() - st.st_mtime < _RACY_SECONDS:
         return
-    try:
-        blob = marshal.dumps((_memo_stamp(st), data))
-    except ValueError:  # a value marshal cannot hold (a date): parsed each time
-        return
-    try:
-        from porter.fsutil import atomic_write_bytes
-
-        atomic_write_bytes(Path(memo), blob, durable=False)
-    except OSError:
-        pass  # an unwritable cache only costs the parse next time
+    marshalmemo.store(memo, (_memo_stamp(st), data))  # not for a value marshal cannot hold (a date): parsed each time
 
 
 def dump_yaml(data: Any) -> str:

@@ -110,28 +110,19 @@ def _document(path: Path, cache_dir: Path | None) -> object:
     """calibration.json parsed, through a marshal memo keyed by its content
     (`<cache_dir>/kb/calibration-*.marshal`): `import json` (its module compiles six regexes) was
     ~3 % of a warm text-mode `porter diagnose`, which needs json for nothing else."""
-    import marshal
-    import zlib
+    from porter import marshalmemo
 
     raw = path.read_bytes()
-    memo = Path(cache_dir) / "kb" / f"calibration-{zlib.crc32(raw):08x}{zlib.adler32(raw):08x}{len(raw):x}.marshal" if cache_dir is not None else None
+    memo = Path(cache_dir) / "kb" / f"calibration-{marshalmemo.content_tag(raw)}.marshal" if cache_dir is not None else None
     if memo is not None:
-        try:
-            doc = marshal.loads(memo.read_bytes())
-            if type(doc) is dict:
-                return doc
-        except (OSError, ValueError, EOFError, TypeError):
-            pass
+        doc = marshalmemo.load(memo)
+        if type(doc) is dict:
+            return doc
     import json
 
     doc = json.loads(raw.decode("utf-8"))
     if memo is not None:
-        try:
-            from porter.fsutil import atomic_write_bytes
-
-            atomic_write_bytes(memo, marshal.dumps(doc), durable=False)
-        except (OSError, ValueError):
-            pass  # a read-only cache only costs speed
+        marshalmemo.store(memo, doc)
     return doc
 
 

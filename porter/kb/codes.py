@@ -128,8 +128,9 @@ def load_tables(codes_dir: Path, cache_dir: Path | None = None) -> tuple[list[Co
 
 def _parsed_documents(paths: list[Path], cache_dir: Path | None) -> list:
     """The YAML document of each file, or the exception that reading it raised."""
-    import marshal
     import zlib
+
+    from porter import marshalmemo
 
     texts: list = []
     crc, adler = zlib.crc32(b"codes-1"), zlib.adler32(b"codes-1")
@@ -144,12 +145,9 @@ def _parsed_documents(paths: list[Path], cache_dir: Path | None) -> list:
         crc, adler = zlib.crc32(data, zlib.crc32(name, crc)), zlib.adler32(data, zlib.adler32(name, adler))
     memo = Path(cache_dir) / "kb" / f"codes-{crc:08x}{adler:08x}{len(paths):04x}.marshal" if cache_dir is not None else None
     if memo is not None:
-        try:
-            found = marshal.loads(memo.read_bytes())
-            if type(found) is list and len(found) == len(paths):
-                return found
-        except (OSError, ValueError, EOFError, TypeError):
-            pass
+        found = marshalmemo.load(memo)
+        if type(found) is list and len(found) == len(paths):
+            return found
     from porter.kb.loader import _yaml_load
 
     docs: list = []
@@ -162,12 +160,7 @@ def _parsed_documents(paths: list[Path], cache_dir: Path | None) -> list:
         except Exception as exc:  # noqa: BLE001 - reported, not raised
             docs.append(exc)
     if memo is not None and not any(isinstance(d, Exception) for d in docs):
-        try:
-            from porter.fsutil import atomic_write_bytes
-
-            atomic_write_bytes(memo, marshal.dumps(docs), durable=False)
-        except (OSError, ValueError):
-            pass  # a read-only cache, or a value marshal cannot write (a YAML date): not memoised
+        marshalmemo.store(memo, docs)  # not when marshal cannot write a value (a YAML date) or the cache is read-only
     return docs
 
 
