@@ -624,6 +624,10 @@ def _loaded_names(source: str) -> set[str] | None:
         tree = ast.parse(source)
     except SyntaxError:
         return None
+    return _tree_loads(tree)
+
+
+def _tree_loads(tree: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
@@ -812,7 +816,7 @@ def _remove_dead_definitions(source: str, new_source: str, path: str,
     except SyntaxError:
         return new_source
     predicates = predicate_functions(tree)
-    before = _loaded_names(source) or set()
+    before = _tree_loads(tree)  # the tree parsed above: the source is not parsed twice
 
     def removable(name: str) -> bool:
         if name not in predicates and not name.startswith("_") or name.startswith("__"):
