@@ -328,6 +328,12 @@ def _quote_ratio(message: str, quoted: str) -> float:
     return fuzz.partial_ratio(message, quoted)
 
 
+def _damped(points: float, changing: int) -> float:
+    """`points` for changing a function, less the more commits since the version change one of that
+    name (`forward` is in every other diff; a rare function is evidence)."""
+    return points / (1.0 + math.log(max(changing, 1)))
+
+
 def _weight(depth: int) -> float:
     return FRAME_WEIGHTS[min(depth, len(FRAME_WEIGHTS) - 1)]
 
@@ -501,7 +507,7 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
                 pts, text = LINE_POINTS * w, f"rewrites the failing line {frame.repo_path}:{frame.line} `{frame.source[:120]}`"
             elif frame.function in ch.functions:
                 n = popularity.get((frame.repo_path, frame.function), 1)
-                pts = FUNC_POINTS * w / (1.0 + math.log(max(n, 1)))
+                pts = _damped(FUNC_POINTS * w, n)
                 text = f"changes {frame.function}() in {frame.repo_path} ({n} commit(s) since your version do)"
             else:
                 pts, text = FILE_POINTS * w, f"changes {ch.path}"
@@ -519,13 +525,13 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
     named = [n for n in q.named if any(n in ch.functions for ch in commit.changes)] if not mechanical else []
     if named:
         # where the report says the bug is: weighed like a failing frame's function, by how many commits change one
-        code += min(sum(NAMED_POINTS / (1.0 + math.log(max(freq.functions.get(n, 1), 1))) for n in named), NAMED_CAP)
+        code += min(sum(_damped(NAMED_POINTS, freq.functions.get(n, 1)) for n in named), NAMED_CAP)
         evidence.append("its diff changes " + ", ".join(f"`{n}`" for n in named[:3]) + ", which the report names")
     overrides = False
     for depth, fn in enumerate(q.other_funcs):
         if any(fn in ch.functions for ch in commit.changes):
             n = freq.functions.get(fn, 1)
-            code += FOREIGN_FUNC_POINTS * _weight(depth) / (1.0 + math.log(max(n, 1)))
+            code += _damped(FOREIGN_FUNC_POINTS * _weight(depth), n)
             evidence.append(f"its diff changes a {fn}() (the trace failed in the framework's {fn}; {n} commit(s) change one)")
             overrides = True
             break  # the innermost one it changed: further frames add little
