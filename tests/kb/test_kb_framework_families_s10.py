@@ -60,3 +60,17 @@ def test_an_upstream_pr_link_still_counts(kb):
     top = top_match(kb, "Fix `AttributeError: 'Tracker' object has no attribute 'client'` due to\n"
                         "https://github.com/vllm-project/vllm/pull/12345\n")
     assert top is not None and top.entry.id in DRIFT
+
+
+def test_a_vllm_import_statement_is_the_vllm_side(kb):
+    # a pasted traceback cut to the failing source line and the error: the caller imports from vllm
+    top = top_match(kb, "from vllm.engine.arg_helpers import parse_extra_flags\n"
+                        "ImportError: cannot import name 'parse_extra_flags'\n")
+    assert top is not None and top.entry.id in DRIFT, top and top.entry.id
+
+
+def test_a_plugin_import_statement_is_not_the_vllm_side(kb):
+    # `from vllm_ascend...` is the plugin importing itself: a broken plugin install, not vllm drift
+    top = top_match(kb, "from vllm_ascend.ops.helpers import fused_norm\n"
+                        "ImportError: cannot import name 'fused_norm'\n")
+    assert top is None or top.entry.id not in DRIFT, top.entry.id
