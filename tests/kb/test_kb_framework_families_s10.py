@@ -74,3 +74,14 @@ def test_a_plugin_import_statement_is_not_the_vllm_side(kb):
     top = top_match(kb, "from vllm_ascend.ops.helpers import fused_norm\n"
                         "ImportError: cannot import name 'fused_norm'\n")
     assert top is None or top.entry.id not in DRIFT, top.entry.id
+
+
+def test_trainer_pin_hint_line_alone_names_the_refused_package(kb):
+    # a paste cut before the check's first line: its 'To fix' hint still says which pin refused which package
+    top = top_match(kb, "To fix: pip install peft>=0.11.1,<0.13.0\n")
+    assert top is not None and top.entry.id == "LMF-001" and top.captures.get("package") == "peft"
+
+
+def test_prose_advice_to_pip_install_is_not_the_trainer_check(kb):
+    top = top_match(kb, "To fix this, you can pip install peft and rerun the script.\n")
+    assert top is None or top.entry.id != "LMF-001", top.entry.id
