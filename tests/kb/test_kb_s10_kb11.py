@@ -103,3 +103,45 @@ DTYPE = ("[Dynamic shape check]: data type DT_BFLOAT16 of input [x] is not suppo
 def test_cann_018_needs_the_dtype_line_to_blame_the_driver(bundled_kb):
     assert "CANN-018" not in _ids(bundled_kb, OP_STORE)
     assert _ids(bundled_kb, OP_STORE.replace("TransData", "Conv3D") + DTYPE)[:1] == ["CANN-018"]
+
+
+# -- error codes: two wrappers' spellings are read, and the DCMI rows the header defines are decoded ----------
+from pathlib import Path  # noqa: E402
+
+from porter.kb.codes import decode, load_tables  # noqa: E402
+from porter.kb.extract import Extractor  # noqa: E402
+
+_TABLES, _ = load_tables(Path(__file__).resolve().parents[2] / "knowledge" / "codes")
+
+
+def _codes(text):
+    ex = Extractor()
+    for n, line in enumerate(text.splitlines(), 1):
+        ex.feed(n, line)
+    return [c for c, _, _ in ex.signals().codes]
+
+
+@pytest.mark.parametrize("line, code, name", [
+    ("[UCMNFSSTORE] [E] ACL ERROR: api=aclrtMallocHost, code=107002, caller=MakeBuffer,aclrt_device.cc:106.", "107002",
+     "ACL_ERROR_RT_CONTEXT_NULL"),
+    ("[BUG] failed to get device health:ret code: -8010,health code: 4", "-8010", "DCMI_ERR_CODE_SEND_MSG_FAIL"),
+])
+def test_wrapper_spellings_of_acl_and_dcmi_codes_are_decoded(line, code, name):
+    assert code in _codes(line)
+    assert decode(_TABLES, code).name == name
+
+
+@pytest.mark.parametrize("line", [
+    "HTTP request failed, code=404 Not Found",              # not six digits
+    "status code: -8010 records were skipped",               # not 'ret code'
+    "barcode=1234567 scanned",                               # part of a word / seven digits
+])
+def test_other_numbers_are_not_read_as_codes(line):
+    assert not {"404", "-8010", "123456", "1234567"} & set(_codes(line))
+
+
+@pytest.mark.parametrize("code, name", [("-8004", "DCMI_ERR_CODE_SECURE_FUN_FAIL"), ("-8011", "DCMI_ERR_CODE_RECV_MSG_FAIL"),
+                                        ("-8014", "DCMI_ERR_CODE_FILE_OPERATE_FAIL"), ("-8022", "DCMI_ERR_CODE_PARTITION_NOT_RIGHT")])
+def test_dcmi_rows_from_the_header(code, name):
+    info = decode(_TABLES, code)
+    assert info is not None and info.exact and info.name == name
