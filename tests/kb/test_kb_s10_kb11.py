@@ -145,3 +145,24 @@ def test_other_numbers_are_not_read_as_codes(line):
 def test_dcmi_rows_from_the_header(code, name):
     info = decode(_TABLES, code)
     assert info is not None and info.exact and info.name == name
+
+
+# -- TNPU-016: the thread says it, not the 107002 line ---------------------------------------------------------
+CONTEXT_EMPTY = ("RuntimeError: allocate:torch_npu/csrc/core/npu/NPUCachingAllocator.cpp:1406 NPU error, error code is 107002\n"
+                 "[Error]: The context is empty.\n"
+                 "EE1001: The argument is invalid.Reason: rtGetDevMsg execute failed, reason=[context pointer null]\n")
+
+
+def test_tnpu_016_answers_107002_raised_in_a_thread(bundled_kb):
+    text = ("Exception in thread Thread-3 (generate_stream):\nTraceback (most recent call last):\n"
+            '  File "/usr/lib/python3.9/threading.py", line 950, in _bootstrap_inner\n    self.run()\n' + CONTEXT_EMPTY)
+    assert _ids(bundled_kb, text)[:1] == ["TNPU-016"]
+
+
+@pytest.mark.parametrize("before", [
+    "",                                                                                       # no thread at all
+    "ERROR 05-09 08:06:34 [engine.py:448]     torch_npu._C._npu_setDevice(device_id)\n",     # set_device itself failed
+])
+def test_tnpu_016_leaves_a_context_error_without_a_thread_alone(bundled_kb, before):
+    text = before + CONTEXT_EMPTY + "        [Init][Version]init soc version failed, ret = 507008\n"
+    assert "TNPU-016" not in _ids(bundled_kb, text)
