@@ -166,3 +166,9 @@ def test_tnpu_016_answers_107002_raised_in_a_thread(bundled_kb):
 def test_tnpu_016_leaves_a_context_error_without_a_thread_alone(bundled_kb, before):
     text = before + CONTEXT_EMPTY + "        [Init][Version]init soc version failed, ret = 507008\n"
     assert "TNPU-016" not in _ids(bundled_kb, text)
+
+
+@pytest.mark.parametrize("code, word", [("EZ1008", "tiling"), ("EZ3002", "op information library")])
+def test_cann_inner_rows_for_codes_only_the_range_decoded(code, word):
+    info = decode(_TABLES, code)
+    assert info is not None and info.exact and word in info.meaning
