@@ -172,3 +172,22 @@ def test_tnpu_016_leaves_a_context_error_without_a_thread_alone(bundled_kb, befo
 def test_cann_inner_rows_for_codes_only_the_range_decoded(code, word):
     info = decode(_TABLES, code)
     assert info is not None and info.exact and word in info.meaning
+
+
+# -- advice: error-ish words inside a line the program labels a warning are not the failure --------------------
+TV_WARNING = ("/usr/lib/python3.10/site-packages/torchvision/io/image.py:13: UserWarning: Failed to load image Python "
+              "extension: '/usr/lib/python3.10/site-packages/torchvision/image.so: undefined symbol: "
+              "_ZN3c1017RegisterOperatorsD1Ev'If you don't plan on using image functionality from `torchvision.io`, you "
+              "can ignore this warning.\n  warn(\n{'loss': 1.234, 'epoch': 0.1}\n{'train_runtime': 100.0, 'epoch': 1.0}\n")
+
+
+def test_a_warning_with_error_words_in_a_working_run_is_advice(bundled_kb):
+    diag = diagnose_text(bundled_kb, TV_WARNING)
+    assert diag.status == "unknown"
+    assert any(m.entry.id == "PKG-022" and m.explain.get("advice") for m in diag.near_misses)
+
+
+def test_the_same_warning_in_a_failing_run_is_a_diagnosis(bundled_kb):
+    failing = TV_WARNING + ("Traceback (most recent call last):\n  File \"x.py\", line 3, in <module>\n"
+                            "ImportError: /site-packages/torchvision/_C.so: undefined symbol: _ZN3c1017RegisterOperatorsD1Ev\n")
+    assert _ids(bundled_kb, failing)[:1] == ["PKG-022"]
