@@ -96,11 +96,16 @@ _CODES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("driver", rxcache.compile(r"drvRetCode=\d+")),
     ("driver", rxcache.compile(r"ret is (-?\d{1,6})(?!\d)")),
     ("driver", rxcache.compile(r"dcmi\b[^\n]{0,80}?\bret(?:urn)?(?: code)?\s*[=:]\s*(-?\d{1,6})(?!\d)")),
+    # DCMI's -80NN without the word dcmi (a device plugin: "failed to get device health:ret code: -8010")
+    ("driver", rxcache.compile(r"\bret code\s?[=:]\s?(-80\d{2})(?!\d)")),
+    # an ACL call wrapper's "api=aclrtMallocHost, code=107002" (six digits: the ACL/runtime code ranges)
+    ("cann", rxcache.compile(r"\bcode=(\d{6})(?!\d)")),
 )
 _CODE_GATE = rxcache.compile(r"\d{4}|0x|RetCode|HCCL function")  # every code above has one of these: a cheap first test
 # Per pattern, a substring every match contains ("" = none short enough): a busy log's lines
 # with numbers pass the gate above, and one `in` test is far cheaper than one regex scan each.
-_CODE_LITERALS = ("", "ERR", "rr", "507", "retCode=0x", "result", "HCCL function error", "drvRetCode=", "ret is ", "dcmi")
+_CODE_LITERALS = ("", "ERR", "rr", "507", "retCode=0x", "result", "HCCL function error", "drvRetCode=", "ret is ", "dcmi",
+                  "ret code", "code=")
 # Pattern text -> a regex every match's text (from its second character) also matches: the
 # `[Ee]rror...` pattern tries every "e" of a line, and a log whose lines say "error <n>" (under
 # six digits) paid ~7 us a line for it; this one starts at a literal "rr" and costs ~2 us.

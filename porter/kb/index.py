@@ -334,7 +334,10 @@ class _Sig:
             return False
         if self.kind == "code":
             from porter.kb.families import code_in_range
+            from porter.kb.normalize import info_labelled
 
+            if info_labelled(clean, text):
+                return False  # a code quoted by an INFO/DEBUG record is not the failure (see info_labelled)
             return any(code_in_range(self.pattern, m.group("code")) for m in rx.finditer(text))
         if rx.search(text) is not None:
             return True

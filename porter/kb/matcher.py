@@ -578,12 +578,15 @@ def _rank_key(m: Match) -> tuple:
 
 def failure_shown(m: Match, signals: Signals) -> bool:
     """Does the log show a failure, beyond the warning lines an entry matched? An
-    exception, an error code, an error-ish matched line, or an error-ish line elsewhere that
-    is not itself warning-labelled (torch_npu's `[W ...] Warning: ... check ... failed` notes
-    print on working runs)."""
+    exception, an error code, or an error-ish line (matched or elsewhere) that is not itself
+    warning-labelled (torch_npu's `[W ...] Warning: ... check ... failed` notes print on
+    working runs)."""
     if signals.exceptions or signals.codes:
         return True
-    if any(is_errorish(ml.text) for ml in m.lines):
+    # a matched line counts only when the program did not label it a warning itself: torchvision's "UserWarning:
+    # Failed to load image Python extension: ... undefined symbol ... you can ignore this warning" is error-ish
+    # words in a warning of a working run
+    if any(is_errorish(ml.text) and not _WARNING_LINE.search(ml.text) for ml in m.lines):
         return True
     own = {ml.line for ml in m.lines}
     return any(is_errorish(text) and not _WARNING_LINE.search(text)

@@ -142,6 +142,22 @@ def clean_line(line: str) -> str:
     return _clean_block(line).rstrip()
 
 
+# the level word of a line's log prefix (vllm "INFO 05-01 ...", CANN plog "[INFO] HCCL(...)", "... - DEBUG - ")
+_LEVEL_WORD = rxcache.compile(r"(?<![\w-])(DEBUG|INFO|TRACE|EVENT|WARNING|WARN|ERROR|CRITICAL|FATAL)(?![\w-])")
+_QUIET_LEVELS = frozenset({"DEBUG", "INFO", "TRACE", "EVENT"})
+
+
+def info_labelled(clean: str, text: str) -> bool:
+    """Is this line an INFO/DEBUG/TRACE/EVENT record by its own log prefix (the part `strip_prefix`
+    removed)? Such a line can quote an error code in passing (a timeout setting echoed with the
+    code it avoids, a documentation link) but is not the failure that printed the code."""
+    cut = len(clean) - len(text)
+    if cut <= 0:
+        return False
+    m = _LEVEL_WORD.search(clean, 0, cut)
+    return m is not None and m.group(1) in _QUIET_LEVELS
+
+
 def strip_prefix(line: str) -> str:
     """Drop stacked rank / process / timestamp / log-level prefixes from a clean line."""
     for _ in range(6):
