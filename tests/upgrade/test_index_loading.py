@@ -182,6 +182,25 @@ def test_the_general_definition_pass_finds_what_the_name_specific_pattern_finds(
     assert hits["Needle"] == 1 and hits["other"] == 1 and hits["other2"] == 1 and hits["zeta"] == 0 and hits["value7"] == 2
 
 
+def test_the_newline_anchored_definition_pattern_matches_the_multiline_one(tmp_path):
+    """_DEFINITION_LINES opens with a newline (a literal the regex engine can jump to) instead of
+    `^` under re.MULTILINE: the same names, file by file, the first line and CRLF text included."""
+    import re
+
+    reference = re.compile(rb"^(?:(?:async\s+)?def|class)\s+([A-Za-z_]\w*)|^([A-Za-z_]\w*)\s*[:=]", re.MULTILINE)
+    texts = ["first = 1\n", "class C:\n    x = 1\n", "def\nf(): pass\nname\n= 2\nafter = 3\n", "a\r\nb = 1\r\nclass D: pass\r\n",
+             "", "\n\n", "  indented = 1\nasync   def g(): pass\nx:int\ny == 1\nz=1", "v = 1\rw = 2\n", "q\n\n: int\n"]
+    paths = []
+    for i, text in enumerate(texts):
+        path = tmp_path / f"m{i}.py"
+        path.write_bytes(text.encode())
+        paths.append(str(path))
+    found = index_mod._names_matching_each([index_mod._DEFINITION_LINES], paths + [str(tmp_path / "gone.py")])[0]
+    expected = [{m.group(m.lastindex or 0).decode() for m in reference.finditer(t.encode())} for t in texts] + [set()]
+    assert found == expected
+    assert found[0] == {"first"} and found[3] == {"b", "D"} and found[2] == {"f", "name", "after"}
+
+
 def test_a_non_ascii_name_is_searched_with_its_own_pattern(tmp_path):
     root = write_tree(tmp_path / "tree", {"pkg/__init__.py": "", "pkg/a.py": "def naïve():\n    pass\nnaïve_x = 1\n"})
     found = TreeIndex(root, ["pkg"]).find_definitions(["naïve"])
