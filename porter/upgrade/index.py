@@ -2,7 +2,8 @@
 
 A `TreeIndex` knows every module file of the tree but parses a module only when asked (the
 analysis touches a few hundred modules of a thousand), caching each parsed module by content
-hash under `cache_dir/index/`. `prefetch()` parses many uncached modules in parallel.
+hash in the tree's pack under `cache_dir/index/` (porter.upgrade.packs: one file per tree).
+`prefetch()` parses many uncached modules in parallel.
 `resolve(module, name)` follows re-exports, star imports (`__all__`), submodules and lazy module
 `__getattr__` (names it may serve are "unknown", never "missing").
 """
@@ -21,12 +22,13 @@ from typing import Any, Callable, Iterable
 from porter import gcpause
 
 from porter.fsutil import atomic_write_bytes
+from porter.upgrade.packs import Pack, pack_path
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING: concurrent.futures (multiprocessing, ~20 ms) only when a run parses in parallel
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
-INDEX_VERSION = 11  # 11: ModuleInfo.class_facts (each class's __init__ attribute types and dataclass fields)
+INDEX_VERSION = 12  # 12: parsed modules in one pack per tree (11: ModuleInfo.class_facts)
 _PARALLEL_THRESHOLD = 48  # below this many uncached modules a process pool costs more than it saves
 # Bases outside the tree that add no members a plugin reads off the class: a class deriving only from
 # these (and from classes of the tree) has exactly the members the tree shows.
@@ -840,15 +842,11 @@ def _names_matching_each(patterns: list[tuple[bytes, int]], paths: list[str]) ->
 _DEFINITION_LINES = (rb"\n(?:(?:(?:async\s+)?def|class)\s+([A-Za-z_]\w*)|([A-Za-z_]\w*)\s*[:=])", 0)
 
 
-def _parse_job(job: tuple[str, str, str, str]) -> tuple[str, bytes]:
-    """Parse one module in a worker and write its cache entry there (`cache_path`, "" for none): the
-    entries are written side by side, not one after another by the waiting parent."""
-    name, relpath, abspath, cache_path = job
+def _parse_job(job: tuple[str, str, str]) -> tuple[str, bytes]:
+    """Parse one module (in a worker): the pickled ModuleInfo, which the parent loads and packs."""
+    name, relpath, abspath = job
     source = Path(abspath).read_bytes()
-    blob = pickle.dumps(parse_module(name, relpath, source), protocol=pickle.HIGHEST_PROTOCOL)
-    if cache_path:
-        atomic_write_bytes(Path(cache_path), blob, durable=False)
-    return name, blob
+    return name, pickle.dumps(parse_module(name, relpath, source), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 # ---------------------------------------------------------------- the tree
@@ -929,6 +927,7 @@ class TreeIndex:
         self.packages = tuple(packages)
         self.label = label or str(root)
         self.cache_dir = Path(cache_dir) / "index" / f"v{INDEX_VERSION}-{_code_hash()}" if cache_dir else None
+        self._pack = Pack(pack_path(self.cache_dir, self.root))  # parsed modules by content key
         self.files = discover_modules(self.root, self.packages)
         self.extension_modules = self._extension_modules()
         self._modules: dict[str, ModuleInfo | None] = {}
@@ -969,8 +968,19 @@ class TreeIndex:
     def _relpath(self, path: Path) -> str:
         return str(path.relative_to(self.root))
 
-    def _cache_path(self, key: str) -> Path | None:
-        return self.cache_dir / key[:2] / f"{key}.pkl" if self.cache_dir else None
+    def _load(self, name: str, blob: bytes) -> bool:
+        """Load a packed module (False: a damaged record, to be parsed again)."""
+        try:
+            self._modules[name] = pickle.loads(blob)
+        except Exception:  # noqa: BLE001
+            return False
+        self.stats["cached"] += 1
+        return True
+
+    def save(self) -> None:
+        """Write the modules parsed since the pack was read into it (one file for the tree; records
+        of edited files go once the pack holds twice as many as the tree has modules)."""
+        self._pack.save(keep=2 * len(self.files))
 
     def module(self, name: str) -> ModuleInfo | None:
         if name in self._modules:
@@ -986,19 +996,13 @@ class TreeIndex:
         source = path.read_bytes()
         relpath = self._relpath(path)
         key = self._cache_key(name, source, relpath)
-        cache_path = self._cache_path(key)
-        info = None
-        if cache_path is not None and cache_path.is_file():
-            try:
-                info = pickle.loads(cache_path.read_bytes())
-                self.stats["cached"] += 1
-            except Exception:  # noqa: BLE001 - a damaged cache entry is re-parsed
-                info = None
-        if info is None:
-            info = parse_module(name, relpath, source)
-            self.stats["parsed"] += 1
-            if cache_path is not None:
-                atomic_write_bytes(cache_path, pickle.dumps(info, protocol=pickle.HIGHEST_PROTOCOL), durable=False)
+        blob = self._pack.get(key)
+        if blob is not None and self._load(name, blob):
+            return self._modules[name]
+        info = parse_module(name, relpath, source)
+        self.stats["parsed"] += 1
+        if self._pack.path is not None:  # packed by the next save()
+            self._pack.put(key, pickle.dumps(info, protocol=pickle.HIGHEST_PROTOCOL))
         self._modules[name] = info
         return info
 
@@ -1370,12 +1374,15 @@ class TreeIndex:
 
 
 def prefetch_many(requests: Iterable[tuple[TreeIndex, Iterable[str]]], progress: Callable[[int], None] | None = None,
-                  workers: int | None = None) -> None:
-    """Load the modules each index of `requests` wants in one batch: cache hits here, the rest
-    parsed in parallel (the first index's shared pool, else a pool of its own). A module whose
-    file is byte-identical in two trees (same name, path and text: one cache key) is parsed once."""
-    jobs: dict[str, tuple[str, str, str, str]] = {}  # cache key -> parse job
+                  workers: int | None = None, persist: bool = True) -> None:
+    """Load the modules each index of `requests` wants in one batch: pack hits here, the rest
+    parsed in parallel (the first index's shared pool, else a pool of its own; a few here). A
+    module whose file is byte-identical in two trees (same name, path and text: one cache key) is
+    parsed once. `persist`: write each index's pack at the end (prefetch_reach writes once, after
+    its last wave)."""
+    jobs: dict[str, tuple[str, str, str]] = {}  # cache key -> parse job
     waiting: list[tuple[TreeIndex, str, str]] = []  # (index, module, cache key)
+    requests = list(requests)
     pool = None
     for index, names in requests:
         pool = pool or index.pool
@@ -1383,39 +1390,42 @@ def prefetch_many(requests: Iterable[tuple[TreeIndex, Iterable[str]]], progress:
             path = index.files[name]
             relpath = index._relpath(path)
             key = index._cache_key(name, path.read_bytes(), relpath)
-            cache_path = index._cache_path(key)
-            if key in jobs or cache_path is None or not cache_path.is_file():
-                jobs.setdefault(key, (name, relpath, str(path), str(cache_path or "")))
+            blob = None if key in jobs else index._pack.get(key)
+            if blob is None or not index._load(name, blob):
+                jobs.setdefault(key, (name, relpath, str(path)))
                 waiting.append((index, name, key))
                 continue
-            index.module(name)
             if progress:
                 progress(1)
     workers = workers or min(4, os.cpu_count() or 1)
-    if len(jobs) < _PARALLEL_THRESHOLD or (workers < 2 and pool is None):
-        for index, name, _ in waiting:
-            index.module(name)  # the second tree of an identical file reads the first one's cache entry
-            if progress:
-                progress(1)
-        return
-    if pool is None:
-        from concurrent.futures import ProcessPoolExecutor
-    own = ProcessPoolExecutor(max_workers=workers) if pool is None else None
     keys = list(jobs)
     waiters: dict[str, list[tuple[TreeIndex, str]]] = {}
     for index, name, key in waiting:
         waiters.setdefault(key, []).append((index, name))
+    own = None
+    if len(jobs) < _PARALLEL_THRESHOLD or (workers < 2 and pool is None):
+        answers: Iterable[tuple[str, bytes]] = (_parse_job(jobs[k]) for k in keys)  # here, one after another
+    else:
+        if pool is None:
+            from concurrent.futures import ProcessPoolExecutor
+
+            own = ProcessPoolExecutor(max_workers=workers)
+        answers = (own or pool).map(_parse_job, [jobs[k] for k in keys], chunksize=8)
     try:
         # Each result is loaded as it arrives, while the workers parse the rest.
-        for key, (_, blob) in zip(keys, (own or pool).map(_parse_job, [jobs[k] for k in keys], chunksize=8)):
+        for key, (_, blob) in zip(keys, answers):
             for i, (index, name) in enumerate(waiters[key]):
-                index._modules[name] = pickle.loads(blob)  # its cache entry was written by the worker
+                index._modules[name] = pickle.loads(blob)
+                index._pack.put(key, blob)
                 index.stats["parsed" if i == 0 else "cached"] += 1  # the same file of the other tree: parsed once
                 if progress:
                     progress(1)
     finally:
         if own is not None:
             own.shutdown()
+    if persist:
+        for index in {id(index): index for index, _ in requests}.values():
+            index.save()
 
 
 def prefetch_reach(indexes: Iterable[TreeIndex], modules: Iterable[str], symbols: Iterable[str],
@@ -1425,9 +1435,11 @@ def prefetch_reach(indexes: Iterable[TreeIndex], modules: Iterable[str], symbols
     base classes lead to. What no wave reached is still parsed on demand by `module()`."""
     indexes = list(indexes)
     modules, symbols = sorted(set(modules)), sorted(set(symbols))
-    prefetch_many([(index, modules) for index in indexes], progress)
+    prefetch_many([(index, modules) for index in indexes], progress, persist=False)
     for _ in range(waves):
         batch = [(index, sorted(index.unparsed_reach(symbols))) for index in indexes]
         if not any(names for _, names in batch):
-            return
-        prefetch_many(batch)
+            break
+        prefetch_many(batch, persist=False)
+    for index in indexes:  # one write of each tree's pack, after the last wave
+        index.save()
