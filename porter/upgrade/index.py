@@ -936,6 +936,10 @@ class TreeIndex:
         self._class_sources: dict[str, dict[tuple[str, int], ast.ClassDef]] = {}  # class_facts(): parsed class bodies
         self._planning: set[str] | None = None  # set while unparsed_reach() runs
         self._splits: dict[str, tuple[str, tuple[str, ...]]] = {}  # split_dotted() answers (the file set is fixed)
+        # resolve_dotted() and mro() answers outside planning (the checks ask each dotted name ~9 times,
+        # each class's ancestry ~30 times); an mro entry keeps its class, so its id cannot be reused
+        self._dotted: dict[str, Resolution] = {}
+        self._mros: dict[tuple[int, str], tuple[Definition, tuple[tuple[Definition, str], ...]]] = {}
         self.stats = {"parsed": 0, "cached": 0}
         self.hit_counts: dict[str, int] = {}
         self._passes: dict[tuple[bytes, int], Any] = {}  # pattern -> matches() answer, or the chunk futures computing it
@@ -1113,6 +1117,14 @@ class TreeIndex:
 
     def resolve_dotted(self, dotted: str) -> Resolution:
         """Resolve `pkg.mod.Name.attr`: the module prefix, then a name, then class members."""
+        if self._planning is not None:  # unparsed_reach(): answers from the loaded modules only, not kept
+            return self._resolve_dotted(dotted)
+        known = self._dotted.get(dotted)
+        if known is None:
+            known = self._dotted[dotted] = self._resolve_dotted(dotted)
+        return known
+
+    def _resolve_dotted(self, dotted: str) -> Resolution:
         module, rest = self.split_dotted(dotted)
         if not module:
             if not self.is_upstream(dotted):
@@ -1145,6 +1157,14 @@ class TreeIndex:
 
     def mro(self, cls: Definition, module: str, _seen: frozenset[str] = frozenset()) -> list[tuple[Definition, str]]:
         """The class and its upstream ancestors, depth first (good enough for member lookup)."""
+        if _seen or self._planning is not None:
+            return self._mro(cls, module, _seen)
+        known = self._mros.get((id(cls), module))
+        if known is None or known[0] is not cls:
+            known = self._mros[(id(cls), module)] = (cls, tuple(self._mro(cls, module, _seen)))
+        return list(known[1])
+
+    def _mro(self, cls: Definition, module: str, _seen: frozenset[str]) -> list[tuple[Definition, str]]:
         out = [(cls, module)]
         key = f"{module}.{cls.name}"
         if key in _seen or len(_seen) > 40:

@@ -80,6 +80,28 @@ def test_planning_keeps_no_conclusion(tmp_path):
     assert new.resolve("pkg", "Public").status == "found"
 
 
+def test_memoized_dotted_answers_and_ancestry_equal_a_fresh_index_and_planning_keeps_none(tmp_path):
+    """resolve_dotted() and mro() keep their answers outside planning: each equals the answer of a
+    fresh index asked once, and an answer given while unparsed_reach() plans is not kept."""
+    _, new_root = _trees(tmp_path)
+    names = ["pkg.Public", "pkg.Public.setup", "pkg.Public.run", "pkg.Public.gone", "pkg.api.Public", "pkg.same.helper",
+             "pkg.nowhere.X", "pkg._impl.base.Base.setup", "other.thing"]
+    planned = TreeIndex(new_root, ["pkg"])
+    planned.module("pkg")
+    planned.unparsed_reach(names)  # pkg.api unparsed: planning resolves pkg.Public as missing
+    asked = TreeIndex(new_root, ["pkg"])
+    for _ in range(2):  # the second round is answered from the memo
+        for name in names:
+            assert planned.resolve_dotted(name) == asked.resolve_dotted(name) == TreeIndex(new_root, ["pkg"]).resolve_dotted(name)
+    assert planned.resolve_dotted("pkg.Public.setup").status == "found"
+    cls, where = asked.class_of("pkg.Public")
+    first = asked.mro(cls, where)
+    first.append(("mutated", "by a caller"))  # a caller's list is its own
+    fresh = TreeIndex(new_root, ["pkg"])
+    assert [(k.name, m) for k, m in asked.mro(cls, where)] == [(k.name, m) for k, m in fresh.mro(*fresh.class_of("pkg.Public"))] \
+        == [("Public", "pkg._impl.core"), ("Base", "pkg._impl.base")]
+
+
 def test_cache_key_names_the_file(tmp_path):
     """A module `pkg/a.py` and a package `pkg/a/__init__.py` with the same text are different records."""
     first = write_tree(tmp_path / "one", {"pkg/__init__.py": "", "pkg/a.py": "from .b import c\n"})
