@@ -812,13 +812,17 @@ def _class_facts(info: ModuleInfo, node: ast.ClassDef) -> ClassFacts:
     return ClassFacts(tuple(types.items()), fields)
 
 
-def _names_matching(pattern: bytes, flags: int, paths: list[str]) -> list[set[str]]:
+def _names_matching(pattern: bytes, flags: int, paths: list[str], needles: tuple[bytes, ...] = ()) -> list[set[str]]:
     """The texts of the last group `pattern` matched, per file (an unreadable file: none)."""
-    return _names_matching_each([(pattern, flags)], paths)[0]
+    return _names_matching_each([(pattern, flags)], paths, needles)[0]
 
 
-def _names_matching_each(patterns: list[tuple[bytes, int]], paths: list[str]) -> list[list[set[str]]]:
-    """_names_matching for several patterns in one read of each file: per pattern, per file."""
+def _names_matching_each(patterns: list[tuple[bytes, int]], paths: list[str],
+                         needles: tuple[bytes, ...] = ()) -> list[list[set[str]]]:
+    """_names_matching for several patterns in one read of each file: per pattern, per file.
+    `needles`: byte strings one of which every match of every pattern contains; a file that holds
+    none is not searched (a substring test runs at memory speed, a pattern that opens with `\b` or
+    an alternation is tried at every position: 0.27 s of CPU over vllm 0.22.1 for two names)."""
     compiled = [re.compile(pattern, flags) for pattern, flags in patterns]
     out: list[list[set[str]]] = [[] for _ in compiled]
     for path in paths:
@@ -826,6 +830,8 @@ def _names_matching_each(patterns: list[tuple[bytes, int]], paths: list[str]) ->
             with open(path, "rb") as fh:
                 text = b"\n" + fh.read()  # every line, the first too, follows a newline (_DEFINITION_LINES)
         except OSError:
+            text = b""
+        if needles and not any(needle in text for needle in needles):
             text = b""
         for found, regex in zip(out, compiled):
             found.append({m.group(m.lastindex or 0).decode() for m in regex.finditer(text)} if len(text) > 1 else set())
@@ -1326,19 +1332,22 @@ class TreeIndex:
             self._listed = [(module, path) for module, path in self.files.items() if not path.is_dir()]
         return self._listed
 
-    def matches(self, pattern: re.Pattern[bytes]) -> list[tuple[str, Path, set[str]]]:
+    def matches(self, pattern: re.Pattern[bytes], needles: Iterable[str] = ()) -> list[tuple[str, Path, set[str]]]:
         """(module, file, texts of the last group `pattern` matched) for each module file of the
         tree where it matches, in file order. One pass over the tree's text, in the run's pool when
         there is one (such passes are the longest steps after the parallel parse), else here; a
-        pattern passed to start_passes() before is answered by the pass it started."""
+        pattern passed to start_passes() before is answered by the pass it started. `needles`:
+        strings one of which every match contains (the words of `\b(a|b)\b`): only the files that
+        hold one are searched (the same answer, found faster)."""
         key = (pattern.pattern, pattern.flags)
         answer = self._passes.get(key)
+        literal = tuple(n.encode() for n in needles)
         if answer is None:
-            self.start_passes([pattern])
+            self.start_passes([pattern], literal)
             answer = self._passes.get(key)
         if answer is None:  # no pool: one pass here
             files = self._module_files()
-            found = _names_matching(pattern.pattern, pattern.flags, [str(path) for _, path in files])
+            found = _names_matching(pattern.pattern, pattern.flags, [str(path) for _, path in files], literal)
             answer = self._passes[key] = [(module, path, names) for (module, path), names in zip(files, found) if names]
         if answer.__class__ is tuple:  # (files, pattern's position, chunk futures): collect them
             files, position, futures = answer
@@ -1352,16 +1361,18 @@ class TreeIndex:
         does other work instead of keeping it waiting later."""
         self.start_passes([re.compile(*_DEFINITION_LINES), *also])
 
-    def start_passes(self, patterns: list[re.Pattern[bytes]]) -> None:
+    def start_passes(self, patterns: list[re.Pattern[bytes]], needles: tuple[bytes, ...] = ()) -> None:
         """Submit one pass over the tree's text for the `patterns` not passed yet (one read of each
-        file for all of them) to the run's pool; a no-op without a pool or for a small tree."""
+        file for all of them) to the run's pool; a no-op without a pool or for a small tree.
+        `needles`: as for matches(), shared by all the patterns."""
         todo = list(dict.fromkeys((p.pattern, p.flags) for p in patterns if (p.pattern, p.flags) not in self._passes))
         files = self._module_files() if todo and self.pool is not None else []
         if len(files) < 4 * _PARALLEL_THRESHOLD:
             return
         paths = [str(path) for _, path in files]
         size = max(64, len(paths) // 8)
-        futures = [self.pool.submit(_names_matching_each, todo, paths[i: i + size]) for i in range(0, len(paths), size)]
+        futures = [self.pool.submit(_names_matching_each, todo, paths[i: i + size], needles)
+                   for i in range(0, len(paths), size)]
         for position, key in enumerate(todo):
             self._passes[key] = (files, position, futures)
 

@@ -223,6 +223,29 @@ def test_the_newline_anchored_definition_pattern_matches_the_multiline_one(tmp_p
     assert found[0] == {"first"} and found[3] == {"b", "D"} and found[2] == {"f", "name", "after"}
 
 
+def test_needles_skip_files_without_them_and_change_no_answer(tmp_path, monkeypatch):
+    """matches(pattern, needles): only files holding one of the needles are searched; with needles every
+    match contains, the answer is the pattern's own, pooled or not."""
+    import re
+
+    files = {"pkg/__init__.py": "", "pkg/far.py": "x = 1\n"}
+    files.update({f"pkg/m{i}.py": ("self.runner_type = 1\n" if i % 3 == 0 else "") + ("make_list()\n" if i % 4 == 0 else "")
+                  + "other_runner_types = 2\n" for i in range(60)})
+    root = write_tree(tmp_path / "tree", files)
+    pattern = re.compile(rb"\b(runner_type|make_list)\b")
+    plain = {m: found for m, _, found in TreeIndex(root, ["pkg"]).matches(pattern)}
+    assert len(plain) == 30 and plain["pkg.m0"] == {"runner_type", "make_list"}
+    assert {m: found for m, _, found in TreeIndex(root, ["pkg"]).matches(pattern, needles=["runner_type", "make_list"])} == plain
+    monkeypatch.setattr(index_mod, "_PARALLEL_THRESHOLD", 2)
+    with ThreadPoolExecutor(2) as pool:
+        pooled = TreeIndex(root, ["pkg"], pool=pool).matches(pattern, needles=["make_list", "runner_type"])
+        assert {m: found for m, _, found in pooled} == plain
+        # the needles decide which files are searched: one no match holds finds nothing
+        assert TreeIndex(root, ["pkg"], pool=pool).matches(pattern, needles=["absent"]) == []
+    assert TreeIndex(root, ["pkg"]).matches(pattern, needles=["make_list"]) == \
+        [(m, p, f) for m, p, f in TreeIndex(root, ["pkg"]).matches(pattern) if "make_list" in f]
+
+
 def test_a_non_ascii_name_is_searched_with_its_own_pattern(tmp_path):
     root = write_tree(tmp_path / "tree", {"pkg/__init__.py": "", "pkg/a.py": "def naïve():\n    pass\nnaïve_x = 1\n"})
     found = TreeIndex(root, ["pkg"]).find_definitions(["naïve"])
