@@ -72,6 +72,44 @@ def test_waves_follow_reexports_and_bases_so_nothing_is_parsed_later(tmp_path):
     assert (new.stats, old.stats) == before  # the waves left nothing to parse on demand
 
 
+def test_later_waves_ask_only_unsettled_names_and_plan_what_asking_all_plans(tmp_path, monkeypatch):
+    """After a wave, only the names whose planning met an unloaded module (directly or through a memo
+    entry that did) are planned again; the waves request the modules that re-planning every name requests."""
+    chain = {"pkg/__init__.py": "from pkg.a import X\nfrom pkg.k import K\n", "pkg/a.py": "from pkg.b import X\n",
+             "pkg/b.py": "from pkg.c import X\n", "pkg/c.py": "from pkg.d import Base\n\nclass X(Base):\n    pass\n",
+             "pkg/d.py": "from pkg.e import Root\n\nclass Base(Root):\n    pass\n", "pkg/e.py": "class Root:\n    def r(self):\n        pass\n",
+             "pkg/k.py": "K = 1\n", "pkg/unused.py": "Z = 1\n"}
+    root = write_tree(tmp_path / "tree", chain)
+    symbols = ["pkg.X", "pkg.a.X", "pkg.X.r", "pkg.K", "pkg.k.K", "pkg.nowhere"]
+
+    def waves(planner):
+        requested = []
+        real = index_mod.prefetch_many
+        monkeypatch.setattr(index_mod, "prefetch_many", lambda batch, *a, **k: requested.append(
+            [sorted(n) for _, n in batch]) or real(batch, *a, **k))
+        planner()
+        monkeypatch.setattr(index_mod, "prefetch_many", real)
+        return requested
+
+    settled = TreeIndex(root, ["pkg"])
+    got = waves(lambda: prefetch_reach([settled], ["pkg"], symbols))
+
+    def every_name():  # the former waves: every name planned again after each wave
+        index = TreeIndex(root, ["pkg"])
+        index_mod.prefetch_many([(index, ["pkg"])], persist=False)
+        for _ in range(4):
+            planned = sorted(index.unparsed_reach(symbols))
+            if not planned:
+                break
+            index_mod.prefetch_many([(index, planned)], persist=False)
+
+    assert got == waves(every_name) == [[["pkg"]], [["pkg.a", "pkg.k"]], [["pkg.b"]], [["pkg.c"]], [["pkg.d"]]]
+    index = TreeIndex(root, ["pkg"])
+    index.module("pkg")
+    planned, unsettled = index.plan_reach(["pkg.X", "pkg.a.X", "pkg.nowhere", "other.x"])
+    assert planned == {"pkg.a"} and unsettled == ["pkg.X", "pkg.a.X"]  # pkg.a.X met pkg.a through the memo
+
+
 def test_planning_keeps_no_conclusion(tmp_path):
     _, new_root = _trees(tmp_path)
     new = TreeIndex(new_root, ["pkg"])
