@@ -258,12 +258,12 @@ class ModuleRecorder:
                 recorder.seen.setdefault(str(index.root), set()).add(name)
             return info
 
-        def prefetch_many(requests, progress=None, workers=None):
+        def prefetch_many(requests, progress=None, workers=None, **options):
             requests = [(index, list(names)) for index, names in requests]
             for index, names in requests:
                 recorder.seen.setdefault(str(index.root), set()).update(
                     n for n in names if n in index.files and index.files[n].is_file())
-            return recorder.original[1](requests, progress, workers)
+            return recorder.original[1](requests, progress, workers, **options)
 
         cls.module, self.index_mod.prefetch_many = module, prefetch_many
         return self

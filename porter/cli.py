@@ -25,6 +25,8 @@ def main() -> None:
     gcpause.resume()
     if code is None:
         code = fast_upgrade(sys.argv[1:])
+        if code is not None:
+            gcpause.before_exit()  # no full collection over the analysis's survivors at exit
     if code is not None:
         sys.exit(code)
     from porter.cliapp import main as app_main

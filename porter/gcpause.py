@@ -45,6 +45,15 @@ def resume() -> None:
         gc.enable()
 
 
+def before_exit() -> None:
+    """A CLI process about to exit after an analysis (never a library caller): what is alive moves to
+    the permanent generation, which the interpreter's collection at exit does not traverse. A cold
+    `porter upgrade` leaves ~200,000 tracked objects (module caches, compiled patterns, parsed guard
+    tests); that collection freed nothing and took 0.36 / 0.38 s of the run on the loaded 2-core
+    machine (0.07 / 0.08 s from atexit to the end of the process with them frozen)."""
+    gc.freeze()
+
+
 @contextmanager
 def paused() -> Iterator[None]:
     """No cyclic garbage collection while a syntax tree is built and read: ASTs are acyclic (freed by

@@ -524,6 +524,9 @@ def _run_analysis(request: AnalysisRequest, progress: Any, pool: Any) -> Analysi
         result = compute_drift(files, target_index, baseline_index, conventions, TargetVersions(versions),
                                stage=lambda description, total: _stage(progress, description, total), lanes=lanes)
         atomic_write_bytes(result_path, pickle.dumps((result, usage), protocol=pickle.HIGHEST_PROTOCOL), durable=False)
+        for index in (target_index, baseline_index):  # modules the checks parsed on demand join the tree's pack
+            if index is not None:
+                index.save()
         timings["drift"] += time.perf_counter() - t0
     if usage.uses == 0:
         sources.notices.append(f"no use of {upstream_name} found in {usage.files_scanned} file(s) of {plugin_tree.root}: "

@@ -501,7 +501,8 @@ class DriftAnalyzer:
         names -= named
         alternation = "|".join(re.escape(n) for n in sorted(names))
         if alternation:
-            named |= set().union(*(found for _, _, found in self.target.matches(re.compile(rf"\b({alternation})\b".encode()))))
+            pattern = re.compile(rf"\b({alternation})\b".encode())
+            named |= set().union(*(found for _, _, found in self.target.matches(pattern, needles=names)))
         out = []
         for use, guard, findings, broken in per_use:
             kept = [f for f in findings if f.detail.get("typed_member") not in named]

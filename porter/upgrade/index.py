@@ -2,7 +2,8 @@
 
 A `TreeIndex` knows every module file of the tree but parses a module only when asked (the
 analysis touches a few hundred modules of a thousand), caching each parsed module by content
-hash under `cache_dir/index/`. `prefetch()` parses many uncached modules in parallel.
+hash in the tree's pack under `cache_dir/index/` (porter.upgrade.packs: one file per tree).
+`prefetch()` parses many uncached modules in parallel.
 `resolve(module, name)` follows re-exports, star imports (`__all__`), submodules and lazy module
 `__getattr__` (names it may serve are "unknown", never "missing").
 """
@@ -21,12 +22,13 @@ from typing import Any, Callable, Iterable
 from porter import gcpause
 
 from porter.fsutil import atomic_write_bytes
+from porter.upgrade.packs import Pack, pack_path
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING: concurrent.futures (multiprocessing, ~20 ms) only when a run parses in parallel
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
-INDEX_VERSION = 11  # 11: ModuleInfo.class_facts (each class's __init__ attribute types and dataclass fields)
+INDEX_VERSION = 12  # 12: parsed modules in one pack per tree (11: ModuleInfo.class_facts)
 _PARALLEL_THRESHOLD = 48  # below this many uncached modules a process pool costs more than it saves
 # Bases outside the tree that add no members a plugin reads off the class: a class deriving only from
 # these (and from classes of the tree) has exactly the members the tree shows.
@@ -810,41 +812,47 @@ def _class_facts(info: ModuleInfo, node: ast.ClassDef) -> ClassFacts:
     return ClassFacts(tuple(types.items()), fields)
 
 
-def _names_matching(pattern: bytes, flags: int, paths: list[str]) -> list[set[str]]:
+def _names_matching(pattern: bytes, flags: int, paths: list[str], needles: tuple[bytes, ...] = ()) -> list[set[str]]:
     """The texts of the last group `pattern` matched, per file (an unreadable file: none)."""
-    return _names_matching_each([(pattern, flags)], paths)[0]
+    return _names_matching_each([(pattern, flags)], paths, needles)[0]
 
 
-def _names_matching_each(patterns: list[tuple[bytes, int]], paths: list[str]) -> list[list[set[str]]]:
-    """_names_matching for several patterns in one read of each file: per pattern, per file."""
+def _names_matching_each(patterns: list[tuple[bytes, int]], paths: list[str],
+                         needles: tuple[bytes, ...] = ()) -> list[list[set[str]]]:
+    """_names_matching for several patterns in one read of each file: per pattern, per file.
+    `needles`: byte strings one of which every match of every pattern contains; a file that holds
+    none is not searched (a substring test runs at memory speed, a pattern that opens with `\b` or
+    an alternation is tried at every position: 0.27 s of CPU over vllm 0.22.1 for two names)."""
     compiled = [re.compile(pattern, flags) for pattern, flags in patterns]
     out: list[list[set[str]]] = [[] for _ in compiled]
     for path in paths:
         try:
             with open(path, "rb") as fh:
-                text = fh.read()
+                text = b"\n" + fh.read()  # every line, the first too, follows a newline (_DEFINITION_LINES)
         except OSError:
             text = b""
+        if needles and not any(needle in text for needle in needles):
+            text = b""
         for found, regex in zip(out, compiled):
-            found.append({m.group(m.lastindex or 0).decode() for m in regex.finditer(text)} if text else set())
+            found.append({m.group(m.lastindex or 0).decode() for m in regex.finditer(text)} if len(text) > 1 else set())
     return out
 
 
 # Every module-level definition line (`def f`, `class C`, `name =`, `name: T`): the name-specific
 # pattern of find_definitions matches exactly these lines' names that it lists (for ASCII names;
-# `\w` of a bytes pattern is ASCII), so one pass, started early, serves any set of names.
-_DEFINITION_LINES = (rb"^(?:(?:async\s+)?def|class)\s+([A-Za-z_]\w*)|^([A-Za-z_]\w*)\s*[:=]", re.MULTILINE)
+# `\w` of a bytes pattern is ASCII), so one pass, started early, serves any set of names. Written
+# as a newline followed by the line rather than `^` under re.MULTILINE (the same matches: the text
+# searched starts with a newline, and no match ends at a line start): a pattern that opens with a
+# literal lets the regex engine jump from newline to newline instead of trying every position,
+# 3x faster over a tree (0.25 -> 0.085 s of CPU on vllm 0.22.1's 24 MB).
+_DEFINITION_LINES = (rb"\n(?:(?:(?:async\s+)?def|class)\s+([A-Za-z_]\w*)|([A-Za-z_]\w*)\s*[:=])", 0)
 
 
-def _parse_job(job: tuple[str, str, str, str]) -> tuple[str, bytes]:
-    """Parse one module in a worker and write its cache entry there (`cache_path`, "" for none): the
-    entries are written side by side, not one after another by the waiting parent."""
-    name, relpath, abspath, cache_path = job
+def _parse_job(job: tuple[str, str, str]) -> tuple[str, bytes]:
+    """Parse one module (in a worker): the pickled ModuleInfo, which the parent loads and packs."""
+    name, relpath, abspath = job
     source = Path(abspath).read_bytes()
-    blob = pickle.dumps(parse_module(name, relpath, source), protocol=pickle.HIGHEST_PROTOCOL)
-    if cache_path:
-        atomic_write_bytes(Path(cache_path), blob, durable=False)
-    return name, blob
+    return name, pickle.dumps(parse_module(name, relpath, source), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 # ---------------------------------------------------------------- the tree
@@ -925,6 +933,7 @@ class TreeIndex:
         self.packages = tuple(packages)
         self.label = label or str(root)
         self.cache_dir = Path(cache_dir) / "index" / f"v{INDEX_VERSION}-{_code_hash()}" if cache_dir else None
+        self._pack = Pack(pack_path(self.cache_dir, self.root))  # parsed modules by content key
         self.files = discover_modules(self.root, self.packages)
         self.extension_modules = self._extension_modules()
         self._modules: dict[str, ModuleInfo | None] = {}
@@ -932,7 +941,13 @@ class TreeIndex:
         self._reads: dict[tuple[str, str, int], frozenset[str]] = {}  # class_reads() answers
         self._class_sources: dict[str, dict[tuple[str, int], ast.ClassDef]] = {}  # class_facts(): parsed class bodies
         self._planning: set[str] | None = None  # set while unparsed_reach() runs
+        self._misses = 0  # while planning: how often resolution met a module not loaded yet
+        self._tainted: set[tuple[str, str]] | None = None  # while planning: memo entries computed with a miss
         self._splits: dict[str, tuple[str, tuple[str, ...]]] = {}  # split_dotted() answers (the file set is fixed)
+        # resolve_dotted() and mro() answers outside planning (the checks ask each dotted name ~9 times,
+        # each class's ancestry ~30 times); an mro entry keeps its class, so its id cannot be reused
+        self._dotted: dict[str, Resolution] = {}
+        self._mros: dict[tuple[int, str], tuple[Definition, tuple[tuple[Definition, str], ...]]] = {}
         self.stats = {"parsed": 0, "cached": 0}
         self.hit_counts: dict[str, int] = {}
         self._passes: dict[tuple[bytes, int], Any] = {}  # pattern -> matches() answer, or the chunk futures computing it
@@ -965,8 +980,19 @@ class TreeIndex:
     def _relpath(self, path: Path) -> str:
         return str(path.relative_to(self.root))
 
-    def _cache_path(self, key: str) -> Path | None:
-        return self.cache_dir / key[:2] / f"{key}.pkl" if self.cache_dir else None
+    def _load(self, name: str, blob: bytes) -> bool:
+        """Load a packed module (False: a damaged record, to be parsed again)."""
+        try:
+            self._modules[name] = pickle.loads(blob)
+        except Exception:  # noqa: BLE001
+            return False
+        self.stats["cached"] += 1
+        return True
+
+    def save(self) -> None:
+        """Write the modules parsed since the pack was read into it (one file for the tree; records
+        of edited files go once the pack holds twice as many as the tree has modules)."""
+        self._pack.save(keep=2 * len(self.files))
 
     def module(self, name: str) -> ModuleInfo | None:
         if name in self._modules:
@@ -974,6 +1000,7 @@ class TreeIndex:
         path = self.files.get(name)
         if self._planning is not None and path is not None and not path.is_dir():
             self._planning.add(name)  # unparsed_reach(): note the module, parse nothing
+            self._misses += 1
             return None
         if path is None or path.is_dir():
             info = None if path is None else ModuleInfo(name=name, path=str(path), is_package=True)
@@ -982,19 +1009,13 @@ class TreeIndex:
         source = path.read_bytes()
         relpath = self._relpath(path)
         key = self._cache_key(name, source, relpath)
-        cache_path = self._cache_path(key)
-        info = None
-        if cache_path is not None and cache_path.is_file():
-            try:
-                info = pickle.loads(cache_path.read_bytes())
-                self.stats["cached"] += 1
-            except Exception:  # noqa: BLE001 - a damaged cache entry is re-parsed
-                info = None
-        if info is None:
-            info = parse_module(name, relpath, source)
-            self.stats["parsed"] += 1
-            if cache_path is not None:
-                atomic_write_bytes(cache_path, pickle.dumps(info, protocol=pickle.HIGHEST_PROTOCOL), durable=False)
+        blob = self._pack.get(key)
+        if blob is not None and self._load(name, blob):
+            return self._modules[name]
+        info = parse_module(name, relpath, source)
+        self.stats["parsed"] += 1
+        if self._pack.path is not None:  # packed by the next save()
+            self._pack.put(key, pickle.dumps(info, protocol=pickle.HIGHEST_PROTOCOL))
         self._modules[name] = info
         return info
 
@@ -1012,16 +1033,27 @@ class TreeIndex:
         """Module files not loaded yet that resolving `dotted_names` (and the bases of the classes
         they name) would parse next. Resolution runs on the loaded modules only, with a memo of its
         own, so nothing it concludes is kept: it only says which modules to parse in the next wave."""
+        return self.plan_reach(dotted_names)[0]
+
+    def plan_reach(self, dotted_names: Iterable[str]) -> tuple[set[str], list[str]]:
+        """unparsed_reach(), and the names whose resolution met a module not loaded yet (directly or
+        through a memo entry that did). The others resolved on loaded modules alone: once more
+        modules are loaded they resolve the same way and plan nothing, so the next wave asks only
+        about these (after the first wave most names are settled: 0.025 -> ~0.005 s a wave)."""
         planned: set[str] = set()
-        memo, self._memo, self._planning = self._memo, {}, planned
+        unsettled: list[str] = []
+        memo, self._memo, self._planning, self._tainted = self._memo, {}, planned, set()
         try:
             for dotted in dotted_names:
+                before = self._misses
                 res = self.resolve_dotted(dotted)
                 if res.status == "found" and res.definition is not None and res.definition.kind == "class":
                     self.mro(res.definition, res.defined_in or res.module)
+                if self._misses != before:
+                    unsettled.append(dotted)
         finally:
-            self._memo, self._planning = memo, None
-        return planned
+            self._memo, self._planning, self._tainted = memo, None, None
+        return planned, unsettled
 
     # -- resolution
 
@@ -1042,10 +1074,19 @@ class TreeIndex:
 
     def resolve(self, module: str, name: str, _depth: int = 0) -> Resolution:
         key = (module, name)
+        tainted = self._tainted
         if key in self._memo:
+            if tainted is not None and key in tainted:
+                self._misses += 1  # planning: this answer depended on a module not loaded yet
             return self._memo[key]
+        if tainted is None:
+            result = self._memo[key] = self._resolve(module, name, _depth)
+            return result
+        before = self._misses
         result = self._resolve(module, name, _depth)
         self._memo[key] = result
+        if self._misses != before:
+            tainted.add(key)
         return result
 
     def _resolve(self, module: str, name: str, depth: int) -> Resolution:
@@ -1105,6 +1146,14 @@ class TreeIndex:
 
     def resolve_dotted(self, dotted: str) -> Resolution:
         """Resolve `pkg.mod.Name.attr`: the module prefix, then a name, then class members."""
+        if self._planning is not None:  # unparsed_reach(): answers from the loaded modules only, not kept
+            return self._resolve_dotted(dotted)
+        known = self._dotted.get(dotted)
+        if known is None:
+            known = self._dotted[dotted] = self._resolve_dotted(dotted)
+        return known
+
+    def _resolve_dotted(self, dotted: str) -> Resolution:
         module, rest = self.split_dotted(dotted)
         if not module:
             if not self.is_upstream(dotted):
@@ -1137,6 +1186,14 @@ class TreeIndex:
 
     def mro(self, cls: Definition, module: str, _seen: frozenset[str] = frozenset()) -> list[tuple[Definition, str]]:
         """The class and its upstream ancestors, depth first (good enough for member lookup)."""
+        if _seen or self._planning is not None:
+            return self._mro(cls, module, _seen)
+        known = self._mros.get((id(cls), module))
+        if known is None or known[0] is not cls:
+            known = self._mros[(id(cls), module)] = (cls, tuple(self._mro(cls, module, _seen)))
+        return list(known[1])
+
+    def _mro(self, cls: Definition, module: str, _seen: frozenset[str]) -> list[tuple[Definition, str]]:
         out = [(cls, module)]
         key = f"{module}.{cls.name}"
         if key in _seen or len(_seen) > 40:
@@ -1298,19 +1355,22 @@ class TreeIndex:
             self._listed = [(module, path) for module, path in self.files.items() if not path.is_dir()]
         return self._listed
 
-    def matches(self, pattern: re.Pattern[bytes]) -> list[tuple[str, Path, set[str]]]:
+    def matches(self, pattern: re.Pattern[bytes], needles: Iterable[str] = ()) -> list[tuple[str, Path, set[str]]]:
         """(module, file, texts of the last group `pattern` matched) for each module file of the
         tree where it matches, in file order. One pass over the tree's text, in the run's pool when
         there is one (such passes are the longest steps after the parallel parse), else here; a
-        pattern passed to start_passes() before is answered by the pass it started."""
+        pattern passed to start_passes() before is answered by the pass it started. `needles`:
+        strings one of which every match contains (the words of `\b(a|b)\b`): only the files that
+        hold one are searched (the same answer, found faster)."""
         key = (pattern.pattern, pattern.flags)
         answer = self._passes.get(key)
+        literal = tuple(n.encode() for n in needles)
         if answer is None:
-            self.start_passes([pattern])
+            self.start_passes([pattern], literal)
             answer = self._passes.get(key)
         if answer is None:  # no pool: one pass here
             files = self._module_files()
-            found = _names_matching(pattern.pattern, pattern.flags, [str(path) for _, path in files])
+            found = _names_matching(pattern.pattern, pattern.flags, [str(path) for _, path in files], literal)
             answer = self._passes[key] = [(module, path, names) for (module, path), names in zip(files, found) if names]
         if answer.__class__ is tuple:  # (files, pattern's position, chunk futures): collect them
             files, position, futures = answer
@@ -1324,16 +1384,18 @@ class TreeIndex:
         does other work instead of keeping it waiting later."""
         self.start_passes([re.compile(*_DEFINITION_LINES), *also])
 
-    def start_passes(self, patterns: list[re.Pattern[bytes]]) -> None:
+    def start_passes(self, patterns: list[re.Pattern[bytes]], needles: tuple[bytes, ...] = ()) -> None:
         """Submit one pass over the tree's text for the `patterns` not passed yet (one read of each
-        file for all of them) to the run's pool; a no-op without a pool or for a small tree."""
+        file for all of them) to the run's pool; a no-op without a pool or for a small tree.
+        `needles`: as for matches(), shared by all the patterns."""
         todo = list(dict.fromkeys((p.pattern, p.flags) for p in patterns if (p.pattern, p.flags) not in self._passes))
         files = self._module_files() if todo and self.pool is not None else []
         if len(files) < 4 * _PARALLEL_THRESHOLD:
             return
         paths = [str(path) for _, path in files]
         size = max(64, len(paths) // 8)
-        futures = [self.pool.submit(_names_matching_each, todo, paths[i: i + size]) for i in range(0, len(paths), size)]
+        futures = [self.pool.submit(_names_matching_each, todo, paths[i: i + size], needles)
+                   for i in range(0, len(paths), size)]
         for position, key in enumerate(todo):
             self._passes[key] = (files, position, futures)
 
@@ -1366,12 +1428,15 @@ class TreeIndex:
 
 
 def prefetch_many(requests: Iterable[tuple[TreeIndex, Iterable[str]]], progress: Callable[[int], None] | None = None,
-                  workers: int | None = None) -> None:
-    """Load the modules each index of `requests` wants in one batch: cache hits here, the rest
-    parsed in parallel (the first index's shared pool, else a pool of its own). A module whose
-    file is byte-identical in two trees (same name, path and text: one cache key) is parsed once."""
-    jobs: dict[str, tuple[str, str, str, str]] = {}  # cache key -> parse job
+                  workers: int | None = None, persist: bool = True) -> None:
+    """Load the modules each index of `requests` wants in one batch: pack hits here, the rest
+    parsed in parallel (the first index's shared pool, else a pool of its own; a few here). A
+    module whose file is byte-identical in two trees (same name, path and text: one cache key) is
+    parsed once. `persist`: write each index's pack at the end (prefetch_reach writes once, after
+    its last wave)."""
+    jobs: dict[str, tuple[str, str, str]] = {}  # cache key -> parse job
     waiting: list[tuple[TreeIndex, str, str]] = []  # (index, module, cache key)
+    requests = list(requests)
     pool = None
     for index, names in requests:
         pool = pool or index.pool
@@ -1379,39 +1444,42 @@ def prefetch_many(requests: Iterable[tuple[TreeIndex, Iterable[str]]], progress:
             path = index.files[name]
             relpath = index._relpath(path)
             key = index._cache_key(name, path.read_bytes(), relpath)
-            cache_path = index._cache_path(key)
-            if key in jobs or cache_path is None or not cache_path.is_file():
-                jobs.setdefault(key, (name, relpath, str(path), str(cache_path or "")))
+            blob = None if key in jobs else index._pack.get(key)
+            if blob is None or not index._load(name, blob):
+                jobs.setdefault(key, (name, relpath, str(path)))
                 waiting.append((index, name, key))
                 continue
-            index.module(name)
             if progress:
                 progress(1)
     workers = workers or min(4, os.cpu_count() or 1)
-    if len(jobs) < _PARALLEL_THRESHOLD or (workers < 2 and pool is None):
-        for index, name, _ in waiting:
-            index.module(name)  # the second tree of an identical file reads the first one's cache entry
-            if progress:
-                progress(1)
-        return
-    if pool is None:
-        from concurrent.futures import ProcessPoolExecutor
-    own = ProcessPoolExecutor(max_workers=workers) if pool is None else None
     keys = list(jobs)
     waiters: dict[str, list[tuple[TreeIndex, str]]] = {}
     for index, name, key in waiting:
         waiters.setdefault(key, []).append((index, name))
+    own = None
+    if len(jobs) < _PARALLEL_THRESHOLD or (workers < 2 and pool is None):
+        answers: Iterable[tuple[str, bytes]] = (_parse_job(jobs[k]) for k in keys)  # here, one after another
+    else:
+        if pool is None:
+            from concurrent.futures import ProcessPoolExecutor
+
+            own = ProcessPoolExecutor(max_workers=workers)
+        answers = (own or pool).map(_parse_job, [jobs[k] for k in keys], chunksize=8)
     try:
         # Each result is loaded as it arrives, while the workers parse the rest.
-        for key, (_, blob) in zip(keys, (own or pool).map(_parse_job, [jobs[k] for k in keys], chunksize=8)):
+        for key, (_, blob) in zip(keys, answers):
             for i, (index, name) in enumerate(waiters[key]):
-                index._modules[name] = pickle.loads(blob)  # its cache entry was written by the worker
+                index._modules[name] = pickle.loads(blob)
+                index._pack.put(key, blob)
                 index.stats["parsed" if i == 0 else "cached"] += 1  # the same file of the other tree: parsed once
                 if progress:
                     progress(1)
     finally:
         if own is not None:
             own.shutdown()
+    if persist:
+        for index in {id(index): index for index, _ in requests}.values():
+            index.save()
 
 
 def prefetch_reach(indexes: Iterable[TreeIndex], modules: Iterable[str], symbols: Iterable[str],
@@ -1421,9 +1489,15 @@ def prefetch_reach(indexes: Iterable[TreeIndex], modules: Iterable[str], symbols
     base classes lead to. What no wave reached is still parsed on demand by `module()`."""
     indexes = list(indexes)
     modules, symbols = sorted(set(modules)), sorted(set(symbols))
-    prefetch_many([(index, modules) for index in indexes], progress)
+    prefetch_many([(index, modules) for index in indexes], progress, persist=False)
+    unsettled = [symbols for _ in indexes]  # per index: the names a wave may still lead further
     for _ in range(waves):
-        batch = [(index, sorted(index.unparsed_reach(symbols))) for index in indexes]
+        batch = []
+        for i, index in enumerate(indexes):
+            planned, unsettled[i] = index.plan_reach(unsettled[i])
+            batch.append((index, sorted(planned)))
         if not any(names for _, names in batch):
-            return
-        prefetch_many(batch)
+            break
+        prefetch_many(batch, persist=False)
+    for index in indexes:  # one write of each tree's pack, after the last wave
+        index.save()

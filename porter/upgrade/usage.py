@@ -22,15 +22,15 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from porter import gcpause
-from porter.fsutil import atomic_write_bytes
 from porter.upgrade.bindings import branch_names, reads
 from porter.upgrade.guards import Condition
 from porter.upgrade.inherit import ClassFact
 from porter.upgrade.index import PLAIN_BASES, FastVisitor, Signature, body_span, body_text, dotted_name, signature_of, walk
 from porter.upgrade.models import Site
+from porter.upgrade.packs import Pack, pack_path
 from porter.upgrade.predicates import NO_PREDICATES, Predicates, find_predicates, plugin_imports, resolve_imported
 
-USAGE_VERSION = 9
+USAGE_VERSION = 10  # 10: one pack per plugin tree instead of a file per scanned file
 DEFAULT_EXCLUDES = ("tests/*", "*/tests/*", "test/*", "benchmarks/*", "examples/*", "docs/*", "build/*", ".*")
 
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "AttributeError", "Exception", "BaseException"}
@@ -1009,13 +1009,10 @@ _PARALLEL_THRESHOLD = 48  # uncached files below which a process pool costs more
 
 
 def _scan_job(job: tuple) -> bytes:
-    """Scan one file in a worker and write its cache entry there (`cache_path`, "" for none)."""
-    rel, path, packages, plugin_packages, singletons, prefix, cache_path = job
-    blob = pickle.dumps(scan_source(rel, Path(path).read_bytes(), packages, plugin_packages, dict(singletons), prefix),
+    """Scan one file (in a worker): the pickled FileUsage, which the parent loads and packs."""
+    rel, path, packages, plugin_packages, singletons, prefix = job
+    return pickle.dumps(scan_source(rel, Path(path).read_bytes(), packages, plugin_packages, dict(singletons), prefix),
                         protocol=pickle.HIGHEST_PROTOCOL)
-    if cache_path:
-        atomic_write_bytes(Path(cache_path), blob, durable=False)
-    return blob
 
 
 def scan_plugin(
@@ -1049,15 +1046,18 @@ def start_scan(
 ) -> Callable[[Callable[[int], None] | None], list[FileUsage]]:
     """scan_plugin() in two steps: the cache is read and the uncached files' jobs are submitted to
     `pool` now; the returned function (given the progress callback) collects the answers. A caller
-    can so start the scan while other work (an upstream archive unpacking) still runs."""
+    can so start the scan while other work (an upstream archive unpacking) still runs. The cache is
+    one pack per plugin tree (porter.upgrade.packs), records by file content: the collector writes
+    it once, with the records of the files scanned now, and drops those of files gone or edited."""
     packages = tuple(sorted(set(packages)))
     plugin_packages = tuple(sorted(set(plugin_packages)))
     singleton_items = tuple(sorted((singletons or {}).items()))
     code = hashlib.blake2b(b"".join(Path(__file__).with_name(n).read_bytes() for n in _SCANNER_MODULES),
                            digest_size=4).hexdigest()  # a scanner change never reads older entries
     cache_root = Path(cache_dir) / "usage" / f"v{USAGE_VERSION}-{code}" if cache_dir else None
+    pack = Pack(pack_path(cache_root, Path(root), repr((packages, plugin_packages, singleton_items, module_prefix))))
     results: dict[str, FileUsage] = {}
-    pending: list[tuple[str, Path, Path | None]] = []
+    pending: list[tuple[str, Path, str]] = []
     order: list[str] = []
     hits = 0  # cache hits, reported to the progress callback when it is known
     for rel, path in plugin_files(Path(root), excludes):
@@ -1069,21 +1069,20 @@ def start_scan(
             digest.update(b"\0")
         digest.update(source)
         key = digest.hexdigest()
-        cache_path = cache_root / key[:2] / f"{key}.pkl" if cache_root else None
-        if cache_path is not None and cache_path.is_file():
+        blob = pack.get(key)
+        if blob is not None:
             try:
-                results[rel] = pickle.loads(cache_path.read_bytes())
+                results[rel] = pickle.loads(blob)
                 hits += 1
                 continue
-            except Exception:  # noqa: BLE001 - damaged cache entry: scan again
+            except Exception:  # noqa: BLE001 - damaged record: scan again
                 pass
-        pending.append((rel, path, cache_path))
+        pending.append((rel, path, key))
     workers = workers or min(4, os.cpu_count() or 1)
     if len(pending) >= _PARALLEL_THRESHOLD and (workers > 1 or pool is not None):
         from concurrent.futures import ProcessPoolExecutor
 
-        jobs = [(rel, str(path), packages, plugin_packages, singleton_items, module_prefix, str(cache_path or ""))
-                for rel, path, cache_path in pending]
+        jobs = [(rel, str(path), packages, plugin_packages, singleton_items, module_prefix) for rel, path, _ in pending]
         if pool is not None:
             blobs: Iterable[bytes | None] = pool.map(_scan_job, jobs, chunksize=8)  # loaded below as they arrive
         else:
@@ -1095,16 +1094,18 @@ def start_scan(
     def finish(progress: Callable[[int], None] | None = None) -> list[FileUsage]:
         if progress and hits:
             progress(hits)
-        for (rel, path, cache_path), blob in zip(pending, blobs):
+        for (rel, path, key), blob in zip(pending, blobs):
             if blob is None:
                 usage = scan_source(rel, path.read_bytes(), packages, plugin_packages, dict(singleton_items), module_prefix)
-                if cache_path is not None:
-                    atomic_write_bytes(cache_path, pickle.dumps(usage, protocol=pickle.HIGHEST_PROTOCOL), durable=False)
+                if pack.path is not None:
+                    pack.put(key, pickle.dumps(usage, protocol=pickle.HIGHEST_PROTOCOL))
             else:
-                usage = pickle.loads(blob)  # the worker wrote its cache entry
+                usage = pickle.loads(blob)
+                pack.put(key, blob)
             results[rel] = usage
             if progress:
                 progress(1)
+        pack.save()  # only this tree's current files: a record of an edited file goes
         return [results[rel] for rel in order]
 
     return finish

@@ -103,3 +103,27 @@ def test_a_missing_local_tree_fails_before_any_upstream_is_fetched(project, tree
     with pytest.raises(InputError, match="no-such-plugin: no such directory") as err:
         analyze.run_analysis(request)
     assert "--plugin-path" in err.value.hint
+
+
+_EXIT_PROBE = """\
+import atexit, gc, sys
+atexit.register(lambda: sys.stderr.write(f"FROZEN {gc.get_freeze_count()} ENABLED {gc.isenabled()}"))
+sys.argv = ["porter"] + sys.argv[1:]
+from porter.cli import main
+main()
+"""
+
+
+def test_the_cli_freezes_what_an_upgrade_dry_run_leaves_before_it_exits(project, trees, tmp_path):
+    """The interpreter's collection at exit would traverse every survivor of the analysis to free
+    nothing: the upgrade fast path freezes them (the collector stays on)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PORTER_CACHE_DIR": str(tmp_path / "cli-cache"), "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    done = subprocess.run([sys.executable, "-c", _EXIT_PROBE, *_argv(trees, "--dry-run", "--json")], capture_output=True,
+                          text=True, env=env, timeout=120, cwd=project)
+    assert done.returncode == 1 and json.loads(done.stdout)["analysis"]["records"], done.stderr[-2000:]
+    frozen, enabled = done.stderr.rsplit("FROZEN ", 1)[1].split(" ENABLED ")
+    assert int(frozen) > 10_000 and enabled == "True"

@@ -72,12 +72,72 @@ def test_waves_follow_reexports_and_bases_so_nothing_is_parsed_later(tmp_path):
     assert (new.stats, old.stats) == before  # the waves left nothing to parse on demand
 
 
+def test_later_waves_ask_only_unsettled_names_and_plan_what_asking_all_plans(tmp_path, monkeypatch):
+    """After a wave, only the names whose planning met an unloaded module (directly or through a memo
+    entry that did) are planned again; the waves request the modules that re-planning every name requests."""
+    chain = {"pkg/__init__.py": "from pkg.a import X\nfrom pkg.k import K\n", "pkg/a.py": "from pkg.b import X\n",
+             "pkg/b.py": "from pkg.c import X\n", "pkg/c.py": "from pkg.d import Base\n\nclass X(Base):\n    pass\n",
+             "pkg/d.py": "from pkg.e import Root\n\nclass Base(Root):\n    pass\n", "pkg/e.py": "class Root:\n    def r(self):\n        pass\n",
+             "pkg/k.py": "K = 1\n", "pkg/unused.py": "Z = 1\n"}
+    root = write_tree(tmp_path / "tree", chain)
+    symbols = ["pkg.X", "pkg.a.X", "pkg.X.r", "pkg.K", "pkg.k.K", "pkg.nowhere"]
+
+    def waves(planner):
+        requested = []
+        real = index_mod.prefetch_many
+        monkeypatch.setattr(index_mod, "prefetch_many", lambda batch, *a, **k: requested.append(
+            [sorted(n) for _, n in batch]) or real(batch, *a, **k))
+        planner()
+        monkeypatch.setattr(index_mod, "prefetch_many", real)
+        return requested
+
+    settled = TreeIndex(root, ["pkg"])
+    got = waves(lambda: prefetch_reach([settled], ["pkg"], symbols))
+
+    def every_name():  # the former waves: every name planned again after each wave
+        index = TreeIndex(root, ["pkg"])
+        index_mod.prefetch_many([(index, ["pkg"])], persist=False)
+        for _ in range(4):
+            planned = sorted(index.unparsed_reach(symbols))
+            if not planned:
+                break
+            index_mod.prefetch_many([(index, planned)], persist=False)
+
+    assert got == waves(every_name) == [[["pkg"]], [["pkg.a", "pkg.k"]], [["pkg.b"]], [["pkg.c"]], [["pkg.d"]]]
+    index = TreeIndex(root, ["pkg"])
+    index.module("pkg")
+    planned, unsettled = index.plan_reach(["pkg.X", "pkg.a.X", "pkg.nowhere", "other.x"])
+    assert planned == {"pkg.a"} and unsettled == ["pkg.X", "pkg.a.X"]  # pkg.a.X met pkg.a through the memo
+
+
 def test_planning_keeps_no_conclusion(tmp_path):
     _, new_root = _trees(tmp_path)
     new = TreeIndex(new_root, ["pkg"])
     new.module("pkg")
     new.unparsed_reach(["pkg.Public"])  # pkg.api unparsed: this resolution would say "missing"
     assert new.resolve("pkg", "Public").status == "found"
+
+
+def test_memoized_dotted_answers_and_ancestry_equal_a_fresh_index_and_planning_keeps_none(tmp_path):
+    """resolve_dotted() and mro() keep their answers outside planning: each equals the answer of a
+    fresh index asked once, and an answer given while unparsed_reach() plans is not kept."""
+    _, new_root = _trees(tmp_path)
+    names = ["pkg.Public", "pkg.Public.setup", "pkg.Public.run", "pkg.Public.gone", "pkg.api.Public", "pkg.same.helper",
+             "pkg.nowhere.X", "pkg._impl.base.Base.setup", "other.thing"]
+    planned = TreeIndex(new_root, ["pkg"])
+    planned.module("pkg")
+    planned.unparsed_reach(names)  # pkg.api unparsed: planning resolves pkg.Public as missing
+    asked = TreeIndex(new_root, ["pkg"])
+    for _ in range(2):  # the second round is answered from the memo
+        for name in names:
+            assert planned.resolve_dotted(name) == asked.resolve_dotted(name) == TreeIndex(new_root, ["pkg"]).resolve_dotted(name)
+    assert planned.resolve_dotted("pkg.Public.setup").status == "found"
+    cls, where = asked.class_of("pkg.Public")
+    first = asked.mro(cls, where)
+    first.append(("mutated", "by a caller"))  # a caller's list is its own
+    fresh = TreeIndex(new_root, ["pkg"])
+    assert [(k.name, m) for k, m in asked.mro(cls, where)] == [(k.name, m) for k, m in fresh.mro(*fresh.class_of("pkg.Public"))] \
+        == [("Public", "pkg._impl.core"), ("Base", "pkg._impl.base")]
 
 
 def test_cache_key_names_the_file(tmp_path):
@@ -180,6 +240,48 @@ def test_the_general_definition_pass_finds_what_the_name_specific_pattern_finds(
              for n in names}
     assert hits == {n: sum(1 for f in reference.values() if n in f) for n in names}
     assert hits["Needle"] == 1 and hits["other"] == 1 and hits["other2"] == 1 and hits["zeta"] == 0 and hits["value7"] == 2
+
+
+def test_the_newline_anchored_definition_pattern_matches_the_multiline_one(tmp_path):
+    """_DEFINITION_LINES opens with a newline (a literal the regex engine can jump to) instead of
+    `^` under re.MULTILINE: the same names, file by file, the first line and CRLF text included."""
+    import re
+
+    reference = re.compile(rb"^(?:(?:async\s+)?def|class)\s+([A-Za-z_]\w*)|^([A-Za-z_]\w*)\s*[:=]", re.MULTILINE)
+    texts = ["first = 1\n", "class C:\n    x = 1\n", "def\nf(): pass\nname\n= 2\nafter = 3\n", "a\r\nb = 1\r\nclass D: pass\r\n",
+             "", "\n\n", "  indented = 1\nasync   def g(): pass\nx:int\ny == 1\nz=1", "v = 1\rw = 2\n", "q\n\n: int\n"]
+    paths = []
+    for i, text in enumerate(texts):
+        path = tmp_path / f"m{i}.py"
+        path.write_bytes(text.encode())
+        paths.append(str(path))
+    found = index_mod._names_matching_each([index_mod._DEFINITION_LINES], paths + [str(tmp_path / "gone.py")])[0]
+    expected = [{m.group(m.lastindex or 0).decode() for m in reference.finditer(t.encode())} for t in texts] + [set()]
+    assert found == expected
+    assert found[0] == {"first"} and found[3] == {"b", "D"} and found[2] == {"f", "name", "after"}
+
+
+def test_needles_skip_files_without_them_and_change_no_answer(tmp_path, monkeypatch):
+    """matches(pattern, needles): only files holding one of the needles are searched; with needles every
+    match contains, the answer is the pattern's own, pooled or not."""
+    import re
+
+    files = {"pkg/__init__.py": "", "pkg/far.py": "x = 1\n"}
+    files.update({f"pkg/m{i}.py": ("self.runner_type = 1\n" if i % 3 == 0 else "") + ("make_list()\n" if i % 4 == 0 else "")
+                  + "other_runner_types = 2\n" for i in range(60)})
+    root = write_tree(tmp_path / "tree", files)
+    pattern = re.compile(rb"\b(runner_type|make_list)\b")
+    plain = {m: found for m, _, found in TreeIndex(root, ["pkg"]).matches(pattern)}
+    assert len(plain) == 30 and plain["pkg.m0"] == {"runner_type", "make_list"}
+    assert {m: found for m, _, found in TreeIndex(root, ["pkg"]).matches(pattern, needles=["runner_type", "make_list"])} == plain
+    monkeypatch.setattr(index_mod, "_PARALLEL_THRESHOLD", 2)
+    with ThreadPoolExecutor(2) as pool:
+        pooled = TreeIndex(root, ["pkg"], pool=pool).matches(pattern, needles=["make_list", "runner_type"])
+        assert {m: found for m, _, found in pooled} == plain
+        # the needles decide which files are searched: one no match holds finds nothing
+        assert TreeIndex(root, ["pkg"], pool=pool).matches(pattern, needles=["absent"]) == []
+    assert TreeIndex(root, ["pkg"]).matches(pattern, needles=["make_list"]) == \
+        [(m, p, f) for m, p, f in TreeIndex(root, ["pkg"]).matches(pattern) if "make_list" in f]
 
 
 def test_a_non_ascii_name_is_searched_with_its_own_pattern(tmp_path):
