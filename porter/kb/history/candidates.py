@@ -126,13 +126,24 @@ def distinctive_names(message: str) -> list[str]:
     """Identifiers in an exception message that point at code (snake_case, CamelCase, dotted), and
     command-line flags (`--enable-prompt-tokens-details`): an option's name is as specific as code's."""
     out: dict[str, None] = dict.fromkeys(_FLAG.findall(message))
-    for name in _NAME.findall(message):
+    for m in _NAME.finditer(message):
+        name = m.group()
+        if _hyphenated(message, m.start(), m.end()):
+            continue  # a part of `LLaMA-Factory`, `DeepSeek-V3`: a product's name (no identifier holds a hyphen)
         low = name.lower()
         if low in _COMMON_WORDS or name in BUILTIN_NAMES or (name.startswith("__") and name.endswith("__")):
             continue  # dunders (`__init__`) name a protocol every class has, not this code
         if "_" in name or (any(c.isupper() for c in name[1:]) and any(c.islower() for c in name)):
             out.setdefault(name, None)
     return list(out)[:8]
+
+
+def _hyphenated(text: str, start: int, end: int) -> bool:
+    """The word at text[start:end] is joined to another by a hyphen (`LLaMA-Factory`, `torch-npu`)."""
+    after = text[end:end + 2]
+    before = text[max(start - 2, 0):start]
+    return (len(after) == 2 and after[0] == "-" and after[1].isalnum()) \
+        or (len(before) == 2 and before[1] == "-" and before[0].isalnum())
 
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.]*[A-Za-z0-9]")

@@ -17,6 +17,7 @@ from porter.kb.history.frames import PathMapper, first_exception, trace_facts, v
 from porter.kb.history.issues import fixing_commits, repo_names
 from porter.kb.history.models import CommitRecord, HistoryIndex, HistoryReport, Installed, TraceFacts
 from porter.kb.history.named import named_functions
+from porter.kb.history.snippets import fenced_code_lines
 from porter.kb.history.version import installed_version
 from porter.kb.matcher import MATCH_THRESHOLD
 
@@ -116,7 +117,7 @@ def analyse(
     one for the repository's tip is used when present, and git log on the frames' files if not).
     `mask_quotes`: leave out commit-message lines that quote this trace (benchmark ablation).
     `title_line`: the first line of a short input (an issue title), which a fix's title may restate.
-    `quoted`: code statements the input quotes in backticks (candidates.quoted_code_lines).
+    `quoted`: code statements the input quotes in backticks or fenced blocks (reported_lines).
     `issue`: the number of the repository's issue the trace came from, when the user names it.
     `named`: functions the input names as code (named.named_functions).
     `gate`: why the trace looks like an environment fault (environment_verdict), "" when it does not:
@@ -210,8 +211,13 @@ def analyse_diagnosis(source: HistorySource, diag, text: str, env: Mapping[str, 
     return analyse(source, blocks, text, env, cache_dir, top=top, gate=environment_verdict(diag), index=index,
                    fallback_exception=fallback_exception(first_exception(diag.signals.exceptions), errors, text),
                    use_message=use_message, error_text=errors, mask_quotes=mask_quotes, title_line=title_line,
-                   quoted=quoted_code_lines(text[:EMBEDDED_SCAN_CHARS]), issue=issue,
+                   quoted=reported_lines(text[:EMBEDDED_SCAN_CHARS]), issue=issue,
                    named=named_functions(text[:EMBEDDED_SCAN_CHARS]))
+
+
+def reported_lines(text: str) -> tuple[str, ...]:
+    """The code statements a report quotes: in backticks, then the lines of its fenced code blocks."""
+    return tuple(dict.fromkeys((*quoted_code_lines(text), *fenced_code_lines(text))))
 
 
 def fallback_exception(first: tuple[str, str] | None, errors: str, text: str) -> tuple[str, str] | None:
