@@ -30,7 +30,7 @@ class DropEdit:
     end_line: int
     action: str  # collapse | retarget | remove_import | remove_unreachable
     guard: str = ""  # the test (guards) or the imported name (imports)
-    kept: str = ""  # body | else (collapse of a guard) | predicate (a version predicate removed)
+    kept: str = ""  # body | else (collapse of a guard) | predicate (a version predicate removed) | value (answer written)
     retarget_to: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -173,8 +173,9 @@ class _DropTransformer(cst.CSTTransformer):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     def __init__(self, path: str, decisions: Mapping[int, GuardVerdict], functions: frozenset[str],
-                 line_length: int = 79):
+                 line_length: int = 79, values: Mapping[tuple[int, str], GuardVerdict] | None = None):
         self.path = path
+        self.values = values or {}  # (line, version named) -> verdict of a version test used as a value
         self.line_length = line_length
         self.decisions = decisions
         self.functions = functions
@@ -187,6 +188,7 @@ class _DropTransformer(cst.CSTTransformer):
         self.terminal: set[int] = set()  # ids of kept statements that end their block (return/raise/...)
         self.positions: dict[int, tuple[int, int]] = {}  # id of a statement as left -> its original lines
         self.removed_top: list[tuple[int, int]] = []  # lines of the module-level statements the drop deleted
+        self.answers: set[int] = set()  # ids of the `True`/`False` names written in place of version tests
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
         self.depth += 1
@@ -203,7 +205,7 @@ class _DropTransformer(cst.CSTTransformer):
 
     def leave_If(self, original: cst.If, updated: cst.If):
         decision, line, end = self._decision(original)
-        if decision is None or decision.kind == "assign" or decision.verdict not in ("collapse", "retarget"):
+        if decision is None or decision.kind in ("assign", "value") or decision.verdict not in ("collapse", "retarget"):
             return updated
         guard = cst.Module([]).code_for_node(original.test)
         if decision.verdict == "retarget":
@@ -258,7 +260,7 @@ class _DropTransformer(cst.CSTTransformer):
 
     def leave_IfExp(self, original: cst.IfExp, updated: cst.IfExp):
         decision, line, end = self._decision(original)
-        if decision is None or decision.kind == "assign":
+        if decision is None or decision.kind in ("assign", "value"):
             return updated
         guard = cst.Module([]).code_for_node(original.test)
         if decision.verdict == "retarget" and decision.retarget_to:
@@ -278,8 +280,51 @@ class _DropTransformer(cst.CSTTransformer):
             return kept.with_changes(lpar=updated.lpar, rpar=updated.rpar) if updated.lpar else kept
         return updated
 
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        """A version test used as a value (`fn(legacy=vllm_version_is("0.10.0"))`): its answer at the
+        target takes its place, or its version is retargeted."""
+        pos = self.get_metadata(PositionProvider, original)
+        line, end = pos.start.line, pos.end.line
+        version = self._helper_version(original)
+        decision = self.values.get((line, version)) if version is not None else None
+        if decision is None:
+            return updated
+        guard = cst.Module([]).code_for_node(original)
+        if decision.verdict == "retarget" and decision.retarget_to:
+            self.edits.append(DropEdit(self.path, line, end, "retarget", guard, retarget_to=decision.retarget_to))
+            return updated.visit(_Retarget(self.functions, decision.retarget_to))
+        if decision.verdict != "collapse" or decision.value_at_target is None:
+            return updated
+        self.edits.append(DropEdit(self.path, line, end, "collapse", guard, kept="value"))
+        return self._answer(decision.value_at_target, updated)
+
+    def _helper_version(self, call: cst.Call) -> str | None:
+        """The version a version-helper call names (`vllm_version_is("0.10.0")` -> "0.10.0"), else None."""
+        func = call.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if name not in self.functions or not call.args or not isinstance(call.args[0].value, cst.SimpleString):
+            return None
+        value = call.args[0].value.evaluated_value
+        return value if isinstance(value, str) else None
+
+    def _answer(self, value: bool, node: cst.BaseExpression) -> cst.Name:
+        answer = cst.Name("True" if value else "False", lpar=node.lpar, rpar=node.rpar)
+        self.answers.add(id(answer))
+        return answer
+
+    def leave_UnaryOperation(self, original: cst.UnaryOperation, updated: cst.UnaryOperation) -> cst.BaseExpression:
+        if isinstance(updated.operator, cst.Not) and id(updated.expression) in self.answers:
+            return self._answer(updated.expression.value != "True", updated)  # `not False` -> `True`
+        return updated
+
+    def leave_CompFor(self, original: cst.CompFor, updated: cst.CompFor) -> cst.CompFor:
+        """A comprehension filter the drop answered `True` filters nothing: it goes."""
+        ifs = [f for f in updated.ifs if not (id(f.test) in self.answers and f.test.value == "True")]
+        return updated.with_changes(ifs=ifs) if len(ifs) != len(updated.ifs) else updated
+
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
-        """A version predicate (`is_legacy = vllm_version_is("0.10.0")`): dropped or retargeted."""
+        """A version predicate (`is_legacy = vllm_version_is("0.10.0")`): dropped or retargeted, or (read as
+        a value too) its answer at the target written in place of the test."""
         if len(updated.body) != 1 or not isinstance(updated.body[0], cst.Assign):
             return updated
         decision, line, end = self._decision(original)
@@ -293,6 +338,11 @@ class _DropTransformer(cst.CSTTransformer):
                 return updated
             self.edits.append(DropEdit(self.path, line, end, "retarget", guard, retarget_to=decision.retarget_to))
             return updated.with_changes(body=[assign.with_changes(value=value)])
+        if decision.verdict == "collapse" and decision.kept == "value":
+            if decision.value_at_target is None:
+                return updated
+            self.edits.append(DropEdit(self.path, line, end, "collapse", guard, kept="value"))
+            return updated.with_changes(body=[assign.with_changes(value=self._answer(decision.value_at_target, assign.value))])
         if decision.verdict == "collapse":
             self.edits.append(DropEdit(self.path, line, end, "collapse", guard, kept="predicate"))
             return cst.RemovalSentinel.REMOVE
@@ -586,9 +636,19 @@ def _at_most_two_blank(stmt: cst.BaseStatement, most: int = 2) -> cst.BaseStatem
     return stmt.with_changes(leading_lines=out) if len(out) != len(lines) else stmt
 
 
+def _literals(test: str) -> list[str]:
+    """The string literals a version test passes its helper (`vllm_version_is('0.10.0')` -> ["0.10.0"])."""
+    try:
+        expr = ast.parse(test, mode="eval").body
+    except SyntaxError:
+        return []
+    return [n.args[0].value for n in ast.walk(expr) if isinstance(n, ast.Call) and n.args
+            and isinstance(n.args[0], ast.Constant) and isinstance(n.args[0].value, str)]
+
+
 def _predicate_names(decisions: Mapping[int, GuardVerdict], source: str) -> dict[int, str]:
     """line -> name of each version predicate assignment the drop removes."""
-    wanted = {line for line, d in decisions.items() if d.kind == "assign" and d.verdict == "collapse"}
+    wanted = {line for line, d in decisions.items() if d.kind == "assign" and d.verdict == "collapse" and d.kept != "value"}
     if not wanted:
         return {}
     out: dict[int, str] = {}
@@ -767,9 +827,13 @@ def drop_source(source: str, path: str, decisions: Mapping[int, GuardVerdict] | 
     `line_length`: the plugin's formatter limit (an import left short enough is joined on one line);
     `read_elsewhere(name)`: does another module of the plugin read `name` (a predicate function the
     drop left unread here is deleted when it does not; without it only `_private` ones are)."""
-    if not isinstance(decisions, Mapping):
-        decisions = {d.line: d for d in decisions}
+    listed = list(decisions.values()) if isinstance(decisions, Mapping) else list(decisions)
+    # Version tests used as values may share a line (`f(a=is("0.9"), b=is("0.10"))`): keyed by line and version.
+    values = {(d.line, v): d for d in listed if d.kind == "value" and d.verdict in ("collapse", "retarget")
+              for v in _literals(d.guard)}
+    decisions = {d.line: d for d in listed if d.kind != "value"}
     wanted = {line: d for line, d in decisions.items() if d.verdict in ("collapse", "retarget")}
+    wanted.update({line: d for (line, _), d in values.items() if line not in wanted})
     if not wanted:
         return DropResult(path, source, ())
     if source.startswith(BOM):  # neither ast nor libcst parses a str that starts with one; the file keeps it
@@ -779,14 +843,14 @@ def drop_source(source: str, path: str, decisions: Mapping[int, GuardVerdict] | 
     # A helper imported under another name (`vllm_version_is as is_vllm`) is retargeted by that name.
     renamed = {local for local, name in helper_renames(list(ast.walk(ast.parse(source)))).items() if name in version_functions}
     version_functions = frozenset(version_functions) | renamed
-    transformer = _DropTransformer(path, wanted, frozenset(version_functions), line_length)
+    transformer = _DropTransformer(path, wanted, frozenset(version_functions), line_length, values)
     new_source = MetadataWrapper(module).visit(transformer).code
     predicates = _predicate_names(wanted, source)
     loaded = _loaded_names(new_source)
     # A result that does not parse keeps every predicate; one that parses but reads nothing keeps none.
     still_read = {line for line, name in predicates.items() if loaded is None or name in loaded}
     if still_read:  # a guard that reads the predicate stays: so does the predicate
-        transformer = _DropTransformer(path, wanted, frozenset(version_functions), line_length)
+        transformer = _DropTransformer(path, wanted, frozenset(version_functions), line_length, values)
         transformer.keep_predicates = still_read
         new_source = MetadataWrapper(module).visit(transformer).code
     edits = list(transformer.edits)
@@ -826,6 +890,11 @@ def _remove_dead_definitions(source: str, new_source: str, path: str,
         return name.startswith("_")
 
     candidates = {name for name in _side_effect_free_definitions(tree) if name in before and removable(name)}
+    # Each candidate's lines in the source before the drop (edits name those, as the guard edits do: the
+    # orphaned-module check reads a removed definition's imports by them).
+    spans = {(stmt.name if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else
+              getattr(stmt.targets[0], "id", "") if isinstance(stmt, ast.Assign) else ""): (stmt.lineno, stmt.end_lineno or stmt.lineno)
+             for stmt in tree.body}
     removed: set[str] = set()
     while candidates - removed:
         after = _referenced_names(new_source, loads_only=True)  # with strings: `__all__`, annotations
@@ -834,7 +903,7 @@ def _remove_dead_definitions(source: str, new_source: str, path: str,
         dead = {name for name in candidates - removed if name not in after}
         if not dead:
             break
-        remover = _RemoveDefinitions(path, dead, predicates)
+        remover = _RemoveDefinitions(path, dead, predicates, spans)
         new_source = MetadataWrapper(cst.parse_module(new_source)).visit(remover).code
         edits.extend(remover.edits)
         removed |= dead
@@ -863,8 +932,10 @@ class _RemoveDefinitions(cst.CSTTransformer):
 
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self, path: str, names: set[str], predicates: Mapping[str, str]):
+    def __init__(self, path: str, names: set[str], predicates: Mapping[str, str],
+                 spans: Mapping[str, tuple[int, int]] | None = None):
         self.path, self.names, self.predicates = path, names, predicates
+        self.spans = spans or {}  # name -> its lines in the source before the drop
         self.edits: list[DropEdit] = []
 
     def visit_Module(self, node: cst.Module) -> bool:
@@ -887,11 +958,11 @@ class _RemoveDefinitions(cst.CSTTransformer):
             if named is not None and named[0] in self.names:
                 name, text = named
                 pos = self.get_metadata(PositionProvider, stmt)
+                start, end = self.spans.get(name, (pos.start.line, pos.end.line))
                 if name in self.predicates:
-                    self.edits.append(DropEdit(self.path, pos.start.line, pos.end.line, "collapse",
-                                               self.predicates[name], kept="predicate"))
+                    self.edits.append(DropEdit(self.path, start, end, "collapse", self.predicates[name], kept="predicate"))
                 else:
-                    self.edits.append(DropEdit(self.path, pos.start.line, pos.end.line, "remove_dead", text))
+                    self.edits.append(DropEdit(self.path, start, end, "remove_dead", text))
                 lines = [line for line in stmt.leading_lines if line.comment is None]
                 blank = lines if len(lines) > len(blank) else blank
                 continue

@@ -118,9 +118,9 @@ def _excluded(table: str, config: dict[str, Any], path: str) -> bool:
 def plan_drop(guards: Iterable[GuardVerdict], plugin_root: Path, drop: str | None, target: str,
               version_functions: Iterable[str]) -> DropPlan:
     chosen = tuple(g for g in guards if selects(g, drop))
-    by_file: dict[str, dict[int, GuardVerdict]] = {}
+    by_file: dict[str, list[GuardVerdict]] = {}  # a list: version tests used as values may share a line
     for guard in chosen:
-        by_file.setdefault(guard.path, {})[guard.line] = guard
+        by_file.setdefault(guard.path, []).append(guard)
     results: list[DropResult] = []
     skipped: list[str] = []
     words = _PluginWords(plugin_root)
@@ -227,11 +227,12 @@ def _orphans(plugin_root: Path, results: list[DropResult]) -> tuple[str, ...]:
             return ()  # a file we cannot read may import anything: remove nothing
     prefix = plugin_root.name if (plugin_root / "__init__.py").is_file() else ""
     after = {**before, **{r.path: r.source for r in results}}
-    # Spans whose imports may be gone: collapsed guards (not those that only lose a check in their test) and
-    # unreachable code deleted after them. Not predicates nor dead private definitions: the latter's lines are
-    # those of the collapsed text, and a module only they imported is kept (nothing is removed on a guess).
+    # Spans whose imports may be gone (lines of the source before the drop): collapsed guards (not those that
+    # only lose a check in their test, nor answered value tests), unreachable code deleted after them, and the
+    # dead definitions and predicate functions that went with them (a module only their bodies imported).
     deleted = {r.path: [(e.line, e.end_line) for e in r.edits
-                        if (e.action == "collapse" and e.kept not in ("test", "predicate")) or e.action == "remove_unreachable"]
+                        if (e.action == "collapse" and e.kept not in ("test", "value"))
+                        or e.action in ("remove_unreachable", "remove_dead")]
                for r in results}
     return tuple(orphaned(before, after, deleted, prefix))
 

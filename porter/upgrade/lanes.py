@@ -98,8 +98,8 @@ class GuardVerdict:
     guard: str  # the test's source
     verdict: str  # keep | collapse | retarget
     reason: str
-    kind: str = "if"  # if | elif | ifexp | assign (a version predicate)
-    kept: str = ""  # which branch stays after collapse/retarget: body | else | test ("" for keep)
+    kind: str = "if"  # if | elif | ifexp | assign (a version predicate) | value (a version test used as a value)
+    kept: str = ""  # which branch stays after collapse/retarget: body | else | test | value (the answer) ("" for keep)
     retarget_to: str | None = None  # version written into the guard on retarget
     value_at_target: bool | None = None  # the test at the target (release lane)
     # kept == "test": the version checks inside an undecided test that both lanes answer alike, as
@@ -213,6 +213,9 @@ def guard_verdicts(
         at_main = evaluate_condition(cond, conventions, lanes.main, hasattr_fn, aliases)
         common = dict(path=block.path, line=block.line, end_line=block.end_line, guard=block.source, kind=block.kind,
                       value_at_target=at_release)
+        if block.kind == "value":
+            out.append(_value_verdict(block, at_release, at_main, conventions, lanes, common))
+            continue
         if at_release is None or at_main is None:
             partial = _decided_checks(block.source, conventions, lanes, hasattr_fn, aliases)
             if partial is not None:
@@ -266,6 +269,26 @@ def guard_verdicts(
                if v.verdict == "collapse" and any((v.path, line) in retargeted for line in via.get((v.path, v.line), ()))
                else v for v in out]
     return sorted(out + predicates, key=lambda v: (v.path, v.line))
+
+
+def _value_verdict(block: GuardBlock, at_release: bool | None, at_main: bool | None, conventions: GuardConventions,
+                   lanes: Lanes, common: dict[str, Any]) -> GuardVerdict:
+    """A version test used as a value (values.py): answered alike in both lanes, the drop writes the answer
+    in its place (collapse, kept `value`); a patch release of the release it names keeps that release's
+    answer (retarget, as for a guard); otherwise it still tells the lanes apart (keep)."""
+    common = {**common, "value_at_target": at_release}
+    if at_release is None or at_main is None:
+        return GuardVerdict(verdict="keep", reason="the test cannot be decided for both lanes", **common)
+    if at_release != at_main:
+        return GuardVerdict(verdict="keep", reason="still tells the release lane from main", **common)
+    if lanes.patch_release and _retargetable(block.source, conventions) and \
+            _names_only(block.source, conventions, lanes.replaced_release):
+        return GuardVerdict(verdict="retarget", kept="value", retarget_to=lanes.retarget_to, reason=(
+            f"{lanes.target_label} is a patch release of the release this test names: it keeps that release's "
+            f"answer, so retarget the test to {lanes.retarget_to}"), **common)
+    return GuardVerdict(verdict="collapse", kept="value", reason=(
+        f"a version test used as a value, {at_release} at {lanes.target_label} and at main: the drop writes "
+        f"`{at_release}` in its place"), **common)
 
 
 def _decided_checks(source: str, conventions: GuardConventions, lanes: Lanes, hasattr_fn: HasAttr | None,
@@ -386,8 +409,15 @@ def _predicate_verdicts(blocks: list[GuardBlock], verdicts: list[GuardVerdict], 
             continue
         users = readers.get((block.path, block.line), [])
         common = dict(path=block.path, line=block.line, end_line=block.end_line, guard=block.source, kind="assign")
-        if not users:
-            continue  # no guard branches on it: not a predicate of ours
+        if not users or not block.pure and all(u is not None and u.verdict == "collapse" for u in users):
+            # Nothing branches on it, or something also reads it as a value: its answer takes its place
+            # (`legacy = False`) once both lanes give the same one; the guards that read it collapse anyway.
+            cond = Condition("if", block.source, False, line=block.line)
+            verdict = _value_verdict(block, evaluate_condition(cond, conventions, lanes.release),
+                                     evaluate_condition(cond, conventions, lanes.main), conventions, lanes, common)
+            if users or verdict.verdict != "keep":
+                out.append(verdict)
+            continue
         if any(u is not None and u.verdict == "retarget" for u in users) and _retargetable(block.source, conventions):
             out.append(GuardVerdict(verdict="retarget", retarget_to=lanes.retarget_to, reason=(
                 f"a guard that reads this predicate is retargeted to {lanes.retarget_to}"), **common))

@@ -29,6 +29,7 @@ from porter.upgrade.index import PLAIN_BASES, FastVisitor, Signature, body_span,
 from porter.upgrade.models import Site
 from porter.upgrade.packs import Pack, pack_path
 from porter.upgrade.predicates import NO_PREDICATES, Predicates, find_predicates, plugin_imports, resolve_imported
+from porter.upgrade.values import value_calls
 
 USAGE_VERSION = 10  # 10: one pack per plugin tree instead of a file per scanned file
 DEFAULT_EXCLUDES = ("tests/*", "*/tests/*", "test/*", "benchmarks/*", "examples/*", "docs/*", "build/*", ".*")
@@ -65,7 +66,9 @@ class GuardBlock:
     line: int
     end_line: int
     source: str  # the test
-    kind: str = "if"  # if | elif | ifexp | assign (a version predicate: `is_legacy = vllm_version_is(...)`)
+    # if | elif | ifexp | assign (a version predicate: `is_legacy = vllm_version_is(...)`) | value (a version
+    # test used as a value, values.py: `fn(legacy=vllm_version_is(...))`; its source is the call)
+    kind: str = "if"
     has_else: bool = False
     conditions: tuple[Condition, ...] = ()  # the conditions the block itself sits under
     via: tuple[int, ...] = ()  # lines of the version predicates the test reads (its source has them expanded)
@@ -242,6 +245,12 @@ def resolve_imported_blocks(blocks: list[GuardBlock], files: list["FileUsage"]) 
 def _predicate_blocks(path: str, predicates: Predicates) -> list[GuardBlock]:
     """The assignments of the version predicates some guard reads, as guard blocks of their own."""
     return [GuardBlock(path, p.line, p.end_line, p.source, "assign", pure=p.pure) for p in predicates.found]
+
+
+def _value_blocks(path: str, tree: ast.Module, predicates: Predicates) -> list[GuardBlock]:
+    """Version tests used as values (values.py), each a guard block of kind `value` (its source: the call)."""
+    return [GuardBlock(path, call.lineno, call.end_lineno or call.lineno, predicates.expand(call)[0], "value")
+            for call in value_calls(tree, predicates)]
 
 
 def _function_defs(body: list[ast.stmt]) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -965,6 +974,7 @@ def _scan_source(path: str, source: bytes, packages: Iterable[str], plugin_packa
     predicates = find_predicates(tree, foreign) if b"version" in source.lower() else \
         Predicates([], foreign=foreign) if foreign else NO_PREDICATES
     exports = predicates.exports()
+    values = _value_blocks(path, tree, predicates) if b"version" in source.lower() else []
     if not collector.aliases and not any(p.encode() in source for p in packages):
         # No upstream use: only the plugin-internal imports and the guard blocks matter (a statement walk).
         light = _LightScan(path, lines, module, is_package, plugin_packages)
@@ -973,7 +983,7 @@ def _scan_source(path: str, source: bytes, packages: Iterable[str], plugin_packa
         light.body(tree.body)
         if b"version" in source.lower() or foreign:
             light.ternaries(tree)
-        return FileUsage(path, [], {}, guard_blocks=light.guard_blocks + _predicate_blocks(path, predicates),
+        return FileUsage(path, [], {}, guard_blocks=light.guard_blocks + _predicate_blocks(path, predicates) + values,
                          internal_imports=light.internal_imports, module=module, exports=exports,
                          class_facts=light.class_facts,
                          class_refs=light_class_refs(tree, light.plugin_names, plugin_packages)
@@ -982,7 +992,8 @@ def _scan_source(path: str, source: bytes, packages: Iterable[str], plugin_packa
                           singletons, tree)
     visitor.predicates = predicates
     visitor.visit(tree)
-    return FileUsage(path, visitor.uses, collector.aliases, guard_blocks=visitor.guard_blocks + _predicate_blocks(path, predicates),
+    return FileUsage(path, visitor.uses, collector.aliases,
+                     guard_blocks=visitor.guard_blocks + _predicate_blocks(path, predicates) + values,
                      internal_imports=visitor.internal_imports, module=module, exports=exports,
                      class_types=visitor.class_types, class_facts=visitor.class_facts, class_refs=visitor.class_refs)
 
@@ -1004,7 +1015,8 @@ def plugin_files(root: Path, excludes: Iterable[str] = DEFAULT_EXCLUDES) -> list
 
 
 # the code a file's scan depends on (its pickle holds ClassFact, Condition, Site): its hash names the cache generation
-_SCANNER_MODULES = ("usage.py", "index.py", "inherit.py", "predicates.py", "bindings.py", "guards.py", "models.py")
+_SCANNER_MODULES = ("usage.py", "index.py", "inherit.py", "predicates.py", "bindings.py", "guards.py", "models.py",
+                    "values.py")
 _PARALLEL_THRESHOLD = 48  # uncached files below which a process pool costs more than it saves
 
 

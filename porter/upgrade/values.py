@@ -1,0 +1,56 @@
+"""Version tests used as values: a version-helper call that is no `if` / conditional-expression test
+and no version predicate's assignment (`fn(legacy=vllm_version_is("0.10.0"))`, a comprehension
+filter, `self.legacy = vllm_version_is(...)`, `return vllm_version_is(...)` in a method). Each is a
+guard block of kind `value`: once both lanes answer it alike, the drop writes the answer in its place.
+
+Pure over one module's AST.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from porter.upgrade.predicates import Predicates, predicate_functions
+
+_HELPER = re.compile(r"version", re.IGNORECASE)  # the lanes check the name against the plugin's conventions
+
+
+def _helper_call(node: ast.AST, renames: dict[str, str]) -> bool:
+    """`vllm_version_is("0.10.0")` (or a renamed helper, or `utils.vllm_version_is(...)`) with a literal."""
+    if not isinstance(node, ast.Call) or not node.args or node.keywords:
+        return False
+    arg = node.args[0]
+    if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+        return False
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return bool(_HELPER.search(renames.get(name, name)))
+
+
+def _claimed(tree: ast.Module, predicates: Predicates) -> set[int]:
+    """ids of the nodes that already belong to a guard block: `if`/`elif` and ternary tests, the tests
+    version predicates hold, and the bodies of predicate functions."""
+    out: set[int] = set()
+    spans = {(p.line, p.end_line) for p in predicates.found}
+    functions = set(predicate_functions(tree))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.If, ast.IfExp)):
+            out.update(id(n) for n in ast.walk(node.test))
+        elif isinstance(node, ast.Assign) and (node.lineno, node.end_lineno or node.lineno) in spans and \
+                (not isinstance(node.value, ast.Call) or _helper_call(node.value, predicates.renames)):
+            # a predicate's test; not `runner = Runner(legacy=vllm_version_is(...))`, whose call is no test
+            out.update(id(n) for n in ast.walk(node.value))
+        elif isinstance(node, ast.FunctionDef) and node.name in functions and node in tree.body:
+            out.update(id(n) for n in ast.walk(node))
+    return out
+
+
+def value_calls(tree: ast.Module, predicates: Predicates) -> list[ast.Call]:
+    """The module's version-helper calls that sit in no guard test and no predicate, in source order."""
+    renames = predicates.renames
+    calls = [n for n in ast.walk(tree) if _helper_call(n, renames)]
+    if not calls:
+        return []
+    claimed = _claimed(tree, predicates)
+    return sorted((c for c in calls if id(c) not in claimed), key=lambda c: (c.lineno, c.col_offset))
