@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
 from porter.upgrade.callers import CallShape, binds, bound, call_shapes, call_shapes_many, narrower
+from porter.upgrade.deprecations import deprecated_homes
 from porter.upgrade.guards import GuardConventions, TargetVersions, combine
 from porter.upgrade.lanes import GuardVerdict, Lanes, guard_verdicts, innermost_version_block, lane_of
 from porter.upgrade.index import Definition, Resolution, Signature, TreeIndex, prefetch_reach, walk
@@ -50,6 +51,7 @@ IMPLICITLY_CALLED = frozenset({"forward", "__call__"})  # reached through `modul
 MAX_CALLER_FILES = 25  # a method called in more files than this is too common to tell which calls reach an override
 
 
+_SERVED_BY_GETATTR = "served by module __getattr__"  # index.py's reason for a name a module __getattr__ lists
 _SELF_CALL = re.compile(r"\bself\.(\w+)\(")
 _SELF_STORE = re.compile(r"^\s*self\.(\w+)\s*(?::[^=\n]+)?=(?!=)\s*(.*)$", re.M)  # `self.x = v`, `self.x: T = v`: (x, v)
 
@@ -359,6 +361,10 @@ class DriftAnalyzer:
         if use.kind == "import":
             res = self.target.resolve(use.detail["module"], use.detail["name"])
             verdicts.setdefault(use.symbol, Verdict(use.symbol, res.status, use.detail["module"], use.detail["name"]))
+            if res.status == "found" and res.definition is None and res.reason == _SERVED_BY_GETATTR:
+                deprecated = self._deprecated_import(use, res)
+                if deprecated is not None:
+                    return [deprecated], False
             return self._existence(use, res, unresolved, strict=True)
         if use.kind == "module":
             status = "found" if self.target.has_module(use.symbol) or not self.target.is_upstream(use.symbol) else "missing"
@@ -391,6 +397,37 @@ class DriftAnalyzer:
         if use.kind == "patch":
             return self._patch(use), False
         return [], False
+
+    def _deprecated_import(self, use: Use, res: Resolution) -> Finding | None:
+        """An import the target still serves, but only through a module `__getattr__` that warns it is
+        deprecated and names the new home, where the baseline defined the name itself: a move that
+        works for now (a note with the new home, never an alarm)."""
+        if self.baseline is None:
+            return None
+        module, name = use.detail["module"], use.detail["name"]
+        base = self.baseline.resolve(module, name)
+        if base.status != "found" or base.reason == _SERVED_BY_GETATTR:
+            return None
+        served_in = res.defined_in or res.module
+        path = self.target.files.get(served_in)
+        if path is None or not path.is_file():
+            return None
+        source = path.read_text(encoding="utf-8", errors="replace")
+        for home, new_name in deprecated_homes(source, served_in, name, path.name == "__init__.py"):
+            hit = self.target.resolve(home, new_name)
+            if hit.status != "found" or hit.reason == _SERVED_BY_GETATTR:
+                continue
+            home_path = self.target.files.get(hit.defined_in or home)
+            location = Location(home, new_name, str(home_path.relative_to(self.target.root))
+                                if home_path is not None and home_path.is_file() else None,
+                                hit.definition.line if hit.definition is not None else None)
+            why = f"{served_in}.__getattr__ serves {name} with a deprecation warning and names {home}.{new_name}"
+            family = DriftFamily.MOVED if new_name == name else DriftFamily.RENAMED
+            return Finding(family, use.symbol, self._location(use, base), Severity.NOTE,
+                           f"{use.symbol} is deprecated at the target: import it from {home}",
+                           (Candidate(location, 0.95, (why,)),), (why, f"defined in {base.defined_in or module} at the baseline"),
+                           detail={"change": "deprecated_alias"})
+        return None
 
     def _through_plugin_class(self, dotted: str) -> str | None:
         """`mod.PluginCls.attr.rest` -> `UpstreamCls.rest`: the upstream class the plugin class gives
@@ -477,8 +514,14 @@ class DriftAnalyzer:
             detail: dict[str, Any] = {"at_both": True}
             if typed:
                 detail["typed_member"] = use.symbol.rsplit(".", 1)[-1]  # kept only if no NEW file names it (run)
-            return [Finding(DriftFamily.REMOVED, use.symbol, self._location(use, None), Severity.RISKY,
-                            f"{use.symbol} is missing at the target and at the baseline ({res.reason})",
+            # An import written for another release (`from m.old import X` under a guard on a release
+            # older than both trees) still has a home at the target when X is defined there under its name.
+            old = self._location(use, None)
+            candidates = self._moved_candidates(old, None) if use.kind == "import" else ()
+            return [Finding(DriftFamily.REMOVED, use.symbol, old, Severity.RISKY,
+                            f"{use.symbol} is missing at the target and at the baseline ({res.reason})"
+                            + (f"; defined at the target in {candidates[0].location.module}" if candidates else ""),
+                            candidates,
                             evidence=(res.reason, "also missing at the baseline: code written for another version?"),
                             detail=detail)], True
         if base_res is None and not strict:
