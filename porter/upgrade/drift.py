@@ -53,6 +53,8 @@ MAX_CALLER_FILES = 25  # a method called in more files than this is too common t
 
 _SERVED_BY_GETATTR = "served by module __getattr__"  # index.py's reason for a name a module __getattr__ lists
 _SELF_CALL = re.compile(r"\bself\.(\w+)\(")
+_HOOK_CALL = re.compile(r"\b(?:self|cls)\.(\w+)\(")  # a method called on the object or its class (a hook)
+_ATTR_CALL = re.compile(r"\.(\w+)\(")  # a method called on any receiver
 _SELF_STORE = re.compile(r"^\s*self\.(\w+)\s*(?::[^=\n]+)?=(?!=)\s*(.*)$", re.M)  # `self.x = v`, `self.x: T = v`: (x, v)
 
 
@@ -148,6 +150,16 @@ class DriftAnalyzer:
         # A call to a function the plugin replaces runs the plugin's replacement, not upstream's.
         self._patched = {u.symbol for f in files for u in f.uses if u.kind in ("monkeypatch", "patch")}
         self._plugin_types = {cls: attrs for f in files for cls, attrs in f.class_types.items()}
+        # method name -> `PluginCls.method` bodies that call `<anything>.name(...)`, over the plugin's subclasses
+        # of upstream classes (a runner calling `layer.forward_impl(...)` keeps the layer's override alive)
+        self._plugin_calls: dict[str, set[str]] = defaultdict(set)
+        for f in files:
+            for u in f.uses:
+                if u.kind == "subclass":
+                    for method, body in u.detail.get("bodies", {}).items():
+                        for called in _ATTR_CALL.findall(body):
+                            if called != method:
+                                self._plugin_calls[called].add(f"{u.detail.get('cls', '?')}.{method}")
         # Plugin classes upstream builds itself: CustomOp OOT registrations and classes installed over upstream ones.
         self._installed = {str(u.detail["registers"]) for f in files for u in f.uses if u.detail.get("registers")} | {
             str(u.detail.get("replacement", "")).rsplit(".", 1)[-1] for f in files for u in f.uses
@@ -1039,6 +1051,7 @@ class DriftAnalyzer:
         if not use.detail.get("via"):
             findings.extend(self._rpc_methods(use, target_cls, plugin_members, loc))
         findings.extend(self._clobbered_attrs(use, base_cls, target_cls, methods, loc))
+        findings.extend(self._orphaned_hooks(use, base_cls, target_cls, methods, loc))
         # F7: attributes the base's __init__ now sets, when the subclass replaces __init__ without calling it.
         if use.detail.get("defines_init") and not use.detail.get("calls_super_init"):
             new_attrs = self._init_attrs(self.target, *target_cls)
@@ -1335,6 +1348,45 @@ class DriftAnalyzer:
                     continue  # `self.runner = self._init_runner()`: the subclass's override builds it
                 out.setdefault(attr, f"{owner}.{name}")
         return out
+
+    def _self_callers(self, index: TreeIndex, cls: Definition, module: str, name: str) -> list[str]:
+        """`Class.method` of the class's MRO whose body calls `self.<name>(...)` or `cls.<name>(...)`."""
+        out = []
+        for klass, where in index.mro(cls, module):
+            for member in klass.members:
+                if member.kind == "function" and member.body_span and member.name != name:
+                    start, end = member.body_span
+                    if name in _HOOK_CALL.findall("\n".join(self._module_lines(index, where)[start - 1:end])):
+                        out.append(f"{klass.name}.{member.name}")
+        return out
+
+    def _orphaned_hooks(self, use: Use, base_cls: tuple[Definition, str], target_cls: tuple[Definition, str],
+                        methods: dict[str, Signature], loc: Location) -> list[Finding]:
+        """Overrides of a hook the base's own methods called at the baseline and that the target's class
+        no longer defines (FusedMoE._init_runner, gone at vllm 0.20.0): upstream never calls the override
+        again, so what it did silently stops. Only a note where the plugin calls a method of that name itself
+        (from any of its classes: a runner's `layer.forward_impl(...)` keeps a layer's override alive)."""
+        if self.baseline is None or self.target.open_members(*target_cls):
+            return []
+        plugin_cls = use.detail.get("cls", "?")
+        findings = []
+        for name in methods:
+            if name.startswith("__") or self.target.class_member(target_cls[0], target_cls[1], name) is not None \
+                    or self.baseline.class_member(base_cls[0], base_cls[1], name) is None:
+                continue
+            callers = self._self_callers(self.baseline, *base_cls, name)
+            if not callers or self._self_callers(self.target, *target_cls, name):
+                continue  # upstream never called it on the object (the plugin's own helper), or still does
+            own = sorted(self._plugin_calls.get(name, ()))
+            findings.append(Finding(
+                DriftFamily.REMOVED, f"{use.symbol}.{name}", loc, Severity.NOTE if own else Severity.RISKY,
+                f"{use.symbol}.{name} is gone at the target and upstream no longer calls it ({', '.join(callers)} did at "
+                f"the baseline): {plugin_cls}.{name} is never called by upstream"
+                + (f"; the plugin calls it itself ({', '.join(own[:3])})" if own else ""),
+                evidence=(f"called by {', '.join(callers)} at the baseline", f"no member {name} in the target's MRO"),
+                detail={"change": "hook_removed", "plugin_class": plugin_cls, "method": name, "called_by": callers,
+                        "plugin_calls": own}, subject=f"hook:{plugin_cls}.{name}"))
+        return findings
 
     def _clobbered_attrs(self, use: Use, base_cls: tuple[Definition, str], target_cls: tuple[Definition, str],
                          methods: dict[str, Signature], loc: Location) -> list[Finding]:
