@@ -32,6 +32,9 @@ word in a log message of the same name is not a definition):
   * a base `__init__` sets new attributes: a method of that class other than `__init__` reads one
     (read from the NEW tree, not porter's detail) -> real, else false;
   * a base class's bases changed (no member missing): false (a refactor breaks nothing by itself);
+  * an override of a hook the base no longer has (`hook_removed`): the class in the NEW tree lacks the
+    member and no NEW file calls the method by name -> real; a NEW call of it, or the member still
+    there -> false;
   * a return annotation changed: the site's statement (read from the plugin at the parent commit)
     unpacks a number of values NEW's annotated tuple does not have -> real; the site unpacks a value
     that is no longer a tuple -> real; the site
@@ -456,6 +459,18 @@ def judge(record: dict, tree: Tree, old: Tree | None = None, plugin=None) -> tup
     msg, symbol, detail = record.get("message", ""), record.get("symbol", ""), record.get("detail") or {}
     change = detail.get("change")
     rel, qual = tree.module_file(symbol)
+    if change == "hook_removed":
+        # the override is dead only if the class lost the hook and nothing in the NEW tree calls it by name
+        verdict = _exists(tree, rel, qual) if rel is not None and len(qual) == 2 else None
+        if verdict is None:
+            return None
+        if verdict[0] == "known_false":
+            return verdict
+        called = _first_called(tree, qual[1])
+        if called:
+            return "known_false", f"{PREFIX}the NEW tree still calls {called}: upstream may reach the override"
+        return "known_real", (f"{PREFIX}{qual[0]} has no {qual[1]} at NEW and no NEW file calls {qual[1]}(): "
+                              "upstream never runs the plugin's override")
     if re.search(r" is gone at the target| is missing at the target| moved to | renamed to |does not exist at |monkeypatch target .* is gone", msg):
         if rel is None:
             return "known_real", f"{PREFIX}no module of {symbol} exists in the NEW tree"

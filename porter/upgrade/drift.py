@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
 from porter.upgrade.callers import CallShape, binds, bound, call_shapes, call_shapes_many, narrower
+from porter.upgrade.deprecations import deprecated_homes
 from porter.upgrade.guards import GuardConventions, TargetVersions, combine
 from porter.upgrade.lanes import GuardVerdict, Lanes, guard_verdicts, innermost_version_block, lane_of
 from porter.upgrade.index import Definition, Resolution, Signature, TreeIndex, prefetch_reach, walk
@@ -50,7 +51,10 @@ IMPLICITLY_CALLED = frozenset({"forward", "__call__"})  # reached through `modul
 MAX_CALLER_FILES = 25  # a method called in more files than this is too common to tell which calls reach an override
 
 
+_SERVED_BY_GETATTR = "served by module __getattr__"  # index.py's reason for a name a module __getattr__ lists
 _SELF_CALL = re.compile(r"\bself\.(\w+)\(")
+_HOOK_CALL = re.compile(r"\b(?:self|cls)\.(\w+)\(")  # a method called on the object or its class (a hook)
+_ATTR_CALL = re.compile(r"\.(\w+)\(")  # a method called on any receiver
 _SELF_STORE = re.compile(r"^\s*self\.(\w+)\s*(?::[^=\n]+)?=(?!=)\s*(.*)$", re.M)  # `self.x = v`, `self.x: T = v`: (x, v)
 
 
@@ -146,6 +150,16 @@ class DriftAnalyzer:
         # A call to a function the plugin replaces runs the plugin's replacement, not upstream's.
         self._patched = {u.symbol for f in files for u in f.uses if u.kind in ("monkeypatch", "patch")}
         self._plugin_types = {cls: attrs for f in files for cls, attrs in f.class_types.items()}
+        # method name -> `PluginCls.method` bodies that call `<anything>.name(...)`, over the plugin's subclasses
+        # of upstream classes (a runner calling `layer.forward_impl(...)` keeps the layer's override alive)
+        self._plugin_calls: dict[str, set[str]] = defaultdict(set)
+        for f in files:
+            for u in f.uses:
+                if u.kind == "subclass":
+                    for method, body in u.detail.get("bodies", {}).items():
+                        for called in _ATTR_CALL.findall(body):
+                            if called != method:
+                                self._plugin_calls[called].add(f"{u.detail.get('cls', '?')}.{method}")
         # Plugin classes upstream builds itself: CustomOp OOT registrations and classes installed over upstream ones.
         self._installed = {str(u.detail["registers"]) for f in files for u in f.uses if u.detail.get("registers")} | {
             str(u.detail.get("replacement", "")).rsplit(".", 1)[-1] for f in files for u in f.uses
@@ -359,6 +373,10 @@ class DriftAnalyzer:
         if use.kind == "import":
             res = self.target.resolve(use.detail["module"], use.detail["name"])
             verdicts.setdefault(use.symbol, Verdict(use.symbol, res.status, use.detail["module"], use.detail["name"]))
+            if res.status == "found" and res.definition is None and res.reason == _SERVED_BY_GETATTR:
+                deprecated = self._deprecated_import(use, res)
+                if deprecated is not None:
+                    return [deprecated], False
             return self._existence(use, res, unresolved, strict=True)
         if use.kind == "module":
             status = "found" if self.target.has_module(use.symbol) or not self.target.is_upstream(use.symbol) else "missing"
@@ -391,6 +409,37 @@ class DriftAnalyzer:
         if use.kind == "patch":
             return self._patch(use), False
         return [], False
+
+    def _deprecated_import(self, use: Use, res: Resolution) -> Finding | None:
+        """An import the target still serves, but only through a module `__getattr__` that warns it is
+        deprecated and names the new home, where the baseline defined the name itself: a move that
+        works for now (a note with the new home, never an alarm)."""
+        if self.baseline is None:
+            return None
+        module, name = use.detail["module"], use.detail["name"]
+        base = self.baseline.resolve(module, name)
+        if base.status != "found" or base.reason == _SERVED_BY_GETATTR:
+            return None
+        served_in = res.defined_in or res.module
+        path = self.target.files.get(served_in)
+        if path is None or not path.is_file():
+            return None
+        source = path.read_text(encoding="utf-8", errors="replace")
+        for home, new_name in deprecated_homes(source, served_in, name, path.name == "__init__.py"):
+            hit = self.target.resolve(home, new_name)
+            if hit.status != "found" or hit.reason == _SERVED_BY_GETATTR:
+                continue
+            home_path = self.target.files.get(hit.defined_in or home)
+            location = Location(home, new_name, str(home_path.relative_to(self.target.root))
+                                if home_path is not None and home_path.is_file() else None,
+                                hit.definition.line if hit.definition is not None else None)
+            why = f"{served_in}.__getattr__ serves {name} with a deprecation warning and names {home}.{new_name}"
+            family = DriftFamily.MOVED if new_name == name else DriftFamily.RENAMED
+            return Finding(family, use.symbol, self._location(use, base), Severity.NOTE,
+                           f"{use.symbol} is deprecated at the target: import it from {home}",
+                           (Candidate(location, 0.95, (why,)),), (why, f"defined in {base.defined_in or module} at the baseline"),
+                           detail={"change": "deprecated_alias"})
+        return None
 
     def _through_plugin_class(self, dotted: str) -> str | None:
         """`mod.PluginCls.attr.rest` -> `UpstreamCls.rest`: the upstream class the plugin class gives
@@ -477,8 +526,14 @@ class DriftAnalyzer:
             detail: dict[str, Any] = {"at_both": True}
             if typed:
                 detail["typed_member"] = use.symbol.rsplit(".", 1)[-1]  # kept only if no NEW file names it (run)
-            return [Finding(DriftFamily.REMOVED, use.symbol, self._location(use, None), Severity.RISKY,
-                            f"{use.symbol} is missing at the target and at the baseline ({res.reason})",
+            # An import written for another release (`from m.old import X` under a guard on a release
+            # older than both trees) still has a home at the target when X is defined there under its name.
+            old = self._location(use, None)
+            candidates = self._moved_candidates(old, None) if use.kind == "import" else ()
+            return [Finding(DriftFamily.REMOVED, use.symbol, old, Severity.RISKY,
+                            f"{use.symbol} is missing at the target and at the baseline ({res.reason})"
+                            + (f"; defined at the target in {candidates[0].location.module}" if candidates else ""),
+                            candidates,
                             evidence=(res.reason, "also missing at the baseline: code written for another version?"),
                             detail=detail)], True
         if base_res is None and not strict:
@@ -997,6 +1052,7 @@ class DriftAnalyzer:
         if not use.detail.get("via"):
             findings.extend(self._rpc_methods(use, target_cls, plugin_members, loc))
         findings.extend(self._clobbered_attrs(use, base_cls, target_cls, methods, loc))
+        findings.extend(self._orphaned_hooks(use, base_cls, target_cls, methods, loc))
         # F7: attributes the base's __init__ now sets, when the subclass replaces __init__ without calling it.
         if use.detail.get("defines_init") and not use.detail.get("calls_super_init"):
             new_attrs = self._init_attrs(self.target, *target_cls)
@@ -1293,6 +1349,45 @@ class DriftAnalyzer:
                     continue  # `self.runner = self._init_runner()`: the subclass's override builds it
                 out.setdefault(attr, f"{owner}.{name}")
         return out
+
+    def _self_callers(self, index: TreeIndex, cls: Definition, module: str, name: str) -> list[str]:
+        """`Class.method` of the class's MRO whose body calls `self.<name>(...)` or `cls.<name>(...)`."""
+        out = []
+        for klass, where in index.mro(cls, module):
+            for member in klass.members:
+                if member.kind == "function" and member.body_span and member.name != name:
+                    start, end = member.body_span
+                    if name in _HOOK_CALL.findall("\n".join(self._module_lines(index, where)[start - 1:end])):
+                        out.append(f"{klass.name}.{member.name}")
+        return out
+
+    def _orphaned_hooks(self, use: Use, base_cls: tuple[Definition, str], target_cls: tuple[Definition, str],
+                        methods: dict[str, Signature], loc: Location) -> list[Finding]:
+        """Overrides of a hook the base's own methods called at the baseline and that the target's class
+        no longer defines (FusedMoE._init_runner, gone at vllm 0.20.0): upstream never calls the override
+        again, so what it did silently stops. Only a note where the plugin calls a method of that name itself
+        (from any of its classes: a runner's `layer.forward_impl(...)` keeps a layer's override alive)."""
+        if self.baseline is None or self.target.open_members(*target_cls):
+            return []
+        plugin_cls = use.detail.get("cls", "?")
+        findings = []
+        for name in methods:
+            if name.startswith("__") or self.target.class_member(target_cls[0], target_cls[1], name) is not None \
+                    or self.baseline.class_member(base_cls[0], base_cls[1], name) is None:
+                continue
+            callers = self._self_callers(self.baseline, *base_cls, name)
+            if not callers or self._self_callers(self.target, *target_cls, name):
+                continue  # upstream never called it on the object (the plugin's own helper), or still does
+            own = sorted(self._plugin_calls.get(name, ()))
+            findings.append(Finding(
+                DriftFamily.REMOVED, f"{use.symbol}.{name}", loc, Severity.NOTE if own else Severity.RISKY,
+                f"{use.symbol}.{name} is gone at the target and upstream no longer calls it ({', '.join(callers)} did at "
+                f"the baseline): {plugin_cls}.{name} is never called by upstream"
+                + (f"; the plugin calls it itself ({', '.join(own[:3])})" if own else ""),
+                evidence=(f"called by {', '.join(callers)} at the baseline", f"no member {name} in the target's MRO"),
+                detail={"change": "hook_removed", "plugin_class": plugin_cls, "method": name, "called_by": callers,
+                        "plugin_calls": own}, subject=f"hook:{plugin_cls}.{name}"))
+        return findings
 
     def _clobbered_attrs(self, use: Use, base_cls: tuple[Definition, str], target_cls: tuple[Definition, str],
                          methods: dict[str, Signature], loc: Location) -> list[Finding]:
