@@ -586,11 +586,16 @@ def failure_shown(m: Match, signals: Signals) -> bool:
     # a matched line counts only when the program did not label it a warning itself: torchvision's "UserWarning:
     # Failed to load image Python extension: ... undefined symbol ... you can ignore this warning" is error-ish
     # words in a warning of a working run
-    if any(is_errorish(ml.text) and not _WARNING_LINE.search(ml.text) for ml in m.lines):
+    if any(_unlabelled_error(ml.text) for ml in m.lines):
         return True
     own = {ml.line for ml in m.lines}
-    return any(is_errorish(text) and not _WARNING_LINE.search(text)
+    return any(_unlabelled_error(text)
                for block in signals.blocks for i, text in enumerate(block.lines) if block.start + i not in own)
+
+
+def _unlabelled_error(text: str) -> bool:
+    """An error-ish line the program did not itself label a warning."""
+    return is_errorish(text) and not _WARNING_LINE.search(text)
 
 
 def _advice_only(firm: list[Match], signals: Signals) -> tuple[list[Match], list[Match]]:
