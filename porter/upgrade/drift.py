@@ -424,7 +424,7 @@ class DriftAnalyzer:
         path = self.target.files.get(served_in)
         if path is None or not path.is_file():
             return None
-        source = path.read_text(encoding="utf-8", errors="replace")
+        source = "\n".join(self._module_lines(self.target, served_in))
         for home, new_name in deprecated_homes(source, served_in, name, path.name == "__init__.py"):
             hit = self.target.resolve(home, new_name)
             if hit.status != "found" or hit.reason == _SERVED_BY_GETATTR:
