@@ -970,18 +970,19 @@ def _scan_source(path: str, source: bytes, packages: Iterable[str], plugin_packa
     plugin_packages = frozenset(plugin_packages)
     lines = source.decode("utf-8", errors="replace").splitlines()
     foreign = plugin_imports(tree, module, is_package, plugin_packages)
+    version_text = b"version" in source.lower()  # no version text: no predicate of its own, no version test used as a value
     # A module with no version text has no predicate of its own; what it imports from the plugin may be one.
-    predicates = find_predicates(tree, foreign) if b"version" in source.lower() else \
+    predicates = find_predicates(tree, foreign) if version_text else \
         Predicates([], foreign=foreign) if foreign else NO_PREDICATES
     exports = predicates.exports()
-    values = _value_blocks(path, tree, predicates) if b"version" in source.lower() else []
+    values = _value_blocks(path, tree, predicates) if version_text else []
     if not collector.aliases and not any(p.encode() in source for p in packages):
         # No upstream use: only the plugin-internal imports and the guard blocks matter (a statement walk).
         light = _LightScan(path, lines, module, is_package, plugin_packages)
         light.predicates = predicates
         light.plugin_names = {**foreign, **{n.name: f"{module}.{n.name}" for n in tree.body if isinstance(n, ast.ClassDef)}}
         light.body(tree.body)
-        if b"version" in source.lower() or foreign:
+        if version_text or foreign:
             light.ternaries(tree)
         return FileUsage(path, [], {}, guard_blocks=light.guard_blocks + _predicate_blocks(path, predicates) + values,
                          internal_imports=light.internal_imports, module=module, exports=exports,
