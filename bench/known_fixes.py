@@ -195,6 +195,13 @@ OWN_CASES = [
         (6068, 6268, "the issue title and the expected behaviour its excerpt held, no trace (the fix says Fixes #6068)"),
         (5159, 5160, "the issue's title, versions, reproduction and the code line it blames (the fix says Fixes #5159)"),
     ], repo="verl"),
+    # Session 11: vllm-ascend issue threads found in the `issues` corpus for release-line commits of the mirror that say
+    # `Fixes #N`; the issue's title and description as the search excerpt showed it. Split by thread hash when each was
+    # added, before any of them was scored: 1 test (#13501, added untouched), 1 dev.
+    *_issue_cases("issues-s11", [
+        (13863, 13865, "the issue's title, environment and description of the symptom, no trace (the fix, on releases/v0.23.0, says Fixes #13863)"),
+        (13501, 13518, "the issue's title, environment and summary, no trace (the fix, on releases/v0.23.0, names #13501)"),
+    ]),
     {"id": "triton-6176", "trace": "bench/known_fixes/traces/triton-6176.txt", "repo": "triton-ascend",
      "thread": "github.com/triton-lang/triton/issues/6176", "fixed_by": "1748b81063da6e0dbc42e6e9d9dff51b35c99d31",
      "batch": "issues-s10", "note": "the issue title; its excerpt held a later comment only (the fix says Fix #6176)"},
@@ -408,7 +415,9 @@ def score(repos: dict[str, Path], split: str, use_message: bool, verbose: bool, 
             "bug_issues_s9": figures([r for r in bugs if r["batch"] == "issues-s9"]),
             "bug_before_s9": figures([r for r in bugs if r["batch"] not in ("issues-s9", "issues-s10")]),
             "bug_issues_s10": figures([r for r in bugs if r["batch"] == "issues-s10"]),
-            "bug_before_s10": figures([r for r in bugs if r["batch"] != "issues-s10"]),
+            "bug_before_s10": figures([r for r in bugs if r["batch"] not in ("issues-s10", "issues-s11")]),
+            "bug_issues_s11": figures([r for r in bugs if r["batch"] == "issues-s11"]),
+            "bug_before_s11": figures([r for r in bugs if r["batch"] != "issues-s11"]),
             "bug_release_only": figures([r for r in bugs if not r["on_main"]]),
             "env": {"n": len(env), "with_candidate": sum(1 for r in env if r["top"])},
             "env_before_s5": {"n": sum(1 for r in env if r["batch"] != "issues-s5"),

@@ -31,6 +31,8 @@ TEMPLATE_POINTS = 1.0  # the message quotes the same kind of message (values bla
 NAME_POINTS = 1.5  # per distinctive name of the exception message found in the commit's message
 NAME_CAP = 3.0
 EXTRA_HIT_POINTS = 0.25  # each further name found past the first: more of the error matches, past the cap too
+PASTED_FRAME_POINTS = 4.0  # the message pastes a failing plugin frame (its function and source line): the PR met this trace
+PASTED_DEPTH = 2  # the innermost plugin frames looked for among a message's pasted ones
 ISSUE_POINTS = 6.0  # the message says it fixes the issue the user says the report came from (`Fixes #N`)
 RARE_NAME_COMMITS = 3  # a name at most this many commit messages mention is rare
 COMMON_NAME_COMMITS = 20
@@ -600,6 +602,14 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
                 if len(phrase) >= PHRASE_MIN_WORDS:
                     msg += PHRASE_POINTS
                     evidence.append(f"its title has the report's phrase `{' '.join(phrase)}`")
+    # the fix's description pastes the traceback it fixes (below the sections the body keeps): the same
+    # failing function with the same source line is this trace's frame, not another error of its kind.
+    # Not under the quote mask: a pasted frame is a quote of the trace.
+    pasted = next((f for f, key in zip(q.frames[:PASTED_DEPTH], q.keys) if key and use_message and mask is None
+                   and commit.pasted and commit.pastes(f.function, key)), None)
+    if pasted is not None:
+        msg += PASTED_FRAME_POINTS * _weight(pasted.depth)
+        evidence.append(f"message pastes the failing frame {pasted.function}() `{pasted.source[:100]}`")
     if issue and use_message and commit.sha in issue[1]:
         msg += ISSUE_POINTS
         evidence.append(f"its message says it fixes issue #{issue[0]}, the report's")
@@ -636,7 +646,8 @@ def anchored(evidence: Sequence[str]) -> bool:
     """Evidence that ties a commit to this very trace, not to the kind of error: it rewrote the
     failing line, changed a failing frame's function, or its message quotes the error (with the
     trace's own names and values, see covers())."""
-    return any(e.startswith(("rewrites the failing line", "message quotes the error", "its message says it fixes issue"))
+    return any(e.startswith(("rewrites the failing line", "message quotes the error", "its message says it fixes issue",
+                             "message pastes the failing frame"))
                or _FUNC_EVIDENCE.match(e) for e in evidence)
 
 

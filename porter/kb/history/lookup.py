@@ -84,7 +84,8 @@ def _live_commits(source: HistorySource, head: str, facts: TraceFacts, cache_dir
                 seen[c.sha] = c
             else:  # the same commit seen through two files: keep the changes of both
                 merged = {ch.path: ch for ch in (*prev.changes, *c.changes)}
-                seen[c.sha] = CommitRecord(c.sha, c.time, c.subject, c.pr, c.is_fix, c.error_strings, tuple(merged.values()), c.body)
+                seen[c.sha] = CommitRecord(c.sha, c.time, c.subject, c.pr, c.is_fix, c.error_strings, tuple(merged.values()), c.body,
+                                           c.pasted)
     return sorted(seen.values(), key=lambda c: c.time, reverse=True)
 
 

@@ -19,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 
 from porter import proc
 from porter.errors import EnvironmentProblem, InputError
+from porter.kb.history.frames import strip_log_prefix
 from porter.kb.history.models import INDEX_SCHEMA, CommitRecord, FileChange, HistoryIndex
 
 _SEP_COMMIT = "\x00C"
@@ -38,6 +39,9 @@ _CODE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{4,80}")
 MAX_BODY = 1200
 MAX_NAMES = 400  # code names kept per changed file (a vendored or generated file would add thousands)
 MAX_LITERALS = 120  # error-text fragments kept per changed file
+MAX_PASTED = 40  # traceback frames kept per commit message
+# a traceback frame pasted in a message (any indentation, a Markdown quote or a log prefix before it), its source line next
+_PASTED_FRAME = re.compile(r'File "[^"\n]{1,400}", line \d{1,7}, in ([A-Za-z_]\w{0,120})[ \t]*\n[ \t>]*([^\n]{1,400})')
 _STRING = re.compile(r"[rfbu]{0,2}(?:\"([^\"\\\n]{12,300})\"|'([^'\\\n]{12,300})')")
 # what splits an error text into its fixed parts: quoted values, numbers, format fields, brackets
 _VARIABLE = re.compile(r"\{[^{}]{0,80}\}|%[-#0-9.]*[sdrfix]|'[^']{0,200}'|\"[^\"]{0,200}\"|\b0x[0-9a-fA-F]+\b|\b\d+(?:\.\d+)?\b|[()\[\]<>]")
@@ -122,6 +126,20 @@ def error_strings(message: str) -> tuple[str, ...]:
     return tuple(list(found)[:24])
 
 
+def pasted_frames(message: str) -> str:
+    """" f:k ... ": function and line_key() of the source line of each traceback frame the message
+    pastes, read from the whole message (a PR's pasted trace sits below the sections trim_body cuts)."""
+    found: dict[str, None] = {}
+    for m in _PASTED_FRAME.finditer(message):
+        source = strip_log_prefix(m.group(2)).strip()
+        key = line_key(source) if not source.startswith(("File ", "^", "~")) else None
+        if key:
+            found.setdefault(f"{m.group(1)}:{key}", None)
+        if len(found) >= MAX_PASTED:
+            break
+    return (" " + " ".join(found) + " ") if found else ""
+
+
 def trim_body(body: str) -> str:
     body = body.strip()
     m = _BODY_END.search(body)
@@ -164,7 +182,7 @@ def parse_log(text: str) -> Iterator[CommitRecord]:
         yield CommitRecord(
             sha=sha.strip(), time=int(ctime or 0), subject=subject.strip(), pr=int(pr.group(1)) if pr else None,
             is_fix=is_fix(subject), error_strings=error_strings(message), changes=tuple(_parse_diff(diff)),
-            body=trim_body(body),
+            body=trim_body(body), pasted=pasted_frames(message),
         )
 
 

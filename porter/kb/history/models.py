@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-INDEX_SCHEMA = 8
+INDEX_SCHEMA = 9
 REPORT_SCHEMA = 1
 
 
@@ -77,17 +77,21 @@ class CommitRecord:
     error_strings: tuple[str, ...]  # error texts quoted in the message
     changes: tuple[FileChange, ...]
     body: str = ""  # the message after the subject, trimmed
+    pasted: str = ""  # " f:k ... ": function and line_key() of each traceback frame the whole message pastes
+
+    def pastes(self, function: str, key: str) -> bool:
+        return f" {function}:{key} " in self.pasted
 
     def to_dict(self) -> dict[str, Any]:
         return {"sha": self.sha, "time": self.time, "subject": self.subject, "pr": self.pr, "is_fix": self.is_fix,
-                "error_strings": list(self.error_strings), "body": self.body,
+                "error_strings": list(self.error_strings), "body": self.body, "pasted": self.pasted,
                 "changes": [c.to_list() for c in self.changes]}
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> "CommitRecord":
         return cls(raw["sha"], int(raw["time"]), raw["subject"], raw.get("pr"), bool(raw["is_fix"]),
                    tuple(raw.get("error_strings", ())), tuple(FileChange.from_list(c) for c in raw.get("changes", ())),
-                   raw.get("body", ""))
+                   raw.get("body", ""), raw.get("pasted", ""))
 
 
 @dataclass
