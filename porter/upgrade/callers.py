@@ -284,6 +284,24 @@ def binds(sig: Signature, positional: int, keywords: Iterable[str]) -> bool:
     return all(p.name in covered for p in sig.params if p.required)
 
 
+def fits_base_calls(override: Signature, base: Signature) -> bool:
+    """Whether some call written for `base` binds to `override` (both bound): each split of the base's
+    parameters into leading positionals and keywords, passing all of the rest or only the required ones.
+    False means no caller of the base could reach the override: where the plugin ran, upstream did not
+    call it through the base (the plugin calls its own method with its own arguments)."""
+    if override.has_varargs and override.has_varkw:
+        return True
+    slots = [p for p in base.params if p.kind in ("posonly", "pos")]
+    kwonly = [p for p in base.params if p.kind == "kwonly"]
+    first = sum(p.kind == "posonly" for p in slots)  # positional-only parameters cannot be passed by keyword
+    for i in range(first, len(slots) + 1):
+        rest = slots[i:] + kwonly
+        for keywords in ({p.name for p in rest}, {p.name for p in rest if p.required}):
+            if binds(base, i, keywords) and binds(override, i, keywords):
+                return True
+    return False
+
+
 def narrower(override: Signature, base: Signature) -> bool:
     """Some call that fits `base` may not fit `override` (both bound): fewer positional slots, a keyword
     the override does not take, or a parameter only the override requires."""

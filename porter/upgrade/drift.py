@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
-from porter.upgrade.callers import CallShape, binds, bound, call_shapes, call_shapes_many, narrower
+from porter.upgrade.callers import CallShape, binds, bound, call_shapes, call_shapes_many, fits_base_calls, narrower
 from porter.upgrade.deprecations import deprecated_homes
 from porter.upgrade.guards import GuardConventions, TargetVersions, combine
 from porter.upgrade.lanes import GuardVerdict, Lanes, guard_verdicts, innermost_version_block, lane_of
@@ -1002,6 +1002,12 @@ class DriftAnalyzer:
                 if optional_only:
                     self._override_sigs[(plugin_cls, name)] = bound(plugin_sig)
                 severity = Severity.BREAKING if old_names is not None else Severity.RISKY
+                # No call written for the baseline's method binds to the override: upstream did not reach it
+                # where the plugin ran, so the plugin calls it itself and the base's drift is no break (a note).
+                private = not constructor and old_member is not None and old_member.signature is not None \
+                    and not fits_base_calls(bound(plugin_sig), bound(old_member.signature))
+                if private:
+                    severity = Severity.NOTE
                 parts = []
                 if problems:
                     parts.append(f"gained parameter(s) {', '.join(problems)} that the override does not accept")
@@ -1010,7 +1016,9 @@ class DriftAnalyzer:
                 if shift:
                     parts.append(f"reordered its positional parameters (callers' {shift}; the override keeps the old order)")
                 findings.append(Finding(DriftFamily.SIGNATURE, f"{use.symbol}.{name}", loc, severity,
-                                        f"{use.symbol}.{name} {' and '.join(parts)} (override {plugin_cls}.{name}{plugin_sig.render()})",
+                                        f"{use.symbol}.{name} {' and '.join(parts)} (override {plugin_cls}.{name}{plugin_sig.render()})"
+                                        + ("; no call of the baseline's method fits the override either: only the plugin "
+                                           "calls it, check its own calls" if private else ""),
                                         evidence=(f"target: {new_member.signature.render()}",)
                                         + ((f"baseline: {old_member.signature.render()}",) if old_member and old_member.signature else ()),
                                         detail={"change": "override_mismatch", "plugin_class": plugin_cls, "method": name,
@@ -1020,6 +1028,7 @@ class DriftAnalyzer:
                                                     "constructor": constructor}
                                                    if optional_only else {}),
                                                 **({"positional_shift": shift} if shift else {}),
+                                                **({"unreached_at_baseline": True} if private else {}),
                                                 "new_signature": new_member.signature.render(),
                                                 "override_signature": plugin_sig.render()}, subject=f"override:{plugin_cls}.{name}"))
         if base_cls is None:
