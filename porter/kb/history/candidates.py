@@ -56,6 +56,7 @@ NAMED_CAP = FUNC_POINTS
 BODY_WORD_WEIGHT = 0.5  # a report word the commit's description (not its title) holds counts this much towards the coverage
 SITE_POINTS = 2.5  # changed the function whose string prints the trace's error (raise_site.py; no plugin frame): damped like FUNC_POINTS
 SITE_LINE_POINTS = 1.0  # and rewrote the very line that prints it
+RELEASE_LINE_POINTS = 0.5  # a commit with evidence on the installed version's release branch (release_line.py): the user's next patch release has it
 THRESHOLD = 3.5  # a candidate is proposed at this score
 GUESSED_VERSION_PENALTY = 1.5  # a commit the version guessed from the frames already has: likely, not surely, in
 GUESSED_WORK_FACTOR = 0.5  # the same for a commit that is no bug fix: it most likely wrote the code the trace shows
@@ -698,7 +699,8 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
          use_message: bool = True, error_text: str = "", guessed: bool = False,
          mask: QuoteMask | None = None, report: str = "", quoted: Sequence[str] = (),
          issue: tuple[int, frozenset[str]] | None = None, named: Sequence[str] = (),
-         sites: Sequence[RaiseSite] = ()) -> tuple[list[Candidate], list[Candidate]]:
+         sites: Sequence[RaiseSite] = (), line: tuple[str | None, frozenset[str]] = (None, frozenset()),
+         ) -> tuple[list[Candidate], list[Candidate]]:
     """(candidates after the installed version, best fixes already contained in it), each best first.
     `use_message=False` ranks on code evidence alone (an ablation for the benchmark). `error_text`:
     the trace's error lines, whose code names count when the exception carries no message.
@@ -715,6 +717,8 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
     that changed one gains up to NAMED_CAP (not anchored: the report's blame is no failing frame).
     `sites`: where the plugin's source prints the error's text (raise_site.raise_sites): without plugin frames,
     a commit that changed one of those functions gains up to SITE_POINTS (not anchored).
+    `line`: (branch, shas) of the installed version's release line after it (release_line.release_line_commits):
+    a commit there with any evidence gains RELEASE_LINE_POINTS (the fix the user's next patch release ships).
     `strict`: the trace looks like an environment fault (lookup.environment_verdict): only
     anchored() candidates that change more than tests are proposed.
 
@@ -733,6 +737,9 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
     inside: list[tuple[float, int, Candidate]] = []
     for age, c in enumerate(commits):
         s, ev = score(c, q, popularity, paths, use_message, freq, mask, issue)
+        if s and c.sha in line[1]:
+            s += RELEASE_LINE_POINTS
+            ev = [*ev, f"on your release line ({line[0]})"]
         if s < threshold:
             continue
         if strict and not (anchored(ev) and not changes_only_tests(c)):

@@ -18,6 +18,7 @@ from porter.kb.history.issues import fixing_commits, repo_names
 from porter.kb.history.models import CommitRecord, HistoryIndex, HistoryReport, Installed, TraceFacts
 from porter.kb.history.named import named_functions
 from porter.kb.history.raise_site import raise_sites, report_texts, search_literals
+from porter.kb.history.release_line import release_line_commits
 from porter.kb.history.snippets import fenced_code_lines
 from porter.kb.history.version import installed_version
 from porter.kb.matcher import MATCH_THRESHOLD
@@ -165,7 +166,8 @@ def analyse(
                                  use_message=use_message, error_text=error_text, guessed=installed.source == "frames",
                                  mask=QuoteMask.of(text) if mask_quotes else None, report=title_line, quoted=quoted,
                                  issue=(issue, fixing_commits(source.repo, issue, repo_names(source.label, source.remote)))
-                                 if issue is not None else None, named=named, sites=sites)
+                                 if issue is not None else None, named=named, sites=sites,
+                                 line=release_line_commits(source.repo, installed.ref) if installed.ref else (None, frozenset()))
     if not index:
         from dataclasses import replace
 
