@@ -53,10 +53,13 @@ def test_a_fix_and_its_cherry_pick_are_one_candidate_that_names_both(tmp_path):
     mine.build_index(h.root, cache, mine.ALL_BRANCHES)
     rep = analyse(HistorySource("plug", h.root, packages=("plug",)), _blocks(TRACE), TRACE, {"plug": "0.1.0"}, cache)
     assert rep.index_used
-    assert [c.sha for c in rep.candidates] == [fix]  # main's change first, its copy in `also`
-    assert rep.candidates[0].also == ((backport, "v0.1.1"),)
-    assert "first in v0.2.0; also " + backport[:12] + " (first in v0.1.1)" in rep.candidates[0].headline
-    assert rep.to_dict()["candidates"][0]["also"] == [{"sha": backport, "first_tag": "v0.1.1"}]
+    # one candidate; the installed v0.1.0's release line (releases/v0.1) ships the copy in v0.1.1, so that copy
+    # leads (release_line.py) and main's change is in `also`
+    assert [c.sha for c in rep.candidates] == [backport]
+    assert rep.candidates[0].also == ((fix, "v0.2.0"),)
+    assert "first in v0.1.1; also " + fix[:12] + " (first in v0.2.0)" in rep.candidates[0].headline
+    assert rep.to_dict()["candidates"][0]["also"] == [{"sha": fix, "first_tag": "v0.2.0"}]
+    assert "on your release line (releases/v0.1)" in rep.candidates[0].evidence
 
 
 def test_a_release_line_version_that_holds_the_backport_holds_the_fix(tmp_path):

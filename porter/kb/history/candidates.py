@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from rapidfuzz import fuzz
 
 from porter.kb.history.mine import code_names, fragment_key, is_code_name, line_key, message_fragments
-from porter.kb.history.models import Candidate, CommitRecord, Frame, OtherFrame, TraceFacts
+from porter.kb.history.models import Candidate, CommitRecord, Frame, OtherFrame, RaiseSite, TraceFacts
 
 FRAME_WEIGHTS = (1.0, 0.7, 0.5, 0.35)  # by depth from the innermost plugin frame; deeper: the last
 LINE_POINTS = 3.0  # rewrote the failing line
@@ -54,6 +54,9 @@ QUOTED_LINE_POINTS = LINE_POINTS  # rewrote a code line the report quotes in bac
 NAMED_POINTS = FUNC_POINTS  # changed a function the report names as code (a trace without plugin frames); scaled like FUNC_POINTS
 NAMED_CAP = FUNC_POINTS
 BODY_WORD_WEIGHT = 0.5  # a report word the commit's description (not its title) holds counts this much towards the coverage
+SITE_POINTS = 2.5  # changed the function whose string prints the trace's error (raise_site.py; no plugin frame): damped like FUNC_POINTS
+SITE_LINE_POINTS = 1.0  # and rewrote the very line that prints it
+RELEASE_LINE_POINTS = 0.5  # a commit with evidence on the installed version's release branch (release_line.py): the user's next patch release has it
 THRESHOLD = 3.5  # a candidate is proposed at this score
 GUESSED_VERSION_PENALTY = 1.5  # a commit the version guessed from the frames already has: likely, not surely, in
 GUESSED_WORK_FACTOR = 0.5  # the same for a commit that is no bug fix: it most likely wrote the code the trace shows
@@ -274,10 +277,11 @@ class _Query:
     quoted: tuple[tuple[str, str], ...] = ()  # (code line, line_key) of statements the report quotes in backticks
     report_words: tuple[str, ...] = ()  # title_sequence() of the same report
     named: tuple[str, ...] = ()  # functions the report names as code (named.named_functions), when no frame is the plugin's
+    sites: tuple[RaiseSite, ...] = ()  # where the plugin prints the error's text (raise_site.raise_sites), when no frame is the plugin's
 
 
 def _query(facts: TraceFacts, extra_text: str = "", report: str = "", quoted: Sequence[str] = (),
-           named: Sequence[str] = ()) -> _Query:
+           named: Sequence[str] = (), sites: Sequence[RaiseSite] = ()) -> _Query:
     frames = facts.frames
     tpl = template(facts.exception_message)
     words = [w for w in tpl.split() if w not in ("q", "n") and len(w) > 2]
@@ -295,7 +299,8 @@ def _query(facts: TraceFacts, extra_text: str = "", report: str = "", quoted: Se
                   title_words(report) if report and not facts.exception_message else frozenset(),
                   tuple((line, key) for line in quoted if (key := line_key(line))),
                   title_sequence(report) if report and not facts.exception_message else (),
-                  () if frames else tuple(named))  # a frame says where it failed better than the prose does
+                  () if frames else tuple(named),  # a frame says where it failed better than the prose does
+                  () if frames else tuple(sites))
 
 
 def _literals(text: str) -> tuple[tuple[str, str], ...]:
@@ -361,6 +366,18 @@ def function_popularity(commits: Iterable[CommitRecord], frames: Sequence[Frame]
             for key in ((ch.path, fn) for fn in ch.functions):
                 if key in counts:
                     counts[key] += 1
+    return counts
+
+
+def site_popularity(commits: Iterable[CommitRecord], sites: Sequence[RaiseSite],
+                    paths: Mapping[str, set[str]]) -> dict[tuple[str, str], int]:
+    """How many of the commits changed each raise site's function (in its file, under any of its names)."""
+    counts: dict[tuple[str, str], int] = {}
+    for site in sites:
+        names = paths.get(site.path, {site.path})
+        counts[(site.path, site.function)] = sum(
+            1 for c in commits if any((ch.path in names or ch.old_path in names) and site.function in ch.functions
+                                      for ch in c.changes))
     return counts
 
 
@@ -540,6 +557,7 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
         # where the report says the bug is: weighed like a failing frame's function, by how many commits change one
         code += min(sum(_damped(NAMED_POINTS, freq.functions.get(n, 1)) for n in named), NAMED_CAP)
         evidence.append("its diff changes " + ", ".join(f"`{n}`" for n in named[:3]) + ", which the report names")
+    code += _site_points(commit, q.sites, popularity, paths, mechanical, evidence)
     overrides = False
     for depth, fn in enumerate(q.other_funcs):
         if any(fn in ch.functions for ch in commit.changes):
@@ -630,6 +648,31 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
     return total, evidence
 
 
+def _site_points(commit: CommitRecord, sites: Sequence[RaiseSite], popularity: Mapping[tuple[str, str], int],
+                 paths: Mapping[str, set[str]], mechanical: bool, evidence: list[str]) -> float:
+    """A change to the function that prints the trace's error (the best of the sites). Not anchored:
+    the literal may also be printed where the code is fine (a log line of the same words)."""
+    if mechanical:
+        return 0.0
+    best, why = 0.0, ""
+    for site in sites:
+        names = paths.get(site.path, {site.path})
+        key = line_key(site.source)
+        for ch in commit.changes:
+            if (ch.path not in names and ch.old_path not in names) or site.function not in ch.functions:
+                continue
+            pts = SITE_POINTS
+            text = f"its diff edits {site.function}() of {site.path}, where the plugin prints `{site.literal[:80]}`"
+            if key and ch.removes(key):
+                pts += SITE_LINE_POINTS
+                text += f" (it rewrites that line, {site.path}:{site.line})"
+            if pts > best:
+                best, why = pts, text
+    if best:
+        evidence.append(why)
+    return best
+
+
 def is_test_path(path: str) -> bool:
     parts = path.split("/")
     name = parts[-1]
@@ -655,7 +698,9 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
          paths: Mapping[str, set[str]], top: int = 3, strict: bool = False,
          use_message: bool = True, error_text: str = "", guessed: bool = False,
          mask: QuoteMask | None = None, report: str = "", quoted: Sequence[str] = (),
-         issue: tuple[int, frozenset[str]] | None = None, named: Sequence[str] = ()) -> tuple[list[Candidate], list[Candidate]]:
+         issue: tuple[int, frozenset[str]] | None = None, named: Sequence[str] = (),
+         sites: Sequence[RaiseSite] = (), line: tuple[str | None, frozenset[str]] = (None, frozenset()),
+         ) -> tuple[list[Candidate], list[Candidate]]:
     """(candidates after the installed version, best fixes already contained in it), each best first.
     `use_message=False` ranks on code evidence alone (an ablation for the benchmark). `error_text`:
     the trace's error lines, whose code names count when the exception carries no message.
@@ -670,22 +715,31 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
     whose message says they fix it (issues.fixing_commits): each gains ISSUE_POINTS.
     `named`: functions the report names as code (named.named_functions): without plugin frames, a commit
     that changed one gains up to NAMED_CAP (not anchored: the report's blame is no failing frame).
+    `sites`: where the plugin's source prints the error's text (raise_site.raise_sites): without plugin frames,
+    a commit that changed one of those functions gains up to SITE_POINTS (not anchored).
+    `line`: (branch, shas) of the installed version's release line after it (release_line.release_line_commits):
+    a commit there with any evidence gains RELEASE_LINE_POINTS (the fix the user's next patch release ships).
     `strict`: the trace looks like an environment fault (lookup.environment_verdict): only
     anchored() candidates that change more than tests are proposed.
 
     `commits` newest first; `contained` the shas the installed version has (None: unknown, so every
     commit counts as after it); `paths` maps a repository path to all names it had."""
-    q = _query(facts, error_text, report, quoted, named)
-    if not (q.frames or q.message or q.other_funcs or q.names or q.literals or q.report or q.quoted or issue or q.named):
+    q = _query(facts, error_text, report, quoted, named, sites)
+    if not (q.frames or q.message or q.other_funcs or q.names or q.literals or q.report or q.quoted or issue or q.named or q.sites):
         return [], []
     after = [c for c in commits if contained is None or c.sha not in contained]
     popularity = function_popularity(after, q.frames)
+    if q.sites:
+        popularity.update(site_popularity(after, q.sites, paths))
     freq = frequencies(commits, after, q, use_message)
     threshold = THRESHOLD
     scored: list[tuple[float, int, Candidate]] = []
     inside: list[tuple[float, int, Candidate]] = []
     for age, c in enumerate(commits):
         s, ev = score(c, q, popularity, paths, use_message, freq, mask, issue)
+        if s and c.sha in line[1]:
+            s += RELEASE_LINE_POINTS
+            ev = [*ev, f"on your release line ({line[0]})"]
         if s < threshold:
             continue
         if strict and not (anchored(ev) and not changes_only_tests(c)):

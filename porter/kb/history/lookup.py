@@ -17,6 +17,8 @@ from porter.kb.history.frames import PathMapper, first_exception, trace_facts, v
 from porter.kb.history.issues import fixing_commits, repo_names
 from porter.kb.history.models import CommitRecord, HistoryIndex, HistoryReport, Installed, TraceFacts
 from porter.kb.history.named import named_functions
+from porter.kb.history.raise_site import raise_sites, report_texts, search_literals
+from porter.kb.history.release_line import release_line_commits
 from porter.kb.history.snippets import fenced_code_lines
 from porter.kb.history.version import installed_version
 from porter.kb.matcher import MATCH_THRESHOLD
@@ -144,8 +146,12 @@ def analyse(
     installed = installed_version(env, packages, versions_in_text(scan, packages), tags, source.repo, facts.frames)
     report = HistoryReport(source.label, "none", installed, frames=list(facts.frames), note=problem or "", index_used=index is not None,
                            gate=gate)
+    # no plugin frame says where it failed: the plugin's own string of the error text may (its raise or log site),
+    # read at the installed version, else at the tip the index was built from
+    sites = () if facts.frames else raise_sites(
+        source.repo, installed.ref or head, search_literals(report_texts(text, facts.exception_message, error_text)))
     if not facts.frames and not facts.exception_message and not facts.other_frames and not distinctive_names(error_text) \
-            and not title_line and not quoted and issue is None and not named:
+            and not title_line and not quoted and issue is None and not named and not sites:
         report.status = "no-frames"  # nothing of the trace points into this repository
         report.elapsed_s = time.perf_counter() - started
         return report
@@ -160,7 +166,8 @@ def analyse(
                                  use_message=use_message, error_text=error_text, guessed=installed.source == "frames",
                                  mask=QuoteMask.of(text) if mask_quotes else None, report=title_line, quoted=quoted,
                                  issue=(issue, fixing_commits(source.repo, issue, repo_names(source.label, source.remote)))
-                                 if issue is not None else None, named=named)
+                                 if issue is not None else None, named=named, sites=sites,
+                                 line=release_line_commits(source.repo, installed.ref) if installed.ref else (None, frozenset()))
     if not index:
         from dataclasses import replace
 

@@ -41,6 +41,17 @@ class TraceFacts:
     other_frames: tuple[OtherFrame, ...] = ()  # the causal segment's frames outside the repository, innermost first
 
 
+@dataclass(frozen=True)
+class RaiseSite:
+    """A function of the plugin whose string literal holds a fixed part of the trace's error text."""
+
+    path: str
+    function: str
+    line: int
+    source: str  # the source line holding the literal, stripped
+    literal: str  # the fixed part of the error text found there
+
+
 @dataclass(slots=True)  # not frozen: an index holds ~20k of them and frozen __init__ is slow to load
 class FileChange:
     path: str  # after the commit
