@@ -104,7 +104,7 @@ _CODES: tuple[tuple[str, re.Pattern[str]], ...] = (
 _CODE_GATE = rxcache.compile(r"\d{4}|0x|RetCode|HCCL function")  # every code above has one of these: a cheap first test
 # Per pattern, a substring every match contains ("" = none short enough): a busy log's lines
 # with numbers pass the gate above, and one `in` test is far cheaper than one regex scan each.
-_CODE_LITERALS = ("", "ERR", "rr", "507", "retCode=0x", "result", "HCCL function error", "drvRetCode=", "ret is ", "dcmi",
+_CODE_LITERALS = ("E", "ERR", "rr", "507", "retCode=0x", "result", "HCCL function error", "drvRetCode=", "ret is ", "dcmi",
                   "ret code", "code=")
 # Pattern text -> a regex every match's text (from its second character) also matches: the
 # `[Ee]rror...` pattern tries every "e" of a line, and a log whose lines say "error <n>" (under
@@ -222,11 +222,6 @@ def package_of(path: str) -> str | None:
     return None
 
 
-def _may_be_dmesg(text: str) -> bool:
-    """A substring test for what `_DMESG` needs (a leading `[` or a driver word), before its scan."""
-    return text[:1] == "[" or "uda_" in text or "devdrv_" in text or "davinci" in text or "hdc_" in text or "dms_" in text
-
-
 def is_errorish(text: str, tokens=None) -> bool:
     if tokens is None:
         tokens = _TOKEN.findall(text)
@@ -235,8 +230,8 @@ def is_errorish(text: str, tokens=None) -> bool:
 
 def _looks_like_exception(text: str) -> bool:
     """Cheap gate before the full regex: `Type: ...` or a bare `Type` ending in a known suffix."""
-    head = text.split(":", 1)[0] if ":" in text else text
-    return len(head) < 300 and " " not in head and head.endswith(_EXC_SUFFIXES)
+    head = text.partition(":")[0]
+    return " " not in head and len(head) < 300 and head.endswith(_EXC_SUFFIXES)
 
 
 class Extractor:
@@ -413,7 +408,10 @@ class Extractor:
         if errorish is None:
             errorish = is_errorish(text, tokens)
         is_exc = bool(stripped) and self._record_exception(number, stripped)
-        dmesg = bool(_DMESG.search(text)) if (errorish or "uda_" in text or "devdrv" in text) and _may_be_dmesg(text) else False
+        # a substring test for what `_DMESG` needs (a leading `[` or a driver word) before its scan
+        dmesg = (errorish or "uda_" in text or "devdrv" in text) and (
+            text[:1] == "[" or "uda_" in text or "devdrv_" in text or "davinci" in text or "hdc_" in text or "dms_" in text
+        ) and _DMESG.search(text) is not None
         if errorish or is_exc or dmesg:
             self._error_lines += 1
             self._record_codes(number, text)

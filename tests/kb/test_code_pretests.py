@@ -50,3 +50,17 @@ def test_code_plan_follows_the_tables():
     for (_, pattern, _, pretest, word_start, hccl, grouped), (family, _) in zip(plan, extract._CODES):
         assert pretest is extract._CODE_PRETESTS.get(pattern.pattern)
         assert word_start == (pattern.pattern[0] in "E5") and hccl == (family == "hccl") and grouped == bool(pattern.groups)
+
+
+def test_code_literals_are_in_every_match():
+    rng = random.Random(17)
+    pieces = ["E", "EZ", "EL", "ERR", "e", "rr", "or", " ", "=", ":", "0x", "1f", "1234", "5078", "99", "000000", "x",
+              "retCode", "drvRetCode", "result", "ret is ", "ret code", "dcmi", "code", "HCCL function error", "error code is ", "-8010"]
+    lines = ["".join(rng.choice(pieces) for _ in range(rng.randrange(2, 14))) for _ in range(20000)]
+    seen = 0
+    for (_, pattern), literal in zip(extract._CODES, extract._CODE_LITERALS):
+        for line in lines:
+            for m in pattern.finditer(line):
+                seen += 1
+                assert literal in m.group(), (pattern.pattern, literal, line)
+    assert seen > 1000  # the fuzz reaches the patterns
