@@ -147,3 +147,44 @@ def test_required_tokens_of_collapsed_literals_and_regex_runs():
     assert required_tokens("literal", "device busy failed") == ("busy",)
     assert required_tokens("regex", r"ImportError: cannot import name '(?P<s>\w+)' from") == ("cannot", "import", "name")
     assert required_tokens("regex", r"(?i)cannot import name") == () and required_tokens("code", "EZ9999") == ()
+
+
+def test_token_index_moves_a_single_key_to_the_token_fewest_signatures_need():
+    from porter.kb.index import token_index
+
+    index = {"attention": [0, 1], "sampler": [2], "alpha": [3], "beta": [3]}
+    tokens = [("attention", "zeta"), ("attention", "omega"), ("sampler",), ("alpha", "gamma")]
+    vocab, needs = token_index(index, tokens)
+    assert vocab["zeta"] == [0] and vocab["omega"] == [1] and vocab["attention"] == []  # shared by two: not the key
+    assert vocab["sampler"] == [2]
+    assert vocab["alpha"] == [3] and vocab["beta"] == [3]  # several keys (any will do): kept, needs unchanged
+    assert needs[3] == frozenset({"alpha", "gamma"})
+    assert needs[0] == frozenset({"attention", "zeta"})
+    # a key the required tokens lack is required too: the line must hold it, as it had to reach the signature
+    vocab, needs = token_index({"init": [0]}, [("to",)])
+    assert needs[0] == frozenset({"to", "init"}) and sum(map(len, vocab.values())) == 1
+    assert set(vocab) == {"to", "init"}  # every needed token is looked up in a line
+
+
+def test_token_index_finds_what_the_key_index_finds(monkeypatch):
+    items = [
+        [{"literal": "vllm_ascend attention backend failed", "weight": 0.9}],
+        [{"literal": "vllm_ascend attention sampler crashed", "weight": 0.9}],
+        [{"literal": "vllm_ascend attention  kernel\tbroke", "weight": 0.9}],
+        [{"literal": "failed to init ", "weight": 0.9}],  # its key ("init") is not among its required tokens
+        [{"regex": r"vllm_ascend\ attention\ (?P<op>\w+)\ died", "weight": 0.9}],
+    ]
+    kb = _kb(items)
+    words = ["vllm_ascend", "attention", "backend", "failed", "sampler", "crashed", "kernel", "broke", "to", "init", "died", "x"]
+    lines = [f"[rank{n % 8}]: error {n}  " + "  \t".join(words[(n * 5 + k * 7) % len(words)] for k in range(5)) for n in range(2000)]
+    lines += ["vllm_ascend attention backend failed", "pre vllm_ascend  attention\tsampler crashed post", "failed to init device",
+              "vllm_ascend attention kernel broke", "vllm_ascend attention Add died"]
+    text = "\n".join(lines) + "\n"
+    monkeypatch.setattr(matcher, "TOKEN_MEMO_AFTER_LINES", 2)  # the widened (token) index from the start
+    expected = _brute(kb, text)
+    assert set(expected) == set(range(len(items)))  # every entry fired: the comparison is not vacuous
+    assert _hits(kb, text) == expected
+    hits, _ = matcher.scan(kb, [lines[i : i + 300] for i in range(0, len(lines), 300)])  # pretokenized chunks too
+    assert hits == expected
+    monkeypatch.setattr(matcher, "TOKEN_MEMO_AFTER_LINES", 10**9)  # the key index throughout
+    assert _hits(kb, text) == expected
