@@ -31,7 +31,9 @@ Figures, per case and per split:
                   maintainers retargeted and match no `known_real` entry (unjudged ones count: listed in
                   JSON)
   drop recall     changed guards (collapse/retarget) that `analysis.dead_guards` lists at the same place
-                  with the same verdict (n/a while porter has no `dead_guards`)
+                  with the same verdict, one entry per guard (`match_guards`: an entry at another truth
+                  guard's line, or naming other versions, never stands in for this one; n/a while
+                  porter has no `dead_guards`)
   time            wall seconds of the porter run
 Results: bench/results/replay.json (figures), bench/results/replay/<case>.json (porter's analysis per
 case, for judging alarms); a Markdown table on stdout.
@@ -42,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -226,12 +229,46 @@ def judged_as(finding: dict[str, Any], judged: tuple[Judged, ...]) -> Judged | N
     return None
 
 
-def guard_listed(guard: GuardItem, dead: list[dict[str, Any]]) -> dict[str, Any] | None:
-    for d in dead:
-        if d.get("path") == guard.path and (abs(int(d.get("line", -999)) - guard.line) <= 1
-                                            or int(d.get("line", -1)) <= guard.line <= int(d.get("end_line", -1))):
-            return d
-    return None
+_VERSION = re.compile(r"""["']v?(\d+(?:\.\d+)*[\w.+-]*)["']""")
+
+
+def guard_versions(text: str) -> frozenset[str]:
+    """The version strings a guard's text names (quotes and a leading v do not matter)."""
+    return frozenset(_VERSION.findall(text))
+
+
+def _near_guard(d: dict[str, Any], guard: GuardItem) -> bool:
+    line = int(d.get("line", -999))
+    return abs(line - guard.line) <= 1 or line <= guard.line <= int(d.get("end_line", -1))
+
+
+def match_guards(guards: tuple[GuardItem, ...], dead: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Truth guard index -> the `dead_guards` entry that is porter's verdict on that guard, one to one.
+
+    An entry at a guard's own first line is that guard's. Only a guard with no such entry may take a
+    nearby one (a line off, or an entry whose block encloses the guard: a statement porter reports
+    at its first line), and only an entry that no other guard owns, that names the same versions,
+    and that lies at no other truth guard's line: otherwise the verdict on a neighbouring or
+    enclosing guard would be credited to this one."""
+    claimed: dict[int, int] = {}  # id(entry) -> guard index
+    out: dict[int, dict[str, Any]] = {}
+    truth_lines = {(g.path, g.line) for g in guards}
+    for i, g in enumerate(guards):
+        for d in dead:
+            if id(d) not in claimed and d.get("path") == g.path and int(d.get("line", -999)) == g.line:
+                claimed[id(d)], out[i] = i, d
+                break
+    for i, g in enumerate(guards):
+        if i in out:
+            continue
+        for d in sorted(dead, key=lambda d: abs(int(d.get("line", -999)) - g.line)):
+            if (id(d) in claimed or d.get("path") != g.path or not _near_guard(d, g)
+                    or (d.get("path"), int(d.get("line", -999))) in truth_lines
+                    or guard_versions(str(d.get("guard", ""))) != guard_versions(g.guard)):
+                continue
+            claimed[id(d)], out[i] = i, d
+            break
+    return out
 
 
 def score_case(case: Case, analysis: dict[str, Any], seconds: float) -> CaseScore:
@@ -284,8 +321,9 @@ def score_case(case: Case, analysis: dict[str, Any], seconds: float) -> CaseScor
     if isinstance(dead, list):
         score.guards_recalled = 0
         score.guard_verdicts_wrong = 0
-        for guard in case.guards:
-            listed = guard_listed(guard, dead)
+        listed_by = match_guards(case.guards, dead)
+        for i, guard in enumerate(case.guards):
+            listed = listed_by.get(i)
             verdict = (listed or {}).get("verdict", "keep")
             if guard.verdict in CHANGED:
                 if verdict == guard.verdict:

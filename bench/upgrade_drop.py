@@ -90,19 +90,24 @@ def ratio(a: str, b: str) -> float:
 
 
 def score_edits(case: dict[str, Any], edits: list[dict[str, Any]]) -> tuple[int, int, list[str]]:
-    """(same edit, extra edits, missed labels): a guard matches an edit at its first line with its verdict."""
-    done = {(e["path"], int(e["line"])): e["action"] for e in edits if e["action"] in CHANGED}
+    """(same edit, extra edits, missed labels): a guard matches an edit at its first line with its verdict,
+    one edit per guard (two ternaries on one line need two edits: one never stands in for both)."""
+    done: dict[tuple[str, int], list[str]] = {}
+    for e in edits:
+        if e["action"] in CHANGED:
+            done.setdefault((e["path"], int(e["line"])), []).append(e["action"])
     same, missed = 0, []
     for g in case["guards"]:
         if g["verdict"] not in CHANGED:
             continue
-        got = done.get((g["path"], int(g["line"])), "keep")
-        if got == g["verdict"]:
+        left = done.get((g["path"], int(g["line"])), [])
+        if g["verdict"] in left:
+            left.remove(g["verdict"])
             same += 1
         else:
-            missed.append(f"{g['path']}:{g['line']} {g['guard'][:60]} ({g['verdict']}; porter: {got})")
+            missed.append(f"{g['path']}:{g['line']} {g['guard'][:60]} ({g['verdict']}; porter: {left[0] if left else 'keep'})")
     kept = {(g["path"], int(g["line"])) for g in case["guards"] if g["verdict"] == "keep"}
-    return same, sum(1 for key in done if key in kept), missed
+    return same, sum(len(actions) for key, actions in done.items() if key in kept), missed
 
 
 def run_case(case: dict[str, Any], repo: Path, trees: Path, diffs: Path | None) -> DropScore:

@@ -169,7 +169,60 @@ def _statements(block: cst.BaseSuite) -> list[cst.BaseStatement]:
     return [cst.SimpleStatementLine(body=list(block.body))]  # `if x: a; b` on one line
 
 
-class _DropTransformer(cst.CSTTransformer):
+class _Folds:
+    """The `True`/`False` a drop writes in place of a version test, and the `not`/`and`/`or` around it
+    folded away. `answers` holds the ids of the names written (shared by the transformers of one file)."""
+
+    answers: set[int]
+
+    def _answer(self, value: bool, node: cst.BaseExpression) -> cst.Name:
+        answer = cst.Name("True" if value else "False", lpar=node.lpar, rpar=node.rpar)
+        self.answers.add(id(answer))
+        return answer
+
+    def leave_UnaryOperation(self, original: cst.UnaryOperation, updated: cst.UnaryOperation) -> cst.BaseExpression:
+        if isinstance(updated.operator, cst.Not) and id(updated.expression) in self.answers:
+            return self._answer(updated.expression.value != "True", updated)  # `not False` -> `True`
+        return updated
+
+    def leave_BooleanOperation(self, original: cst.BooleanOperation,
+                               updated: cst.BooleanOperation) -> cst.BaseExpression:
+        """`and`/`or` whose left operand the drop answered: `True or x` is `True`, `False and x` is `False`,
+        `False or x` and `True and x` are `x`. Only the left side: Python never evaluates what follows
+        a short-circuit, so nothing with side effects goes, and `x or False` is not `x` as a value."""
+        if id(updated.left) not in self.answers:
+            return updated
+        left = updated.left.value == "True"
+        if left == isinstance(updated.operator, cst.Or):  # True or x, False and x: the answer itself
+            return self._answer(left, updated.with_changes(lpar=[], rpar=[]))  # a name needs no brackets
+        right = updated.right  # binds at least as tightly as the operation it replaces: its own brackets stay
+        if id(right) in self.answers or not updated.lpar or right.lpar:
+            return right
+        return right.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+
+
+
+class _AnswerChecks(_Folds, cst.CSTTransformer):
+    """Writes the answers of the decided version checks of an undecided predicate's value
+    (`legacy = vllm_version_is("OLD") or envs.X` -> `legacy = envs.X`) and folds what they leave."""
+
+    def __init__(self, decided: Mapping[str, bool], answers: set[int]):
+        self.decided = decided
+        self.answers = answers
+
+    def _decided(self, node: cst.BaseExpression) -> cst.BaseExpression:
+        text = _normal(node)
+        return self._answer(self.decided[text], node.with_changes(lpar=[], rpar=[])) if text in self.decided else node
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        return self._decided(updated)
+
+    def leave_UnaryOperation(self, original: cst.UnaryOperation, updated: cst.UnaryOperation) -> cst.BaseExpression:
+        node = self._decided(updated)  # `not vllm_version_is("OLD")` is one check
+        return node if node is not updated else super().leave_UnaryOperation(original, updated)
+
+
+class _DropTransformer(_Folds, cst.CSTTransformer):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     def __init__(self, path: str, decisions: Mapping[int, GuardVerdict], functions: frozenset[str],
@@ -307,16 +360,6 @@ class _DropTransformer(cst.CSTTransformer):
         value = call.args[0].value.evaluated_value
         return value if isinstance(value, str) else None
 
-    def _answer(self, value: bool, node: cst.BaseExpression) -> cst.Name:
-        answer = cst.Name("True" if value else "False", lpar=node.lpar, rpar=node.rpar)
-        self.answers.add(id(answer))
-        return answer
-
-    def leave_UnaryOperation(self, original: cst.UnaryOperation, updated: cst.UnaryOperation) -> cst.BaseExpression:
-        if isinstance(updated.operator, cst.Not) and id(updated.expression) in self.answers:
-            return self._answer(updated.expression.value != "True", updated)  # `not False` -> `True`
-        return updated
-
     def leave_CompFor(self, original: cst.CompFor, updated: cst.CompFor) -> cst.CompFor:
         """A comprehension filter the drop answered `True` filters nothing: it goes."""
         ifs = [f for f in updated.ifs if not (id(f.test) in self.answers and f.test.value == "True")]
@@ -328,8 +371,8 @@ class _DropTransformer(cst.CSTTransformer):
         if len(updated.body) != 1 or not isinstance(updated.body[0], cst.Assign):
             return updated
         decision, line, end = self._decision(original)
-        if decision is None or decision.kind != "assign" or decision.line in self.keep_predicates:
-            return updated
+        if decision is None or decision.kind != "assign" or (decision.line in self.keep_predicates and decision.kept != "test"):
+            return updated  # a predicate still read stays as it was, unless only its decided checks go
         assign = updated.body[0]
         guard = cst.Module([]).code_for_node(assign.value)
         if decision.verdict == "retarget" and decision.retarget_to:
@@ -337,6 +380,15 @@ class _DropTransformer(cst.CSTTransformer):
             if value.deep_equals(assign.value):
                 return updated
             self.edits.append(DropEdit(self.path, line, end, "retarget", guard, retarget_to=decision.retarget_to))
+            return updated.with_changes(body=[assign.with_changes(value=value)])
+        if decision.verdict == "collapse" and decision.kept == "test":  # only its decided checks go
+            if decision.tested_only:  # read only as a guard test: `x and True` is `x` there
+                value = _without_checks(assign.value, dict(decision.decided)) or assign.value
+            else:  # read as a value too: the answers are written and folded only where that is exact
+                value = assign.value.visit(_AnswerChecks(dict(decision.decided), self.answers))
+            if value.deep_equals(assign.value):
+                return updated
+            self.edits.append(DropEdit(self.path, line, end, "collapse", guard, kept="test"))
             return updated.with_changes(body=[assign.with_changes(value=value)])
         if decision.verdict == "collapse" and decision.kept == "value":
             if decision.value_at_target is None:

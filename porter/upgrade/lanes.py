@@ -106,6 +106,7 @@ class GuardVerdict:
     # (check's source, its value); the drop removes them from the test (`x and not is("OLD")` -> `x`).
     decided: tuple[tuple[str, bool], ...] = ()
     simplified: str = ""  # kept == "test": the test that remains
+    tested_only: bool = False  # assign, kept == "test": every read is a guard test (only truthiness counts)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"path": self.path, "line": self.line, "end_line": self.end_line, "guard": self.guard,
@@ -409,6 +410,17 @@ def _predicate_verdicts(blocks: list[GuardBlock], verdicts: list[GuardVerdict], 
             continue
         users = readers.get((block.path, block.line), [])
         common = dict(path=block.path, line=block.line, end_line=block.end_line, guard=block.source, kind="assign")
+        partial = _undecided_predicate(block, conventions, lanes)
+        if partial is not None and not any(u is not None and u.verdict == "retarget" for u in users):
+            # `legacy = vllm_version_is("OLD") or envs.X`: no guard reading the name can drop the check
+            # (its test is the name), so the value loses it (the drop writes the checks' answers and folds them).
+            decided, rest = partial
+            out.append(GuardVerdict(verdict="collapse", kept="test", decided=decided, simplified=rest, reason=(
+                f"the version check{'s' if len(decided) > 1 else ''} in the predicate "
+                f"{'are' if len(decided) > 1 else 'is'} decided alike at {lanes.target_label} and at main: "
+                f"the drop writes {'their answers' if len(decided) > 1 else 'its answer'} (`{rest}` remains)"),
+                tested_only=block.pure and bool(users), **common))
+            continue
         if not users or not block.pure and all(u is not None and u.verdict == "collapse" for u in users):
             # Nothing branches on it, or something also reads it as a value: its answer takes its place
             # (`legacy = False`) once both lanes give the same one; the guards that read it collapse anyway.
@@ -427,6 +439,16 @@ def _predicate_verdicts(blocks: list[GuardBlock], verdicts: list[GuardVerdict], 
         else:
             out.append(GuardVerdict(verdict="keep", reason="a kept guard or other code still reads the predicate", **common))
     return out
+
+
+def _undecided_predicate(block: GuardBlock, conventions: GuardConventions,
+                         lanes: Lanes) -> tuple[tuple[tuple[str, bool], ...], str] | None:
+    """A predicate's value that neither lane decides whole but whose version checks both decide alike:
+    those checks and what remains (`_decided_checks`); None otherwise."""
+    cond = Condition("if", block.source, False, line=block.line)
+    if None not in (evaluate_condition(cond, conventions, lanes.release), evaluate_condition(cond, conventions, lanes.main)):
+        return None
+    return _decided_checks(block.source, conventions, lanes, None, {})
 
 
 def read_release_tag(plugin_root: Path, tag_file: str) -> Version | None:
