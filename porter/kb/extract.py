@@ -104,7 +104,7 @@ _CODES: tuple[tuple[str, re.Pattern[str]], ...] = (
 _CODE_GATE = rxcache.compile(r"\d{4}|0x|RetCode|HCCL function")  # every code above has one of these: a cheap first test
 # Per pattern, a substring every match contains ("" = none short enough): a busy log's lines
 # with numbers pass the gate above, and one `in` test is far cheaper than one regex scan each.
-_CODE_LITERALS = ("E", "ERR", "rr", "507", "retCode=0x", "result", "HCCL function error", "drvRetCode=", "ret is ", "dcmi",
+_CODE_LITERALS = ("", "ERR", "rr", "507", "retCode=0x", "result", "HCCL function error", "drvRetCode=", "ret is ", "dcmi",
                   "ret code", "code=")
 # Pattern text -> a regex every match's text (from its second character) also matches: the
 # `[Ee]rror...` pattern tries every "e" of a line, and a log whose lines say "error <n>" (under
@@ -114,16 +114,6 @@ _CODE_PRETESTS: dict[str, re.Pattern[str]] = {
     r"[Ee](?:rror[ _]?[Cc]ode|rrCode|rrcode|rr_code|rror)(?:\s+is)?\s*[=:]?\s*\[?(\d{6})(?!\d)":
         rxcache.compile(r"rr(?:or[ _]?[Cc]ode|Code|code|_code|or)(?:\s+is)?\s*[=:]?\s*\[?\d{6}(?!\d)"),
 }
-# The per-pattern loop of `_record_codes`, prepared once: (family, pattern, literal or None,
-# pretest or None, whether a match must not follow a letter or digit (the E... and 507... codes),
-# whether it is an HCCL code, whether the code is group 1). An errorish line of a big log runs the
-# loop: zipping the tables and looking the pretest up per pattern was a third of its cost.
-def code_plan(codes=_CODES, literals=_CODE_LITERALS, pretests=_CODE_PRETESTS) -> tuple:
-    return tuple((family, pattern, literal or None, pretests.get(pattern.pattern), pattern.pattern[0] in "E5",
-                  family == "hccl", bool(pattern.groups)) for (family, pattern), literal in zip(codes, literals, strict=True))
-
-
-_CODE_PLAN = code_plan()
 # Substrings that make a line worth a full look by the extractor (a superset of what `feed`
 # reacts to when idle). The scanner finds them chunk-wise with str.find and skips other lines.
 EXTRACT_NEEDLES: tuple[str, ...] = (
@@ -222,6 +212,11 @@ def package_of(path: str) -> str | None:
     return None
 
 
+def _may_be_dmesg(text: str) -> bool:
+    """A substring test for what `_DMESG` needs (a leading `[` or a driver word), before its scan."""
+    return text[:1] == "[" or "uda_" in text or "devdrv_" in text or "davinci" in text or "hdc_" in text or "dms_" in text
+
+
 def is_errorish(text: str, tokens=None) -> bool:
     if tokens is None:
         tokens = _TOKEN.findall(text)
@@ -230,8 +225,8 @@ def is_errorish(text: str, tokens=None) -> bool:
 
 def _looks_like_exception(text: str) -> bool:
     """Cheap gate before the full regex: `Type: ...` or a bare `Type` ending in a known suffix."""
-    head = text.partition(":")[0]
-    return " " not in head and len(head) < 300 and head.endswith(_EXC_SUFFIXES)
+    head = text.split(":", 1)[0] if ":" in text else text
+    return len(head) < 300 and " " not in head and head.endswith(_EXC_SUFFIXES)
 
 
 class Extractor:
@@ -312,23 +307,23 @@ class Extractor:
         return True
 
     def _record_codes(self, number: int, text: str) -> None:
-        codes = self._codes
-        if len(codes) >= MAX_CODES or not _CODE_GATE.search(text):
+        if len(self._codes) >= MAX_CODES or not _CODE_GATE.search(text):
             return
-        for family, pattern, literal, pretest, word_start, hccl, grouped in _CODE_PLAN:
-            if literal is not None and literal not in text:
+        for (family, pattern), literal in zip(_CODES, _CODE_LITERALS):
+            if literal not in text:
                 continue
+            pretest = _CODE_PRETESTS.get(pattern.pattern)
             if pretest is not None and pretest.search(text) is None:
                 continue
             for m in pattern.finditer(text):
                 start = m.start()
-                if start and word_start and text[start - 1].isalnum():
+                if start and (text[start - 1].isalnum() and m.re.pattern[0] in "E5"):
                     continue  # "xEZ9999" / "1507899": part of a longer word or number
-                code = m.group(1) if grouped else m.group()
-                if hccl:
+                code = m.group(1) if m.re.groups else m.group()
+                if family == "hccl":
                     code = f"HCCL:{code}"  # HcclResult values are small integers: keep them apart
-                if code not in codes and len(codes) < MAX_CODES:
-                    codes[code] = (code, family, number)
+                if code not in self._codes and len(self._codes) < MAX_CODES:
+                    self._codes[code] = (code, family, number)
 
     # -- the state machine -------------------------------------------------
     def feed(self, number: int, text: str, tokens=None, errorish: bool | None = None) -> None:
@@ -408,10 +403,7 @@ class Extractor:
         if errorish is None:
             errorish = is_errorish(text, tokens)
         is_exc = bool(stripped) and self._record_exception(number, stripped)
-        # a substring test for what `_DMESG` needs (a leading `[` or a driver word) before its scan
-        dmesg = (errorish or "uda_" in text or "devdrv" in text) and (
-            text[:1] == "[" or "uda_" in text or "devdrv_" in text or "davinci" in text or "hdc_" in text or "dms_" in text
-        ) and _DMESG.search(text) is not None
+        dmesg = bool(_DMESG.search(text)) if (errorish or "uda_" in text or "devdrv" in text) and _may_be_dmesg(text) else False
         if errorish or is_exc or dmesg:
             self._error_lines += 1
             self._record_codes(number, text)

@@ -429,42 +429,6 @@ class CompiledKB:
 
 
 
-def token_index(index: dict[str, list[int]], tokens: Sequence[tuple[str, ...]]) -> tuple[dict[str, list[int]], list[frozenset[str]]]:
-    """The scanner's index once it tests required tokens (porter.kb.matcher.scan, widened): (token ->
-    positions, per position the tokens a line must hold for it to be kept).
-
-    `index` sends a line to a signature when its key token is in the line; the scanner keeps the
-    signature only when the line also holds every token of `tokens[pos]` (`required_tokens`). For a
-    signature with one key, that is the same as: the line holds every token of {key} | tokens[pos];
-    any one of them can then be its index token, and the one fewest signatures need is chosen (the
-    key was chosen for being long, and a long word that many signatures share, "vllm_ascend",
-    "attention", sends every line that has it to all of them, to be dropped by the token test).
-    The kept signatures are the same; fewer are looked at. A signature with several keys (a regex
-    with alternatives: any key will do) keeps its keys."""
-    keys_of: dict[int, list[str]] = {}
-    for key, positions in index.items():
-        for pos in positions:
-            keys_of.setdefault(pos, []).append(key)
-    needs = [frozenset(toks) for toks in tokens]
-    for pos, keys in keys_of.items():
-        if len(keys) == 1:
-            needs[pos] = needs[pos] | {keys[0]}
-    shared: dict[str, int] = {}  # token -> how many signatures need it
-    for need in needs:
-        for tok in need:
-            shared[tok] = shared.get(tok, 0) + 1
-    vocab: dict[str, list[int]] = {tok: [] for tok in shared}
-    for key in index:
-        vocab.setdefault(key, [])
-    for pos, keys in keys_of.items():
-        if len(keys) == 1:
-            vocab[min(needs[pos], key=lambda tok: (shared[tok], -len(tok), tok))].append(pos)
-        else:
-            for key in keys:
-                vocab[key].append(pos)
-    return vocab, needs
-
-
 # -- chunk prefilter ------------------------------------------------------------------------------
 def _dedupe(needles) -> tuple[str, ...]:
     """Drop needles that contain a shorter needle (the shorter one already finds their lines)."""

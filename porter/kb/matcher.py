@@ -24,7 +24,7 @@ from bisect import bisect_right
 from porter.kb.extract import CODE_LINE, Extractor, Signals, is_errorish
 from porter.kb.index import ASCII_TOKEN as _ASCII_TOKEN
 from porter.kb.index import TOKEN as _TOKEN
-from porter.kb.index import CompiledKB, candidate_lines, distinct_lines, prefilter_needles, presence_keys, present_needles, squeeze, token_index  # CompiledKB re-exported too
+from porter.kb.index import CompiledKB, candidate_lines, distinct_lines, prefilter_needles, presence_keys, present_needles, squeeze  # CompiledKB re-exported too
 from porter.kb.normalize import fuzzy_form, iter_batches, strip_prefix
 from porter.kb.schema import KBEntry
 from porter.lazyre import LazyPattern
@@ -175,7 +175,12 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
         worded[:] = [(max(words, key=len).translate(_DIGITS_AS_ZERO), needle, pos) for needle, pos in always_needles if (words := findall(needle))]
         wordless[:] = [(needle, pos) for needle, pos in always_needles if not findall(needle)]
         digit_worded[:] = [item for item in worded if item[0].isdigit()]
-        vocab, needs = token_index(index, [sig.tokens for sig in sigs])
+        vocab = dict(index)
+        needs = []
+        for sig in sigs:
+            for tok in sig.tokens:
+                vocab.setdefault(tok, [])
+            needs.append(frozenset(sig.tokens))
         keys = vocab.keys()
     full: set[int] = set()  # signatures with MAX_HITS_PER_SIGNATURE hits: more would be dropped, skip them
 
