@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from rapidfuzz import fuzz
 
 from porter.kb.history.mine import code_names, fragment_key, is_code_name, line_key, message_fragments
-from porter.kb.history.models import Candidate, CommitRecord, Frame, OtherFrame, RaiseSite, TraceFacts
+from porter.kb.history.models import Candidate, CommitRecord, FileChange, Frame, OtherFrame, RaiseSite, TraceFacts
 
 FRAME_WEIGHTS = (1.0, 0.7, 0.5, 0.35)  # by depth from the innermost plugin frame; deeper: the last
 LINE_POINTS = 3.0  # rewrote the failing line
@@ -375,10 +375,13 @@ def site_popularity(commits: Iterable[CommitRecord], sites: Sequence[RaiseSite],
     counts: dict[tuple[str, str], int] = {}
     for site in sites:
         names = paths.get(site.path, {site.path})
-        counts[(site.path, site.function)] = sum(
-            1 for c in commits if any((ch.path in names or ch.old_path in names) and site.function in ch.functions
-                                      for ch in c.changes))
+        counts[(site.path, site.function)] = sum(1 for c in commits if any(_edits_site(ch, site, names) for ch in c.changes))
     return counts
+
+
+def _edits_site(ch: FileChange, site: RaiseSite, names: set[str]) -> bool:
+    """The change edits the site's function in the site's file (under any name the file had)."""
+    return (ch.path in names or ch.old_path in names) and site.function in ch.functions
 
 
 def commit_frequency(commits: Iterable[CommitRecord], keys: Iterable[str], view: Callable[[CommitRecord], Any],
@@ -659,7 +662,7 @@ def _site_points(commit: CommitRecord, sites: Sequence[RaiseSite], popularity: M
         names = paths.get(site.path, {site.path})
         key = line_key(site.source)
         for ch in commit.changes:
-            if (ch.path not in names and ch.old_path not in names) or site.function not in ch.functions:
+            if not _edits_site(ch, site, names):
                 continue
             pts = SITE_POINTS
             text = f"its diff edits {site.function}() of {site.path}, where the plugin prints `{site.literal[:80]}`"

@@ -129,9 +129,7 @@ def raise_sites(repo: Path, ref: str, literals: tuple[str, ...]) -> tuple[RaiseS
     if not result.ok:  # exit 1: no hit
         return ()
     paths = list(dict.fromkeys(row.split(":", 2)[1] for row in result.stdout.splitlines() if row.count(":") >= 3))
-    paths = [p for p in paths if not is_test_path(p)]
-    if len(paths) > MAX_FILES * 3:
-        paths = paths[: MAX_FILES * 3]
+    paths = [p for p in paths if not is_test_path(p)][: MAX_FILES * 3]
     files: dict[str, list[str]] = {}
     for path in paths:
         shown = mine._git(repo, ["show", f"{ref}:{path}"], 60)
