@@ -201,7 +201,6 @@ class _Folds:
         return right.with_changes(lpar=updated.lpar, rpar=updated.rpar)
 
 
-
 class _AnswerChecks(_Folds, cst.CSTTransformer):
     """Writes the answers of the decided version checks of an undecided predicate's value
     (`legacy = vllm_version_is("OLD") or envs.X` -> `legacy = envs.X`) and folds what they leave."""
