@@ -171,13 +171,14 @@ def _statements(block: cst.BaseSuite) -> list[cst.BaseStatement]:
 
 class _Folds:
     """The `True`/`False` a drop writes in place of a version test, and the `not`/`and`/`or` around it
-    folded away. `answers` holds the ids of the names written (shared by the transformers of one file)."""
+    folded away. `answers` holds the names written by id (shared by the transformers of one file); it
+    holds the names themselves too, so that no id is reused by a node made after one was discarded."""
 
-    answers: set[int]
+    answers: dict[int, cst.Name]
 
     def _answer(self, value: bool, node: cst.BaseExpression) -> cst.Name:
         answer = cst.Name("True" if value else "False", lpar=node.lpar, rpar=node.rpar)
-        self.answers.add(id(answer))
+        self.answers[id(answer)] = answer
         return answer
 
     def leave_UnaryOperation(self, original: cst.UnaryOperation, updated: cst.UnaryOperation) -> cst.BaseExpression:
@@ -200,12 +201,41 @@ class _Folds:
             return right
         return right.with_changes(lpar=updated.lpar, rpar=updated.rpar)
 
+    def _truthy(self, test: cst.BaseExpression) -> cst.BaseExpression:
+        """A test read only for its truth (`if`, `while`, `assert`, a conditional, a comprehension filter)
+        without the answers that decide nothing in it: `x and True` and `x or False` are `x` there (not
+        as values, which is why `_Folds` leaves them). Operands of `and`/`or`/`not` are read for their
+        truth too, so the fold goes down through them."""
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            inner = self._truthy(test.expression)
+            return test if inner is test.expression else test.with_changes(expression=inner)
+        if not isinstance(test, cst.BooleanOperation):
+            return test
+        left, right = self._truthy(test.left), self._truthy(test.right)
+        neutral = "True" if isinstance(test.operator, cst.And) else "False"
+        if id(right) in self.answers and right.value == neutral:
+            return _without_brackets(left, test)
+        if left is test.left and right is test.right:
+            return test
+        return test.with_changes(left=left, right=right)
+
+    def _answered(self, node: cst.BaseExpression) -> bool | None:
+        """The answer a drop wrote for this test, or None when it is not one."""
+        return node.value == "True" if id(node) in self.answers else None
+
+
+def _without_brackets(node: cst.BaseExpression, outer: cst.BaseExpression) -> cst.BaseExpression:
+    """`node` in the place of `outer`: the outer brackets stay only where they still hold more than one line."""
+    if outer.lpar and not node.lpar and "\n" in cst.Module([]).code_for_node(node):
+        return node.with_changes(lpar=outer.lpar, rpar=outer.rpar)
+    return node
+
 
 class _AnswerChecks(_Folds, cst.CSTTransformer):
     """Writes the answers of the decided version checks of an undecided predicate's value
     (`legacy = vllm_version_is("OLD") or envs.X` -> `legacy = envs.X`) and folds what they leave."""
 
-    def __init__(self, decided: Mapping[str, bool], answers: set[int]):
+    def __init__(self, decided: Mapping[str, bool], answers: dict[int, cst.Name]):
         self.decided = decided
         self.answers = answers
 
@@ -240,7 +270,8 @@ class _DropTransformer(_Folds, cst.CSTTransformer):
         self.terminal: set[int] = set()  # ids of kept statements that end their block (return/raise/...)
         self.positions: dict[int, tuple[int, int]] = {}  # id of a statement as left -> its original lines
         self.removed_top: list[tuple[int, int]] = []  # lines of the module-level statements the drop deleted
-        self.answers: set[int] = set()  # ids of the `True`/`False` names written in place of version tests
+        self.answers: dict[int, cst.Name] = {}  # by id, the `True`/`False` names written in place of version tests
+        self.filled: dict[int, cst.SimpleStatementLine] = {}  # by id, the `pass` lines written into emptied blocks
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
         self.depth += 1
@@ -257,6 +288,16 @@ class _DropTransformer(_Folds, cst.CSTTransformer):
 
     def leave_If(self, original: cst.If, updated: cst.If):
         decision, line, end = self._decision(original)
+        orelse = updated.orelse
+        if isinstance(orelse, cst.Else) and isinstance(orelse.body, cst.IndentedBlock) and \
+                len(orelse.body.body) == 1 and id(orelse.body.body[0]) in self.filled:
+            updated = updated.with_changes(orelse=None)  # `else:` with nothing of its own left: no `else: pass`
+        test = self._truthy(updated.test)
+        if test is not updated.test:
+            updated = updated.with_changes(test=test)
+        answer = self._answered(updated.test)
+        if answer is not None:  # `if True:` (a value test answered inside it): the branch it takes, dedented
+            return self._keep(original, updated, "body" if answer else "orelse")
         if decision is None or decision.kind in ("assign", "value") or decision.verdict not in ("collapse", "retarget"):
             return updated
         guard = cst.Module([]).code_for_node(original.test)
@@ -275,8 +316,12 @@ class _DropTransformer(_Folds, cst.CSTTransformer):
             self.edits.append(DropEdit(self.path, line, end, "collapse", guard, kept="test"))
             return updated.with_changes(test=test)
         self.edits.append(DropEdit(self.path, line, end, "collapse", guard, kept=decision.kept))
+        return self._keep(original, updated, decision.kept)
+
+    def _keep(self, original: cst.If, updated: cst.If, branch: str):
+        """The statements of the branch (`body` or `orelse`) an `if` always takes, in its place."""
         is_elif = id(original) in self.elifs
-        if decision.kept == "body":
+        if branch == "body":
             if is_elif:
                 return cst.Else(body=updated.body)  # `elif dead_true:` -> `else:`
             kept = _statements(updated.body)
@@ -312,6 +357,12 @@ class _DropTransformer(_Folds, cst.CSTTransformer):
 
     def leave_IfExp(self, original: cst.IfExp, updated: cst.IfExp):
         decision, line, end = self._decision(original)
+        test = self._truthy(updated.test)
+        if test is not updated.test:
+            updated = updated.with_changes(test=test)
+        answer = self._answered(updated.test)
+        if answer is not None:  # `a if True else b` -> `a`
+            return self._kept_expression(updated, updated.body if answer else updated.orelse)
         if decision is None or decision.kind in ("assign", "value"):
             return updated
         guard = cst.Module([]).code_for_node(original.test)
@@ -326,15 +377,20 @@ class _DropTransformer(_Folds, cst.CSTTransformer):
             return updated.with_changes(test=test)
         if decision.verdict == "collapse":
             self.edits.append(DropEdit(self.path, line, end, "collapse", guard, kept=decision.kept))
-            kept = updated.body if decision.kept == "body" else updated.orelse
-            if isinstance(kept, _ATOMS) and (isinstance(kept, _BRACKETED) or "\n" not in cst.Module([]).code_for_node(kept)):
-                return kept  # `@(cache if old else deco)` -> `@deco`: parentheses around an atom say nothing
-            return kept.with_changes(lpar=updated.lpar, rpar=updated.rpar) if updated.lpar else kept
+            return self._kept_expression(updated, updated.body if decision.kept == "body" else updated.orelse)
         return updated
+
+    @staticmethod
+    def _kept_expression(updated: cst.IfExp, kept: cst.BaseExpression) -> cst.BaseExpression:
+        """The operand of a conditional that always gets chosen, in the conditional's place."""
+        if isinstance(kept, _ATOMS) and (isinstance(kept, _BRACKETED) or "\n" not in cst.Module([]).code_for_node(kept)):
+            return kept  # `@(cache if old else deco)` -> `@deco`: parentheses around an atom say nothing
+        return kept.with_changes(lpar=updated.lpar, rpar=updated.rpar) if updated.lpar else kept
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         """A version test used as a value (`fn(legacy=vllm_version_is("0.10.0"))`): its answer at the
         target takes its place, or its version is retargeted."""
+        updated = self._without_empty_unpacking(original, updated)
         pos = self.get_metadata(PositionProvider, original)
         line, end = pos.start.line, pos.end.line
         version = self._helper_version(original)
@@ -350,6 +406,25 @@ class _DropTransformer(_Folds, cst.CSTTransformer):
         self.edits.append(DropEdit(self.path, line, end, "collapse", guard, kept="value"))
         return self._answer(decision.value_at_target, updated)
 
+    @staticmethod
+    def _without_empty_unpacking(original: cst.Call, updated: cst.Call) -> cst.Call:
+        """`f(a, **{})` -> `f(a)` where the drop left the `{}` (`**({...} if old else {})`): unpacking
+        nothing passes nothing. An empty unpacking that was in the source already stays."""
+        if len(original.args) != len(updated.args):
+            return updated
+        args = list(updated.args)
+        gone = [n for n, (was, arg) in enumerate(zip(original.args, args)) if _unpacks_nothing(arg)
+                and not was.value.deep_equals(arg.value)]
+        if not gone:
+            return updated
+        last, args = args[-1], [a for n, a in enumerate(args) if n not in gone]
+        if args and len(updated.args) - 1 in gone:  # the last one went: the one now last ends as it did, not `f(a, )`
+            kept = args[-1]
+            comma = last.comma if isinstance(last.comma, cst.MaybeSentinel) or isinstance(kept.comma, cst.MaybeSentinel) \
+                else _merged_comma(kept.comma, last.comma)
+            args[-1] = kept.with_changes(comma=comma, whitespace_after_arg=last.whitespace_after_arg)
+        return updated.with_changes(args=args)
+
     def _helper_version(self, call: cst.Call) -> str | None:
         """The version a version-helper call names (`vllm_version_is("0.10.0")` -> "0.10.0"), else None."""
         func = call.func
@@ -361,12 +436,34 @@ class _DropTransformer(_Folds, cst.CSTTransformer):
 
     def leave_CompFor(self, original: cst.CompFor, updated: cst.CompFor) -> cst.CompFor:
         """A comprehension filter the drop answered `True` filters nothing: it goes."""
-        ifs = [f for f in updated.ifs if not (id(f.test) in self.answers and f.test.value == "True")]
-        return updated.with_changes(ifs=ifs) if len(ifs) != len(updated.ifs) else updated
+        ifs = [f.with_changes(test=self._truthy(f.test)) for f in updated.ifs]
+        ifs = [f for f in ifs if self._answered(f.test) is not True]
+        return updated.with_changes(ifs=ifs) if any(a is not b for a, b in zip(ifs, updated.ifs)) or \
+            len(ifs) != len(updated.ifs) else updated
+
+    def leave_While(self, original: cst.While, updated: cst.While):
+        """`while False:` (its test answered) never runs its body: the loop goes, its `else:` stays."""
+        updated = updated.with_changes(test=self._truthy(updated.test))
+        if self._answered(updated.test) is not False:
+            return updated
+        if updated.orelse is None:
+            return cst.RemovalSentinel.REMOVE
+        kept = _statements(updated.orelse.body)
+        width = _indent_width(updated.orelse.body)
+        kept = [k.visit(_DedentDocstrings(width)) if width else k for k in kept]
+        kept[0] = kept[0].with_changes(leading_lines=[*updated.leading_lines, *kept[0].leading_lines])
+        return cst.FlattenSentinel(kept)
+
+    def leave_Assert(self, original: cst.Assert, updated: cst.Assert):
+        """`assert True` (its test answered) checks nothing: it goes; `assert x and True` is `assert x`."""
+        updated = updated.with_changes(test=self._truthy(updated.test))
+        return cst.RemovalSentinel.REMOVE if self._answered(updated.test) is True else updated
 
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
         """A version predicate (`is_legacy = vllm_version_is("0.10.0")`): dropped or retargeted, or (read as
         a value too) its answer at the target written in place of the test."""
+        if not updated.body:  # its only statement went (`assert True`)
+            return cst.RemovalSentinel.REMOVE
         if len(updated.body) != 1 or not isinstance(updated.body[0], cst.Assign):
             return updated
         decision, line, end = self._decision(original)
@@ -402,7 +499,9 @@ class _DropTransformer(_Folds, cst.CSTTransformer):
     def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
         self.depth -= 1
         if not updated.body:  # every statement was a dead branch
-            return updated.with_changes(body=[cst.SimpleStatementLine(body=[cst.Pass()])])
+            filler = cst.SimpleStatementLine(body=[cst.Pass()])
+            self.filled[id(filler)] = filler  # an `else:` left with only this goes with it
+            return updated.with_changes(body=[filler])
         end = next((i for i, stmt in enumerate(updated.body) if id(stmt) in self.terminal), None)
         if end is not None and end + 1 < len(updated.body):
             # The kept branch returned (or raised): the statements after the old `if` were the other lane's path.
@@ -446,6 +545,14 @@ class _DropTransformer(_Folds, cst.CSTTransformer):
             if blank > wanted:
                 body[i] = body[i].with_changes(leading_lines=lines[blank - wanted:])
         return module.with_changes(body=body)
+
+
+def _unpacks_nothing(arg: cst.Arg) -> bool:
+    """`**{}`, `*()`, `*[]`."""
+    value = arg.value
+    if arg.star == "**":
+        return isinstance(value, cst.Dict) and not value.elements
+    return arg.star == "*" and isinstance(value, (cst.Tuple, cst.List)) and not value.elements
 
 
 _FLOW_ENDS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
