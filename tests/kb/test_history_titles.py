@@ -37,3 +37,24 @@ def test_a_fix_title_that_spells_the_reports_code_name_in_words_restates_it():
                            fix.changes, fix.body)
     other = rank([swapped, *others], TraceFacts((), "", ""), {}, None, {}, report=report, error_text=report)[0]
     assert not any("restates the report" in e for c in other for e in c.evidence)
+
+
+def test_a_reports_option_name_holds_the_titles_two_words():
+    report = title_words("use_fused_kernels=True causes training quality regression when ulysses_sequence_parallel_size > 1")
+    shared, matched = title_match(report, "[model, fsdp] fix: honor SP-rolled labels in fused kernels (#6268)")
+    assert shared == {"usefusedkernel"} and matched == 2
+    # a short joined pair inside a longer name is chance, not the same name
+    assert title_match(title_words("crash with tp_size_limit set"), "[Bugfix] fix tp size (#1)")[1] == 0
+
+
+def test_a_fix_title_that_names_the_reports_option_in_words_is_proposed():
+    report = "use_fused_kernels=True causes training quality regression when ulysses_sequence_parallel_size > 1"
+    fix = CommitRecord("a" * 40, 100, "[model, fsdp] fix: honor SP-rolled labels in fused kernels (#6268)", None, True, (),
+                       (FileChange("verl/workers/actor.py", "verl/workers/actor.py", ("forward",), " ",
+                                   names=" use_fused_kernels labels "),),
+                       "use_fused_kernels=True with ulysses_sequence_parallel_size > 1: a training quality regression")
+    others = [CommitRecord(f"{i}" * 40, 10 + i, f"[Feature] support a new {w} option", None, False, (), (), "")
+              for i, w in enumerate(("rollout", "reward", "trainer", "dataset", "tokenizer", "kernels"), 1)]
+    found = rank([fix, *others], TraceFacts((), "", ""), {}, None, {}, report=report, error_text=report)[0]
+    assert [c.sha for c in found] == [fix.sha]
+    assert any("its title restates the report (usefusedkernel" in e for e in found[0].evidence)

@@ -53,6 +53,7 @@ MASK_MIN = 20  # a message line this long that the trace contains (or one holdin
 QUOTED_LINE_POINTS = LINE_POINTS  # rewrote a code line the report quotes in backticks (`x[i] = y[j]`): the failing line
 NAMED_POINTS = FUNC_POINTS  # changed a function the report names as code (a trace without plugin frames); scaled like FUNC_POINTS
 NAMED_CAP = FUNC_POINTS
+MIN_NAME_COMPOUND = 8  # a shorter joined pair (`tpsize`) sits inside unrelated names by chance
 BODY_WORD_WEIGHT = 0.5  # a report word the commit's description (not its title) holds counts this much towards the coverage
 SITE_POINTS = 2.5  # changed the function whose string prints the trace's error (raise_site.py; no plugin frame): damped like FUNC_POINTS
 SITE_LINE_POINTS = 1.0  # and rewrote the very line that prints it
@@ -222,7 +223,11 @@ def title_match(report: frozenset[str], title: str) -> tuple[frozenset[str], int
     """The report's words the title holds, as words or as a compound of two of them, and how many
     of the title's words that is (a compound is two)."""
     words = report & title_words(title)
-    compounds = (report - words) & title_compounds(title)
+    joined = title_compounds(title)
+    # a report's option or code name holds the title's two words with more around them (`use_fused_kernels`,
+    # folded `usefusedkernel`, for a title's `fused kernels`): the same name with its prefix or suffix
+    compounds = {w for w in report - words
+                 if w in joined or any(len(j) >= MIN_NAME_COMPOUND and j in w for j in joined)}
     return words | compounds, len(words) + 2 * len(compounds)
 
 
