@@ -105,7 +105,7 @@ class Predicates:
         plugin (candidates for another module's predicate): `is_ge()` -> (("is_ge", "vllm_ascend.utils.is_ge"),)."""
         if not self.foreign:
             return ()
-        names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name) and n.id in self.foreign}
+        names = {n.id for n in walk(test) if isinstance(n, ast.Name) and n.id in self.foreign}
         return tuple(sorted((name, self.foreign[name]) for name in names))
 
     def lookup(self, name: str, line: int) -> Predicate | None:
@@ -140,7 +140,7 @@ class Predicates:
 
         lookup, renames, functions = self.lookup, self.renames, self.functions
         if not any(isinstance(n, ast.Name) and (n.id in self._by_name or n.id in renames or n.id in functions)
-                   for n in ast.walk(test)):
+                   for n in walk(test)):
             return ast.unparse(test), ()
         swapped = _Swap().visit(ast.parse(ast.unparse(test), mode="eval").body)
         return ast.unparse(swapped), tuple(dict.fromkeys(used))
