@@ -219,6 +219,12 @@ class _Folds:
             return test
         return test.with_changes(left=left, right=right)
 
+    def _with_truthy_test(self, node: cst.CSTNodeT) -> cst.CSTNodeT:
+        """`node` (an `if`, `while`, `assert`, conditional or comprehension filter) with its test folded by
+        `_truthy`; the node itself when nothing in its test decided nothing."""
+        test = self._truthy(node.test)
+        return node if test is node.test else node.with_changes(test=test)
+
     def _answered(self, node: cst.BaseExpression) -> bool | None:
         """The answer a drop wrote for this test, or None when it is not one."""
         return node.value == "True" if id(node) in self.answers else None
@@ -292,9 +298,7 @@ class _DropTransformer(_Folds, cst.CSTTransformer):
         if isinstance(orelse, cst.Else) and isinstance(orelse.body, cst.IndentedBlock) and \
                 len(orelse.body.body) == 1 and id(orelse.body.body[0]) in self.filled:
             updated = updated.with_changes(orelse=None)  # `else:` with nothing of its own left: no `else: pass`
-        test = self._truthy(updated.test)
-        if test is not updated.test:
-            updated = updated.with_changes(test=test)
+        updated = self._with_truthy_test(updated)
         answer = self._answered(updated.test)
         if answer is not None:  # `if True:` (a value test answered inside it): the branch it takes, dedented
             return self._keep(original, updated, "body" if answer else "orelse")
@@ -357,9 +361,7 @@ class _DropTransformer(_Folds, cst.CSTTransformer):
 
     def leave_IfExp(self, original: cst.IfExp, updated: cst.IfExp):
         decision, line, end = self._decision(original)
-        test = self._truthy(updated.test)
-        if test is not updated.test:
-            updated = updated.with_changes(test=test)
+        updated = self._with_truthy_test(updated)
         answer = self._answered(updated.test)
         if answer is not None:  # `a if True else b` -> `a`
             return self._kept_expression(updated, updated.body if answer else updated.orelse)
@@ -436,14 +438,13 @@ class _DropTransformer(_Folds, cst.CSTTransformer):
 
     def leave_CompFor(self, original: cst.CompFor, updated: cst.CompFor) -> cst.CompFor:
         """A comprehension filter the drop answered `True` filters nothing: it goes."""
-        ifs = [f.with_changes(test=self._truthy(f.test)) for f in updated.ifs]
-        ifs = [f for f in ifs if self._answered(f.test) is not True]
-        return updated.with_changes(ifs=ifs) if any(a is not b for a, b in zip(ifs, updated.ifs)) or \
-            len(ifs) != len(updated.ifs) else updated
+        ifs = [f for f in map(self._with_truthy_test, updated.ifs) if self._answered(f.test) is not True]
+        return updated if len(ifs) == len(updated.ifs) and all(a is b for a, b in zip(ifs, updated.ifs)) \
+            else updated.with_changes(ifs=ifs)
 
     def leave_While(self, original: cst.While, updated: cst.While):
         """`while False:` (its test answered) never runs its body: the loop goes, its `else:` stays."""
-        updated = updated.with_changes(test=self._truthy(updated.test))
+        updated = self._with_truthy_test(updated)
         if self._answered(updated.test) is not False:
             return updated
         if updated.orelse is None:
@@ -456,7 +457,7 @@ class _DropTransformer(_Folds, cst.CSTTransformer):
 
     def leave_Assert(self, original: cst.Assert, updated: cst.Assert):
         """`assert True` (its test answered) checks nothing: it goes; `assert x and True` is `assert x`."""
-        updated = updated.with_changes(test=self._truthy(updated.test))
+        updated = self._with_truthy_test(updated)
         return cst.RemovalSentinel.REMOVE if self._answered(updated.test) is True else updated
 
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):

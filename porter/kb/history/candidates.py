@@ -226,8 +226,8 @@ def title_match(report: frozenset[str], title: str) -> tuple[frozenset[str], int
     joined = title_compounds(title)
     # a report's option or code name holds the title's two words with more around them (`use_fused_kernels`,
     # folded `usefusedkernel`, for a title's `fused kernels`): the same name with its prefix or suffix
-    compounds = {w for w in report - words
-                 if w in joined or any(len(j) >= MIN_NAME_COMPOUND and j in w for j in joined)}
+    inside = [j for j in joined if len(j) >= MIN_NAME_COMPOUND]
+    compounds = {w for w in report - words if w in joined or any(j in w for j in inside)}
     return words | compounds, len(words) + 2 * len(compounds)
 
 
