@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import libcst as cst
+import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from porter.upgrade.lanes import GuardVerdict
@@ -528,7 +529,8 @@ class _DropTransformer(_Folds, cst.CSTTransformer):
             updated = _first_as_before(original, self._close_gaps(updated))
         if not self.lifted:
             return updated
-        return _merge_lifted_imports(updated, self.lifted, self.path.split("/")[0], self.partial, self.line_length)
+        updated = _merge_lifted_imports(updated, self.lifted, self.path.split("/")[0], self.partial, self.line_length)
+        return _drop_empty_isort_fences(updated, self.lifted)
 
     def _close_gaps(self, module: cst.Module) -> cst.Module:
         """Where a deleted module-level guard sat right after the imports, the imports and what follows
@@ -717,9 +719,15 @@ def _merge_lifted_imports(module: cst.Module, lifted: set[int], own_package: str
         stays = i >= header_end or id(body[i]) in partial  # its comments stay where the guard was
         stmt = body[i].with_changes(leading_lines=[] if stays else keep)
         twin = next((j for j in same if _import_module(body[j]) == name and _mergeable(body[j])), None)
+        earlier = next(((group, n) for group in (*before.values(), *after.values()) for n, s in enumerate(group)
+                        if _import_module(s) == name and _mergeable(s)), None) if _mergeable(body[i]) and not keep else None
         if twin is not None and _mergeable(body[i]) and not keep:
             # `from m import b` joins the header's `from m import (a, c)`, as isort combines them.
             body[twin] = _with_names(body[twin], body[i], line_length, module)
+        elif earlier is not None:
+            # Two collapsed guards both left `from m import b`: one import, as isort combines them.
+            group, n = earlier
+            group[n] = _with_names(group[n], stmt, line_length, module)
         else:
             successor = next((j for j in same if _import_key(body[j]) > _import_key(body[i])), None)
             (after.setdefault(same[-1], []) if successor is None else before.setdefault(successor, [])).append(stmt)
@@ -753,7 +761,7 @@ def _merge_lifted_imports(module: cst.Module, lifted: set[int], own_package: str
             out += inserted
         out.append(stmt)
         out += sorted(after.get(i, []), key=key)
-    return _drop_empty_isort_fences(module.with_changes(body=out))
+    return module.with_changes(body=out)
 
 
 def _isort_mark(line: cst.EmptyLine) -> str:
@@ -761,9 +769,16 @@ def _isort_mark(line: cst.EmptyLine) -> str:
     return "off" if "isort:off" in text else "on" if "isort:on" in text else ""
 
 
-def _drop_empty_isort_fences(module: cst.Module) -> cst.Module:
-    """`# isort: off` ... `# isort: on` around no import any more (the guard they fenced is gone), and an
-    `# isort: on` left without its `off`: the marks go."""
+def _has_import(stmt: cst.CSTNode) -> bool:
+    """Does the statement import anything, at any depth (`if x:` / `try:` blocks with imports count)?"""
+    return bool(m.findall(stmt, m.Import() | m.ImportFrom()))
+
+
+def _drop_empty_isort_fences(module: cst.Module, lifted: set[int] | frozenset[int] = frozenset()) -> cst.Module:
+    """`# isort: off` ... `# isort: on` around no import any more (the guard they fenced is gone), or around
+    nothing but the plain imports a collapsed guard left (`lifted`: the fence kept isort off the `if`/`else`,
+    which is gone; one import line needs no fence), and an `# isort: on` left without its `off`: the marks go.
+    A fence that still holds an `if`/`try` with imports in it stays."""
     body = list(module.body)
     opened: int | None = None
     for i, stmt in enumerate(body):
@@ -771,8 +786,8 @@ def _drop_empty_isort_fences(module: cst.Module) -> cst.Module:
         marks = [_isort_mark(line) for line in lines]
         if "on" in marks:
             fenced = body[opened:i] if opened is not None else []
-            if opened is None or not any(isinstance(s, cst.SimpleStatementLine) and
-                                         any(isinstance(x, (cst.Import, cst.ImportFrom)) for x in s.body) for s in fenced):
+            if opened is None or not any(_has_import(s) for s in fenced) or \
+                    all(id(s) in lifted and _is_import_line(s) for s in fenced):
                 if opened is not None:
                     body[opened] = _at_most_two_blank(body[opened].with_changes(leading_lines=[
                         line for line in body[opened].leading_lines if _isort_mark(line) != "off"]))
@@ -1022,7 +1037,50 @@ def drop_source(source: str, path: str, decisions: Mapping[int, GuardVerdict] | 
             remover = _RemoveImports(path, unused, line_length)
             new_source = MetadataWrapper(cst.parse_module(new_source)).visit(remover).code
             edits.extend(remover.edits)
+    if new_source != source:
+        new_source = _tidy_import_gaps(module, new_source)
     return DropResult(path, new_source, tuple(sorted(edits, key=lambda e: (e.line, e.action))))
+
+
+def _bare(stmt: cst.CSTNode) -> str:
+    """A statement's code without the blank lines and comments above it."""
+    return cst.Module([]).code_for_node(stmt.with_changes(leading_lines=[]) if hasattr(stmt, "leading_lines") else stmt)
+
+
+def _tidy_import_gaps(original: cst.Module, source: str) -> str:
+    """Where the drop made an import line the neighbour of a statement it did not border before (the guard
+    or import between them went), they are separated as isort and ruff separate them: no blank line between
+    two imports of the same top-level package, at most one between other imports, and at most one between
+    the last import and the code after it (two before a class or function). Neighbours the drop did not
+    make keep the plugin's own spacing."""
+    new = cst.parse_module(source)
+    body, old = list(new.body), list(original.body)
+    where: dict[str, list[int]] = {}
+    for n, stmt in enumerate(old):
+        where.setdefault(_bare(stmt), []).append(n)
+    changed = False
+    for i in range(1, len(body)):
+        above, stmt = body[i - 1], body[i]
+        if not _is_import_line(above) or not hasattr(stmt, "leading_lines") or \
+                "isort:" in (_bare(above) + _bare(stmt)).replace(" ", ""):  # `# isort: skip` lines keep their place
+            continue
+        found = where.get(_bare(stmt), [])
+        if len(found) == 1 and found[0] > 0:
+            before = old[found[0] - 1]  # what stood above it: the same import (perhaps less a name it lost)
+            if _bare(before) == _bare(above) or (_is_import_line(before) and _import_module(before) is not None
+                                                 and _import_module(before) == _import_module(above)):
+                continue
+        lines = list(stmt.leading_lines)
+        blank = _blank_top(lines)
+        if _is_import_line(stmt):
+            top, other = (_import_module(x) for x in (above, stmt))
+            most = 0 if top is not None and other is not None and top.split(".")[0] == other.split(".")[0] else 1
+        else:
+            most = 2 if _is_definition(stmt) else 1
+        if blank > most:
+            body[i] = stmt.with_changes(leading_lines=lines[blank - most:])
+            changed = True
+    return new.with_changes(body=body).code if changed else source
 
 
 def _remove_dead_definitions(source: str, new_source: str, path: str,

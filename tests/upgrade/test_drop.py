@@ -760,7 +760,8 @@ def f():
 '''
     verdicts = [GuardVerdict("m.py", 4, 7, "", "collapse", "", kept="else"), GuardVerdict("m.py", 12, 13, "", "collapse", "", kept="else")]
     new = drop_source(source, "m.py", verdicts).source
-    assert new == 'from vllm.a import A\nfrom vllm.new import B  # noqa\n\n\n# a constant\nX = A\n\n\ndef f():\n    return B\n'
+    # The lifted import now ends the header: one blank line before the code below it, as isort and ruff write it.
+    assert new == 'from vllm.a import A\nfrom vllm.new import B  # noqa\n\n# a constant\nX = A\n\n\ndef f():\n    return B\n'
     removed = '''from vllm.a import A
 from vllm_ascend.utils import vllm_version_is
 
