@@ -245,7 +245,9 @@ def _near_guard(d: dict[str, Any], guard: GuardItem) -> bool:
 def match_guards(guards: tuple[GuardItem, ...], dead: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     """Truth guard index -> the `dead_guards` entry that is porter's verdict on that guard, one to one.
 
-    An entry at a guard's own first line is that guard's. Only a guard with no such entry may take a
+    An entry at a guard's own first line that names the same versions is that guard's (another
+    guard on that line, `if a and vllm_version_is("X")` ... `else B if vllm_version_is("Y")`, has its
+    own entry). Only a guard with no such entry may take a
     nearby one (a line off, or an entry whose block encloses the guard: a statement porter reports
     at its first line), and only an entry that no other guard owns, that names the same versions,
     and that lies at no other truth guard's line: otherwise the verdict on a neighbouring or
@@ -255,7 +257,8 @@ def match_guards(guards: tuple[GuardItem, ...], dead: list[dict[str, Any]]) -> d
     truth_lines = {(g.path, g.line) for g in guards}
     for i, g in enumerate(guards):
         for d in dead:
-            if id(d) not in claimed and d.get("path") == g.path and int(d.get("line", -999)) == g.line:
+            if (id(d) not in claimed and d.get("path") == g.path and int(d.get("line", -999)) == g.line
+                    and guard_versions(str(d.get("guard", ""))) == guard_versions(g.guard)):
                 claimed[id(d)], out[i] = i, d
                 break
     for i, g in enumerate(guards):

@@ -9,7 +9,7 @@ Uses under a dead guard (or whose failure an `except ImportError` fallback absor
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
@@ -17,7 +17,8 @@ from porter.upgrade.callers import CallShape, binds, bound, call_shapes, call_sh
 from porter.upgrade.deprecations import deprecated_homes
 from porter.upgrade.guards import GuardConventions, TargetVersions, combine
 from porter.upgrade.lanes import GuardVerdict, Lanes, guard_verdicts, innermost_version_block, lane_of
-from porter.upgrade.index import Definition, Resolution, Signature, TreeIndex, prefetch_reach, walk
+from porter.upgrade.index import (KNOWN_OUTSIDE_BASES, PLAIN_BASES, Definition, Resolution, Signature, TreeIndex,
+                                  prefetch_reach, walk)
 from porter.upgrade.models import (
     Candidate,
     DriftFamily,
@@ -29,6 +30,7 @@ from porter.upgrade.models import (
     Site,
 )
 from porter.upgrade.inherit import with_inherited
+from porter.upgrade.namesakes import interface_break, method_signatures
 from porter.upgrade.usage import FACTORY, PLUGIN, FileUsage, Use, resolve_imported_blocks
 
 STRATEGIES = {
@@ -164,9 +166,19 @@ class DriftAnalyzer:
         self._installed = {str(u.detail["registers"]) for f in files for u in f.uses if u.detail.get("registers")} | {
             str(u.detail.get("replacement", "")).rsplit(".", 1)[-1] for f in files for u in f.uses
             if u.kind in ("monkeypatch", "patch") and u.detail.get("replacement")}
+        # Plugin classes every mention of which builds an instance into `self.<attr>` of a plugin class
+        # (`self.rejection_sampler = AscendRejectionSampler()`): name -> [(holder, attr, holder's bases)]
+        mentions = Counter(name for f in files for name, _ in f.class_refs)
+        stores: dict[str, list[tuple[str, str, tuple[str, ...]]]] = defaultdict(list)
+        for f in files:
+            for cls, holder, attr, bases in f.class_stores:
+                stores[cls].append((holder, attr, bases))
+        self._held_only = {cls: held for cls, held in stores.items() if mentions[cls] == len(held)}
+        self._held_reach: dict[str, bool] = {}
         self._bodies: dict[tuple[int, str], list[str]] = {}
         self._factories: dict[str, str | None] = {}
         self._narrow_overrides: list[tuple[Use, str, str, Signature, Signature, Location]] = []
+        self._untyped_calls: list[tuple[Use, str, str]] = []  # (use, factory, method): `fn().m(...)`, fn's class unknown
         self._override_sigs: dict[tuple[str, str], Signature] = {}  # (plugin class, method) -> bound override
         dead_modules = self._dead_modules(files)
         dead_classes = self._dead_classes(files, dead_modules)
@@ -197,6 +209,7 @@ class DriftAnalyzer:
         per_use = self._named_elsewhere(per_use, files)
         per_use = self._drop_uncalled_optional(per_use)
         per_use = self._new_call_shapes(per_use)
+        per_use = self._namesake_calls(per_use)
         guards = self._guard_verdicts(files, per_use, dead_modules)
         records, notes = self._merge(per_use, guards)
         # A copied body whose upstream original changed breaks nothing by itself: a sync hint, kept apart.
@@ -363,6 +376,12 @@ class DriftAnalyzer:
             typed = next((f"{cls}.{'.'.join(parts[cut:])}" for cut in range(len(parts) - 1, 0, -1)
                           if (cls := self._factory_class(".".join(parts[:cut]))) is not None), None)
             if typed is None:
+                if use.kind == "call" and use.detail.get("bound") and len(parts) > 1 and not parts[-1].startswith("__"):
+                    factory = ".".join(parts[:-1])
+                    res = self.target.resolve_dotted(factory)
+                    if res.status == "found" and res.definition is not None and res.definition.kind == "function":
+                        # an upstream-made object of unknown class: its method's namesakes decide (_namesake_calls)
+                        self._untyped_calls.append((use, factory, parts[-1]))
                 return [], False  # no usable return annotation: the receiver stays untyped
             use = replace(use, symbol=typed)
         if use.symbol.startswith(PLUGIN):
@@ -1008,6 +1027,10 @@ class DriftAnalyzer:
                     and not fits_base_calls(bound(plugin_sig), bound(old_member.signature))
                 if private:
                     severity = Severity.NOTE
+                held = None if constructor or private or use.detail.get("registered") or plugin_cls in self._installed \
+                    else self._held_unreached(plugin_cls)
+                if held:
+                    severity = Severity.NOTE
                 parts = []
                 if problems:
                     parts.append(f"gained parameter(s) {', '.join(problems)} that the override does not accept")
@@ -1018,7 +1041,9 @@ class DriftAnalyzer:
                 findings.append(Finding(DriftFamily.SIGNATURE, f"{use.symbol}.{name}", loc, severity,
                                         f"{use.symbol}.{name} {' and '.join(parts)} (override {plugin_cls}.{name}{plugin_sig.render()})"
                                         + ("; no call of the baseline's method fits the override either: only the plugin "
-                                           "calls it, check its own calls" if private else ""),
+                                           "calls it, check its own calls" if private else "")
+                                        + (f"; only the plugin builds {plugin_cls} (into {held}) and no upstream code "
+                                           "reads that attribute: only the plugin calls it, check its own calls" if held else ""),
                                         evidence=(f"target: {new_member.signature.render()}",)
                                         + ((f"baseline: {old_member.signature.render()}",) if old_member and old_member.signature else ()),
                                         detail={"change": "override_mismatch", "plugin_class": plugin_cls, "method": name,
@@ -1029,6 +1054,7 @@ class DriftAnalyzer:
                                                    if optional_only else {}),
                                                 **({"positional_shift": shift} if shift else {}),
                                                 **({"unreached_at_baseline": True} if private else {}),
+                                                **({"held_by_plugin": held} if held else {}),
                                                 "new_signature": new_member.signature.render(),
                                                 "override_signature": plugin_sig.render()}, subject=f"override:{plugin_cls}.{name}"))
         if base_cls is None:
@@ -1273,6 +1299,66 @@ class DriftAnalyzer:
                         "calls": [f"{s.path}:{s.line}" for s in fresh[:5]], "shapes": [s.render() for s in fresh[:5]],
                         "new_signature": base_sig.render(), "override_signature": plugin_sig.render()},
                 subject=f"callers:{plugin_cls}.{name}"))
+        if not extra:
+            return per_use
+        return [(use, guard, findings + extra.get(id(use), []), broken) for use, guard, findings, broken in per_use]
+
+    def _held_unreached(self, plugin_cls: str) -> str:
+        """`Holder.attr, ...` when the plugin builds `plugin_cls` only into `self.<attr>` of its own
+        classes and no upstream code can reach those instances: no upstream class the holder inherits
+        from reads `self.<attr>` at the target, and no upstream code reads `<x>.<attr>` of another
+        object (a runner handed to upstream). Upstream then never calls the instance's methods: an
+        override that no longer fits the base is called by the plugin alone. "" otherwise."""
+        held = self._held_only.get(plugin_cls)
+        if not held:
+            return ""
+        for holder, attr, bases in held:
+            if holder == plugin_cls:
+                return ""
+            for base in bases:
+                if base.rsplit(".", 1)[-1] in PLAIN_BASES or base in KNOWN_OUTSIDE_BASES:
+                    continue
+                found = self.target.class_of(base) if self.target.is_upstream(base) else None
+                if found is None:
+                    return ""  # a plugin base or an unknown expression: what reads the attribute is unknown
+                if any(attr in self.target.class_reads(klass, module) for klass, module in self.target.mro(*found)):
+                    return ""
+            if attr not in self._held_reach:
+                pattern = re.compile(rb"\n(?![ \t]*(?:from|import)[ \t])[^\n]*?(\w+)[ \t]*\.[ \t]*"  # not a module path
+                                     + re.escape(attr.encode()) + rb"\b")
+                self._held_reach[attr] = any(names - {"self", "cls"} for _, _, names in self.target.matches(pattern, (attr,)))
+            if self._held_reach[attr]:
+                return ""
+        return ", ".join(sorted({f"{holder}.{attr}" for holder, attr, _ in held}))
+
+    def _namesake_calls(self, per_use: list[tuple[Use, Guard, list[Finding], bool]]) -> list[tuple[Use, Guard, list[Finding], bool]]:
+        """`fn().m(...)` where upstream's `fn` builds the object but its annotation does not say which
+        class (`get_model(...) -> nn.Module`): when the call fitted nearly every upstream method named
+        `m` at the baseline and nearly none at the target, the interface changed under every class the
+        object could be (namesakes.py), and the call breaks whichever it is."""
+        if not self._untyped_calls or self.baseline is None:
+            return per_use
+        names = {method for _, _, method in self._untyped_calls}
+        new_sigs, old_sigs = method_signatures(self.target, names), method_signatures(self.baseline, names)
+        extra: dict[int, list[Finding]] = {}
+        for use, factory, method in self._untyped_calls:
+            if use.detail.get("star_args") or use.detail.get("star_kwargs"):
+                continue
+            positional, keywords = use.detail.get("positional", 0), tuple(use.detail.get("keywords", []))
+            old, new = old_sigs.get(method, []), new_sigs.get(method, [])
+            if not interface_break(old, new, positional, keywords):
+                continue
+            common = max(({s.render() for s in new} or {""}), key=lambda r: sum(x.render() == r for x in new))
+            shape = ", ".join(["_"] * positional + [f"{k}=" for k in keywords])
+            loc = Location(factory.rsplit(".", 1)[0], f"{factory.rsplit('.', 1)[-1]}().{method}")
+            extra.setdefault(id(use), []).append(Finding(
+                DriftFamily.SIGNATURE, f"{factory}.{method}", loc, Severity.BREAKING,
+                f"{method}({shape}) on the object {factory}() returns fits {len(old)} upstream {method} methods at the "
+                f"baseline but almost none of the target's {len(new)} (most common: {method}{common})",
+                evidence=(f"target: {method}{common}",),
+                detail={"change": "interface_changed", "method": method, "factory": factory,
+                        "new_signature": common, "definitions": {"baseline": len(old), "target": len(new)}},
+                subject=f"namesakes:{method}"))
         if not extra:
             return per_use
         return [(use, guard, findings + extra.get(id(use), []), broken) for use, guard, findings, broken in per_use]

@@ -31,7 +31,7 @@ from porter.upgrade.packs import Pack, pack_path
 from porter.upgrade.predicates import NO_PREDICATES, Predicates, find_predicates, plugin_imports, resolve_imported
 from porter.upgrade.values import value_calls
 
-USAGE_VERSION = 10  # 10: one pack per plugin tree instead of a file per scanned file
+USAGE_VERSION = 11  # 10: one pack per plugin tree instead of a file per scanned file; 11: FileUsage.class_stores
 DEFAULT_EXCLUDES = ("tests/*", "*/tests/*", "test/*", "benchmarks/*", "examples/*", "docs/*", "build/*", ".*")
 
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "AttributeError", "Exception", "BaseException"}
@@ -100,6 +100,10 @@ class FileUsage:
     # plugin classes it names (a name imported from or defined in the plugin, or a dotted string such as
     # "pkg.lora.Wrapper0110"), by class name, with the conditions of each mention
     class_refs: list[tuple[str, tuple[Condition, ...]]] = field(default_factory=list)
+    # `self.<attr> = PluginCls(...)` in a method of a top-level class: (PluginCls's name, the holder
+    # class, attr, the holder's bases as written: dotted upstream names, else the plain name; "?" for
+    # a base expression that is neither): where the plugin keeps the instances it builds (drift.py)
+    class_stores: list[tuple[str, str, str, tuple[str, ...]]] = field(default_factory=list)
 
 
 @dataclass
@@ -382,6 +386,7 @@ class _UseVisitor(FastVisitor):
         self.class_types: dict[str, dict[str, str]] = {}
         self.class_facts: list[ClassFact] = []
         self.class_refs: list[tuple[str, tuple[Condition, ...]]] = []
+        self.class_stores: list[tuple[str, str, str, tuple[str, ...]]] = []
         if tree is not None:
             for stmt in _function_defs(tree.body):
                 self.functions.setdefault(stmt.name, stmt)
@@ -529,6 +534,7 @@ class _UseVisitor(FastVisitor):
         self_types: dict[str, str] = {}
         calls_super_init = False
         stored_in: dict[str, list[tuple[str, int]]] = {}  # self.<x> -> (method, line) of each store
+        held: list[tuple[str, str]] = []  # (plugin class, attr) of each `self.<attr> = PluginCls(...)`
         for stmt in defs:  # one walk per method: self.<x> stores (with their types), super().__init__ calls
             params = None
             for sub in walk(stmt):
@@ -550,6 +556,8 @@ class _UseVisitor(FastVisitor):
                             found = self.type_of_annotation(params[value.id])  # self.runner = runner  (runner: Cls)
                     if found:
                         self_types.setdefault(target.attr, found)
+                        if found.startswith(PLUGIN) and isinstance(value, ast.Call) and not self.self_types:
+                            held.append((found[len(PLUGIN):].rsplit(".", 1)[-1], target.attr))
         facts: dict[str, Any] | None = None
         if not self.self_types:  # a top-level class: what other files' receivers of it can reach
             types = {k: v for k, v in self_types.items() if not v.startswith((FACTORY, PLUGIN))}
@@ -573,6 +581,8 @@ class _UseVisitor(FastVisitor):
                      "stored_in": stored_in}
         if not self.self_types:  # a top-level class (not a method's or a nested one)
             upstream = [d for b in bases if (d := self.upstream_dotted(b))]
+            written = tuple(self.upstream_dotted(b) or dotted_name(b) or "?" for b in bases)
+            self.class_stores.extend((cls, node.name, attr, written) for cls, attr in held)
             self.class_facts.append(_class_fact(node, self.module, self.site(node), tuple(self.conditions), self.lines, defs,
                                                 assigned, calls_super_init, upstream, self.plugin_classes))
         self.self_types.append(self_types)
@@ -996,7 +1006,8 @@ def _scan_source(path: str, source: bytes, packages: Iterable[str], plugin_packa
     return FileUsage(path, visitor.uses, collector.aliases,
                      guard_blocks=visitor.guard_blocks + _predicate_blocks(path, predicates) + values,
                      internal_imports=visitor.internal_imports, module=module, exports=exports,
-                     class_types=visitor.class_types, class_facts=visitor.class_facts, class_refs=visitor.class_refs)
+                     class_types=visitor.class_types, class_facts=visitor.class_facts, class_refs=visitor.class_refs,
+                     class_stores=visitor.class_stores)
 
 
 def plugin_files(root: Path, excludes: Iterable[str] = DEFAULT_EXCLUDES) -> list[tuple[str, Path]]:

@@ -55,3 +55,11 @@ def test_a_statement_reported_at_its_first_line_still_counts():
 def test_other_path_never_matches():
     guards = (guard(10, 10),)
     assert match_guards(guards, [{**entry(10, 10), "path": "pkg/other.py"}]) == {}
+
+
+def test_an_entry_on_the_guards_line_naming_other_versions_is_not_its_verdict():
+    # two guards on one line (`x = A if vllm_version_is("0.13.0") else B` inside `if vllm_version_is("0.12.0")`):
+    # porter listed only the 0.12.0 one; the 0.13.0 guard is not credited with its verdict
+    guards = (guard(30, 30), guard(30, 30, 'vllm_version_is("0.12.0")', verdict="retarget"))
+    got = match_guards(guards, [entry(30, 30, "vllm_version_is('0.12.0')", verdict="retarget")])
+    assert 0 not in got and got[1]["verdict"] == "retarget"
