@@ -168,6 +168,9 @@ class Signals:
     blocks_dropped: int
     error_lines: int
     lines: int
+    # numbers of matched lines that continue a warning-labelled line (a warning wrapped onto the
+    # next lines): they carry the warning's label (see porter.kb.matcher.scan)
+    warning_continued: set[int] = field(default_factory=set)
 
     @property
     def empty(self) -> bool:

@@ -59,6 +59,10 @@ SEVERITY_RANK_PENALTY = {"warning": 0.15, "info": 0.3}  # ranking only; confiden
 ADVICE_NOTE = "only warning lines matched and the log shows no failure: advice for a working run, not a diagnosis"
 # a line the program labels a warning: "Warning:", "UserWarning:", "[W ...]" / glog "W0428 ...", "CAUTION:"
 _WARNING_LINE = LazyPattern(r"(?i:\b\w{0,40}warn(?:ing)?s?\b|\bCAUTION\b)|^\s{0,8}\[?W\d{0,6}[\s\]]")
+# the rest of a message wrapped onto the next line: indented text (not a traceback frame or an exception
+# line), or a line that starts mid-sentence in lower case (not a `label:` of its own such as pip's "error:")
+_CONTINUATION = LazyPattern(r"^(?:[ \t]+(?!File \"|Traceback\b|[\w.]{0,80}(?:Error|Exception|Warning)\b)\S|[a-z(](?![\w.-]{0,30}:(?:\s|$)))")
+CONTINUATION_LINES = 3  # how far back a wrapped message's first (labelled) line may be
 
 
 # -- results --------------------------------------------------------------------------------------
@@ -289,6 +293,25 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
             known = seen_lines[clean] = match_line(clean, at)
         return known
 
+    warning_continued: set[int] = set()
+    tail: list[str] = []  # the previous batch's last lines (a wrapped message may span two batches)
+
+    def continues_warning(text: str, at: int) -> bool:
+        """Is this matched line the wrapped rest of a warning-labelled line just above it?"""
+        if not _CONTINUATION.match(text):
+            return False
+        for back in range(1, CONTINUATION_LINES + 1):
+            j = at - back
+            prev = lines[j] if j >= 0 else (tail[j] if -j <= len(tail) else "")
+            prev = strip_prefix(prev.rstrip())
+            if not prev:
+                return False
+            if _WARNING_LINE.search(prev):
+                return True
+            if not _CONTINUATION.match(prev):
+                return False
+        return False
+
     def look_at(line: str, number: int, at: int) -> None:
         clean = line.rstrip()
         if not clean:
@@ -302,10 +325,15 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
                 matched = prep.matches.get(at)
                 if matched:
                     record_hits(matched, number, text)
+                    if continues_warning(text, at):
+                        warning_continued.add(number)
                 feed(number, text, None, prep.errorish[slot] == 1)
                 return
         text, tokens, matched = known_line(clean, at)
-        record_hits(matched, number, text)
+        if matched:
+            record_hits(matched, number, text)
+            if continues_warning(text, at):
+                warning_continued.add(number)
         feed(number, text, tokens)
 
     # the helper's pass: per wanted line, what the main pass needs (see `Prepared`)
@@ -389,8 +417,13 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
             else:  # inside a traceback: every line counts
                 i += 1
         base += n
+        tail = lines[-CONTINUATION_LINES:]
         extractor.seen(base)
-    return hits, (extractor.signals() if emit is None else None)
+    if emit is not None:
+        return hits, None
+    signals = extractor.signals()
+    signals.warning_continued = warning_continued
+    return hits, signals
 
 
 # Every ASCII character that is not a word character (`[A-Za-z0-9_]`, what `\w` is on ASCII)
@@ -586,7 +619,8 @@ def failure_shown(m: Match, signals: Signals) -> bool:
     # a matched line counts only when the program did not label it a warning itself: torchvision's "UserWarning:
     # Failed to load image Python extension: ... undefined symbol ... you can ignore this warning" is error-ish
     # words in a warning of a working run
-    if any(_unlabelled_error(ml.text) for ml in m.lines):
+    continued = signals.warning_continued
+    if any(_unlabelled_error(ml.text) and ml.line not in continued for ml in m.lines):
         return True
     own = {ml.line for ml in m.lines}
     return any(_unlabelled_error(text)
@@ -605,7 +639,7 @@ def _advice_only(firm: list[Match], signals: Signals) -> tuple[list[Match], list
     for a hang or a bad setting matches other lines and stays a diagnosis."""
     kept, advice = [], []
     for m in firm:
-        warned = m.lines and all(_WARNING_LINE.search(ml.text) for ml in m.lines)
+        warned = m.lines and all(_WARNING_LINE.search(ml.text) or ml.line in signals.warning_continued for ml in m.lines)
         if warned and not failure_shown(m, signals):
             m.explain["advice"] = ADVICE_NOTE
             advice.append(m)
