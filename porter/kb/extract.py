@@ -168,8 +168,8 @@ class Signals:
     blocks_dropped: int
     error_lines: int
     lines: int
-    # numbers of matched lines that continue a warning-labelled line (a warning wrapped onto the
-    # next lines): they carry the warning's label (see porter.kb.matcher.scan)
+    # numbers of matched lines the program labelled a warning outside their de-prefixed text: in the
+    # stripped log prefix, or on the line above that a wrap cut them from (see porter.kb.matcher.scan)
     warning_continued: set[int] = field(default_factory=set)
 
     @property

@@ -62,6 +62,9 @@ _WARNING_LINE = LazyPattern(r"(?i:\b\w{0,40}warn(?:ing)?s?\b|\bCAUTION\b)|^\s{0,
 # the rest of a message wrapped onto the next line: indented text (not a traceback frame or an exception
 # line), or a line that starts mid-sentence in lower case (not a `label:` of its own such as pip's "error:")
 _CONTINUATION = LazyPattern(r"^(?:[ \t]+(?!File \"|Traceback\b|[\w.]{0,80}(?:Error|Exception|Warning)\b)\S|[a-z(](?![\w.-]{0,30}:(?:\s|$)))")
+# a warning level in the log prefix the matcher strips: a level word, or glog's `W0501 ...` / `[W ...` after
+# another prefix (`(pid=3) W0501 12:00:01.000 123 x.cc:1] `)
+_WARNING_PREFIX = LazyPattern(r"(?i:\bwarn(?:ing)?\b)|(?:^|[\s)\]])\[?W\d{0,6}[\s\]]")
 CONTINUATION_LINES = 3  # how far back a wrapped message's first (labelled) line may be
 
 
@@ -296,17 +299,21 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
     warning_continued: set[int] = set()
     tail: list[str] = []  # the previous batch's last lines (a wrapped message may span two batches)
 
-    def continues_warning(text: str, at: int) -> bool:
-        """Is this matched line the wrapped rest of a warning-labelled line just above it?"""
+    def warning_labelled(clean: str, text: str, at: int) -> bool:
+        """Did the program label this matched line a warning where the matched text does not show
+        it: in the log prefix the matcher strips (vllm's `WARNING 05-01 ...`, `[WARNING]`, glog
+        `W0501 ...`), or on the line above it that a wrap cut it from?"""
+        if len(text) < len(clean) and _WARNING_PREFIX.search(clean[: len(clean) - len(text)]):
+            return True
         if not _CONTINUATION.match(text):
             return False
         for back in range(1, CONTINUATION_LINES + 1):
             j = at - back
-            prev = lines[j] if j >= 0 else (tail[j] if -j <= len(tail) else "")
-            prev = strip_prefix(prev.rstrip())
+            raw = (lines[j] if j >= 0 else (tail[j] if -j <= len(tail) else "")).rstrip()
+            prev = strip_prefix(raw)
             if not prev:
                 return False
-            if _WARNING_LINE.search(prev):
+            if _WARNING_LINE.search(raw):  # the label may sit in the previous line's prefix too
                 return True
             if not _CONTINUATION.match(prev):
                 return False
@@ -325,14 +332,14 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
                 matched = prep.matches.get(at)
                 if matched:
                     record_hits(matched, number, text)
-                    if continues_warning(text, at):
+                    if warning_labelled(clean, text, at):
                         warning_continued.add(number)
                 feed(number, text, None, prep.errorish[slot] == 1)
                 return
         text, tokens, matched = known_line(clean, at)
         if matched:
             record_hits(matched, number, text)
-            if continues_warning(text, at):
+            if warning_labelled(clean, text, at):
                 warning_continued.add(number)
         feed(number, text, tokens)
 

@@ -1,7 +1,9 @@
-"""Issue 13 (healthy look-alikes): a warning that an issue or a terminal wrapped onto the next
-lines keeps its warning label. The matched half ("... is not currently supported on the NPU
-backend ...") sits on the continuation line, which carries no label of its own; without the
-rule a working run's fallback notice read as a failure."""
+"""Issue 13 (healthy look-alikes): a warning keeps its warning label where the matched text does
+not show it. (1) An issue or a terminal wrapped it onto the next lines: the matched half ("... is
+not currently supported on the NPU backend ...") sits on the continuation line, which carries no
+label of its own. (2) The label is the log prefix the matcher strips before matching (vllm's
+`WARNING 05-01 ...`, `[WARNING]`, glog `W0501 ...`). Without either rule a working run's
+fallback notice read as a failure."""
 
 from __future__ import annotations
 
@@ -67,3 +69,26 @@ def test_the_wrapped_warning_is_recognised_across_a_batch_boundary(kb):
     for cut in range(1, len(lines)):
         hits, signals = scan(kb, iter([lines[:cut], lines[cut:]]))
         assert decide(kb, hits, signals).status == "unknown", cut
+
+
+FALLBACK = "The operator 'aten::isin' is not currently supported on the NPU backend and will fall back to run on the CPU."
+
+
+@pytest.mark.parametrize("prefix", [
+    "WARNING 05-01 12:00:01 [utils.py:12] ",  # vllm's logger
+    "(EngineCore_DP0 pid=9) WARNING 05-01 12:00:01 [utils.py:12] ",
+    "[2024-05-01 12:00:01] [WARNING] ",
+    "(pid=3) W0501 12:00:01.000 123 x.cc:1] ",  # glog after a Ray prefix
+])
+def test_a_warning_level_in_the_stripped_log_prefix_keeps_the_line_a_warning(kb, prefix):
+    text = "INFO 05-01 12:00:00 [core.py:1] start\n" + prefix + FALLBACK + "\nINFO 05-01 12:00:02 [core.py:1] done\n"
+    diag = diagnose_text(kb, text)
+    assert diag.status == "unknown" and diag.near_misses[0].explain["advice"] == ADVICE_NOTE, prefix
+    # the same line under an error level, or next to a failure, is a diagnosis
+    assert diagnose_text(kb, prefix.replace("WARNING", "ERROR").replace("W0501", "E0501") + FALLBACK + "\n").status == "match"
+    assert diagnose_text(kb, text + FAILURE).top.entry.id == "TNPU-001"
+
+
+def test_a_wrapped_line_under_a_warning_prefix_stays_advice(kb):
+    text = "WARNING 05-01 12:00:01 [utils.py:12] The operator 'aten::isin'\n  is not currently supported on the NPU backend\n"
+    assert diagnose_text(kb, text).status == "unknown"
