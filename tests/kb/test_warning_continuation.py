@@ -92,3 +92,22 @@ def test_a_warning_level_in_the_stripped_log_prefix_keeps_the_line_a_warning(kb,
 def test_a_wrapped_line_under_a_warning_prefix_stays_advice(kb):
     text = "WARNING 05-01 12:00:01 [utils.py:12] The operator 'aten::isin'\n  is not currently supported on the NPU backend\n"
     assert diagnose_text(kb, text).status == "unknown"
+
+
+VLLM_C = "WARNING 05-01 12:00:00 [_custom_ops.py:21] Failed to import from vllm._C with ModuleNotFoundError(\"No module named 'vllm._C'\")\n"
+
+
+@pytest.mark.parametrize("noise", [
+    VLLM_C,  # every working vllm-ascend start prints it: an exception quoted in a warning-level line
+    "[W compiler_depend.ts:51] Warning: EZ9999 reported by the profiler, ignored (function operator())\n",  # a code in a warning line
+])
+def test_an_exception_or_code_quoted_in_a_warning_line_is_not_the_run_failing(kb, noise):
+    text = "INFO 05-01 12:00:00 [core.py:1] start\n" + noise + CAUTION_LINE + "INFO 05-01 12:00:02 [core.py:1] done\n"
+    diag = diagnose_text(kb, text)
+    assert diag.status == "unknown" and diag.near_misses[0].explain["advice"] == ADVICE_NOTE, noise
+    # the same exception or code on an error line is a failure, and the warning entry is a diagnosis
+    failing = noise.replace("WARNING", "ERROR").replace("[W compiler_depend.ts:51] Warning: ", "[ERROR] ")
+    assert diagnose_text(kb, text.replace(noise, failing)).status == "match", failing
+
+
+CAUTION_LINE = "[W compiler_depend.ts:51] Warning: CAUTION: The operator 'aten::isin' is not currently supported on the NPU backend\n"
