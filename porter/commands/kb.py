@@ -256,7 +256,7 @@ def kb_calibrate(
     ctx: typer.Context,
     corpus: Path = typer.Argument(Path("tests/data/corpus"), help="Labelled corpus; only its dev split is used."),
     write: bool = typer.Option(False, "--write", help="Write the fitted model to knowledge/calibration.json next to the patterns."),
-    also: list[Path] = typer.Option([], "--also", help="More labelled corpora to fit on (index.yaml corpora such as tests/data/seed-traces); never a test split."),
+    also: list[Path] = typer.Option([], "--also", help="More labelled corpora to fit on (index.yaml corpora such as tests/data/seed-traces); never a test split: cases whose thread hashes to test are left out, and a corpus named test or heldout is refused (exit 2)."),
     kb: Optional[Path] = typer.Option(None, "--kb", help=KB_OPTION_HELP),
     json_: bool = json_option(),
 ) -> None:
@@ -268,10 +268,19 @@ def kb_calibrate(
         from porter.kb.corpus import effective_split, load_corpus
         from porter.kb.loader import load_entries
 
+        from porter.errors import InputError
+        from porter.kb.corpus import HELD_OUT_NAMES, split_of
+
         patterns = _patterns_dir(state, kb)
         cases = [c for c in load_corpus(corpus) if effective_split(c) == "dev"]
         for extra in also:
-            cases += [c for c in load_corpus(extra) if effective_split(c) != "test"]
+            # a held-out corpus (its directory says so) scores the fit; fitting on it would make
+            # its score say nothing. Any other corpus: its cases whose source thread hashes to the
+            # test split are left out too, like a test split of the labelled corpus.
+            if Path(extra).resolve().name in HELD_OUT_NAMES:
+                raise InputError(f"{extra}: a held-out corpus cannot be fitted on",
+                                 hint="fit on the dev split (and dev-like corpora such as tests/data/seed-traces) only")
+            cases += [c for c in load_corpus(extra) if effective_split(c) != "test" and not (c.thread and split_of(c.thread) == "test")]
         samples, records = leave_source_out_samples(load_entries(patterns).entries, cases)
         model = fit_model(samples, f"{corpus} dev{''.join(' + ' + str(a) for a in also)}, leave-source-out")
         payload = {"calibration": model.to_dict(), "cases": len(cases), "answered": len(samples),

@@ -168,6 +168,9 @@ class Signals:
     blocks_dropped: int
     error_lines: int
     lines: int
+    # numbers of lines the program labelled a warning outside their de-prefixed text: in the stripped
+    # log prefix, or (matched lines) on the line above that a wrap cut them from (porter.kb.matcher.scan)
+    warning_lines: set[int] = field(default_factory=set)
 
     @property
     def empty(self) -> bool:

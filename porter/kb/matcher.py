@@ -59,6 +59,14 @@ SEVERITY_RANK_PENALTY = {"warning": 0.15, "info": 0.3}  # ranking only; confiden
 ADVICE_NOTE = "only warning lines matched and the log shows no failure: advice for a working run, not a diagnosis"
 # a line the program labels a warning: "Warning:", "UserWarning:", "[W ...]" / glog "W0428 ...", "CAUTION:"
 _WARNING_LINE = LazyPattern(r"(?i:\b\w{0,40}warn(?:ing)?s?\b|\bCAUTION\b)|^\s{0,8}\[?W\d{0,6}[\s\]]")
+# the rest of a message wrapped onto the next line: indented text (not a traceback frame or an exception
+# line), or a line that starts mid-sentence in lower case (not a `label:` of its own such as pip's "error:")
+_CONTINUATION = LazyPattern(r"^(?:[ \t]+(?!File \"|Traceback\b|[\w.]{0,80}(?:Error|Exception|Warning)\b)\S|[a-z(](?![\w.-]{0,30}:(?:\s|$)))")
+# a warning level in the log prefix the matcher strips: a level word, or glog's `W0501 ...` / `[W ...` after
+# another prefix (`(pid=3) W0501 12:00:01.000 123 x.cc:1] `)
+_WARNING_PREFIX = LazyPattern(r"(?i:\bwarn(?:ing)?\b)|(?:^|[\s)\]])\[?W\d{0,6}[\s\]]")
+CONTINUATION_LINES = 3
+WARNING_LINES_MAX = 1 << 16  # how far back a wrapped message's first (labelled) line may be
 
 
 # -- results --------------------------------------------------------------------------------------
@@ -289,6 +297,34 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
             known = seen_lines[clean] = match_line(clean, at)
         return known
 
+    warning_lines: set[int] = set()  # bounded: past WARNING_LINES_MAX, lines are no longer noted (the gate then errs to a diagnosis)
+    tail: list[str] = []  # the previous batch's last lines (a wrapped message may span two batches)
+
+    def prefix_warns(clean: str, text: str) -> bool:
+        """Does the log prefix the matcher strips (vllm's `WARNING 05-01 ...`, `[WARNING]`, glog
+        `W0501 ...`) label this line a warning?"""
+        return len(text) < len(clean) and _WARNING_PREFIX.search(clean[: len(clean) - len(text)]) is not None
+
+    def continues_warning(text: str, at: int) -> bool:
+        """Is this line the wrapped rest of a warning-labelled line just above it?"""
+        if not _CONTINUATION.match(text):
+            return False
+        for back in range(1, CONTINUATION_LINES + 1):
+            j = at - back
+            raw = (lines[j] if j >= 0 else (tail[j] if -j <= len(tail) else "")).rstrip()
+            prev = strip_prefix(raw)
+            if not prev:
+                return False
+            if _WARNING_LINE.search(raw):  # the label may sit in the previous line's prefix too
+                return True
+            if not _CONTINUATION.match(prev):
+                return False
+        return False
+
+    def note_warning(number: int) -> None:
+        if len(warning_lines) < WARNING_LINES_MAX:
+            warning_lines.add(number)
+
     def look_at(line: str, number: int, at: int) -> None:
         clean = line.rstrip()
         if not clean:
@@ -302,10 +338,15 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
                 matched = prep.matches.get(at)
                 if matched:
                     record_hits(matched, number, text)
+                if cut and prefix_warns(clean, text) or matched and continues_warning(text, at):
+                    note_warning(number)
                 feed(number, text, None, prep.errorish[slot] == 1)
                 return
         text, tokens, matched = known_line(clean, at)
-        record_hits(matched, number, text)
+        if matched:
+            record_hits(matched, number, text)
+        if prefix_warns(clean, text) or matched and continues_warning(text, at):
+            note_warning(number)
         feed(number, text, tokens)
 
     # the helper's pass: per wanted line, what the main pass needs (see `Prepared`)
@@ -389,8 +430,13 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
             else:  # inside a traceback: every line counts
                 i += 1
         base += n
+        tail = lines[-CONTINUATION_LINES:]
         extractor.seen(base)
-    return hits, (extractor.signals() if emit is None else None)
+    if emit is not None:
+        return hits, None
+    signals = extractor.signals()
+    signals.warning_lines = warning_lines
+    return hits, signals
 
 
 # Every ASCII character that is not a word character (`[A-Za-z0-9_]`, what `\w` is on ASCII)
@@ -581,16 +627,25 @@ def failure_shown(m: Match, signals: Signals) -> bool:
     exception, an error code, or an error-ish line (matched or elsewhere) that is not itself
     warning-labelled (torch_npu's `[W ...] Warning: ... check ... failed` notes print on
     working runs)."""
+    # lines the program labelled a warning outside their text (a stripped `WARNING ...` prefix, a wrapped warning):
+    # vllm's "WARNING ... Failed to import from vllm._C with ModuleNotFoundError(...)" prints on every working
+    # vllm-ascend start; an exception or a code quoted in such a line is not the run failing
+    warned = signals.warning_lines
     if signals.exceptions or signals.codes:
-        return True
+        # ... nor is a code in a line the program labels a warning in its text (`[W ...] Warning: ... EZ9999 ...`)
+        texts = {block.start + i: text for block in signals.blocks for i, text in enumerate(block.lines)}
+        if any(e.line not in warned for e in signals.exceptions):
+            return True
+        if any(line not in warned and not _WARNING_LINE.search(texts.get(line, "")) for _, _, line in signals.codes):
+            return True
     # a matched line counts only when the program did not label it a warning itself: torchvision's "UserWarning:
     # Failed to load image Python extension: ... undefined symbol ... you can ignore this warning" is error-ish
     # words in a warning of a working run
-    if any(_unlabelled_error(ml.text) for ml in m.lines):
+    if any(_unlabelled_error(ml.text) and ml.line not in warned for ml in m.lines):
         return True
     own = {ml.line for ml in m.lines}
     return any(_unlabelled_error(text)
-               for block in signals.blocks for i, text in enumerate(block.lines) if block.start + i not in own)
+               for block in signals.blocks for i, text in enumerate(block.lines) if block.start + i not in own and block.start + i not in warned)
 
 
 def _unlabelled_error(text: str) -> bool:
@@ -605,7 +660,7 @@ def _advice_only(firm: list[Match], signals: Signals) -> tuple[list[Match], list
     for a hang or a bad setting matches other lines and stays a diagnosis."""
     kept, advice = [], []
     for m in firm:
-        warned = m.lines and all(_WARNING_LINE.search(ml.text) for ml in m.lines)
+        warned = m.lines and all(_WARNING_LINE.search(ml.text) or ml.line in signals.warning_lines for ml in m.lines)
         if warned and not failure_shown(m, signals):
             m.explain["advice"] = ADVICE_NOTE
             advice.append(m)

@@ -66,3 +66,31 @@ def test_calibrate_command_uses_dev_only(cli, small_kb, tmp_path):
     code, out = cli(["kb", "calibrate", str(root), "--kb", str(small_kb.patterns), "--json"])
     doc = json.loads(out)
     assert code == 0 and doc["cases"] == 1 and [r["id"] for r in doc["records"]] == ["dev-lora"]
+
+
+def test_calibrate_refuses_a_held_out_corpus_and_drops_test_threads_of_extra_corpora(cli, small_kb, tmp_path):
+    """`--also` never brings held-out material into the fit: a corpus directory named heldout/test
+    is refused (exit 2), and an index corpus' cases whose source thread hashes to test are left out."""
+    from porter.kb.corpus import split_of
+
+    from .test_corpus_eval import _case
+
+    root = tmp_path / "corpus"
+    _case(root, "dev", "dev-lora", LORA_TRACE, expected=["VLLM-001"])
+    held = tmp_path / "heldout"
+    held.mkdir()
+    (held / "a.txt").write_text(LORA_TRACE)
+    (held / "index.yaml").write_text("cases:\n- {file: a.txt, expected: [VLLM-001]}\n")
+    code, out = cli(["kb", "calibrate", str(root), "--also", str(held), "--kb", str(small_kb.patterns), "--json"])
+    assert code == 2 and "held-out" in out
+    threads = {split_of(f"github.com/o/r/issues/{n}"): f"https://github.com/o/r/issues/{n}" for n in range(1, 40)}
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    (seed / "d.txt").write_text(LORA_TRACE)
+    (seed / "t.txt").write_text(LORA_TRACE)
+    (seed / "index.yaml").write_text("cases:\n"
+                                     f"- {{file: d.txt, expected: [VLLM-001], source: '{threads['dev']}'}}\n"
+                                     f"- {{file: t.txt, expected: [VLLM-001], source: '{threads['test']}'}}\n")
+    code, out = cli(["kb", "calibrate", str(root), "--also", str(seed), "--kb", str(small_kb.patterns), "--json"])
+    doc = json.loads(out)
+    assert code == 0 and sorted(r["id"] for r in doc["records"]) == ["d.txt", "dev-lora"]
