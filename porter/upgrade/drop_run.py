@@ -108,11 +108,6 @@ def _excluded(table: str, config: dict[str, Any], path: str) -> bool:
             elif any(fnmatch.fnmatch(c, pattern.rstrip("/")) or fnmatch.fnmatch(parts[-1], pattern) for c in candidates):
                 return True
     return False
-    for table, key in (("ruff", "line-length"), ("black", "line-length"), ("isort", "line_length"), ("yapf", "column_limit")):
-        value = (tool.get(table) or {}).get(key)
-        if isinstance(value, int) and value > 0:
-            return value
-    return DEFAULT_LINE_LENGTH
 
 
 def plan_drop(guards: Iterable[GuardVerdict], plugin_root: Path, drop: str | None, target: str,
