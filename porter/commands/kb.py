@@ -203,6 +203,15 @@ def _render_splits(console, payload: dict, show_cases: bool) -> None:
             f"(healthy {ev['false_diagnoses_healthy']}/{ev['healthy']})",
             soft_wrap=True,
         )
+        reach = ev.get("reach")
+        if reach and ev["positives"]:
+            named = f"{reach['top1_named']:.1%}" if reach["top1_named"] is not None else "n/a"
+            console.print(
+                f"  reach: {reach['named']} positives named by an entry of the KB they were diagnosed with "
+                f"(top-1 {named}, {reach['top1_named_correct']}/{reach['named']}); {reach['own']} named only by the "
+                f"entries written from them; {reach['none']} by no entry",
+                soft_wrap=True,
+            )
         table = Table(title=f"{name}: reliability per confidence bucket", title_justify="left")
         for col in ("confidence", "answers", "right", "accuracy", "mean confidence"):
             table.add_column(col)
