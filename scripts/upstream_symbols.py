@@ -4,10 +4,14 @@ upstream defines in any of the given source trees (one name a line, sorted).
 `porter diagnose` uses the table as evidence that an error is about that upstream's API: a
 capture declared `defined_in` a table (see docs/kb-schema.md, "Structured signatures") hits only
 when the captured name is in it. Model classes (vllm/model_executor/models) are left out: they
-share their names with transformers' classes. Names must be distinctive to count: classes in
-CamelCase with two capitals and 8+ characters, functions with an underscore and 12+ characters.
+share their names with transformers' classes, and so do vllm/transformers_utils' mirrored model
+configs and processors. Names must be distinctive to count: classes in CamelCase with two
+capitals and 8+ characters, functions with an underscore and 12+ characters. `--not-in DIR`
+(repeatable) drops the names another framework's tree also defines (megatron-core's
+VocabParallelEmbedding is not evidence of vllm).
 
-    python scripts/upstream_symbols.py vllm /work/cache/vllm-*/vllm > knowledge/symbols/vllm.txt
+    git -C /work/.mirror/NVIDIA+Megatron-LM/repo archive HEAD megatron | tar -x -C /tmp/megatron
+    python scripts/upstream_symbols.py vllm /work/cache/vllm-*/vllm --not-in /tmp/megatron > knowledge/symbols/vllm.txt
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import re
 import sys
 from pathlib import Path
 
-SKIP_PARTS = ("model_executor/models/", "/tests/", "/test/")
+SKIP_PARTS = ("model_executor/models/", "transformers_utils/", "/tests/", "/test/")
 CLASS = re.compile(r"^[A-Z][A-Za-z0-9]*[A-Z][A-Za-z0-9]*$")
 FUNC = re.compile(r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)+$")
 
@@ -50,14 +54,30 @@ def main(argv: list[str]) -> int:
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
         return 2
-    upstream, roots = argv[0], [Path(a) for a in argv[1:]]
+    upstream, rest = argv[0], argv[1:]
+    roots, others = [], []
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--not-in":
+            if not rest:
+                print("--not-in needs a directory", file=sys.stderr)
+                return 2
+            others.append(Path(rest.pop(0)))
+        else:
+            roots.append(Path(arg))
     names: set[str] = set()
-    for root in roots:
+    for root in roots + others:
         if not root.is_dir():
             print(f"{root}: not a directory", file=sys.stderr)
             return 2
+    for root in roots:
         names |= names_in(root)
-    print(f"# {upstream}: {len(names)} names from {len(roots)} trees (scripts/upstream_symbols.py)")
+    shared: set[str] = set()
+    for root in others:
+        shared |= names & names_in(root)
+    names -= shared
+    print(f"# {upstream}: {len(names)} names from {len(roots)} trees, {len(shared)} shared with "
+          f"{', '.join(p.name for p in others) or 'no other tree'} left out (scripts/upstream_symbols.py)")
     for name in sorted(names):
         print(name)
     return 0
