@@ -203,6 +203,15 @@ def _render_splits(console, payload: dict, show_cases: bool) -> None:
             f"(healthy {ev['false_diagnoses_healthy']}/{ev['healthy']})",
             soft_wrap=True,
         )
+        reach = ev.get("reach")
+        if reach and ev["positives"]:
+            named = f"{reach['top1_named']:.1%}" if reach["top1_named"] is not None else "n/a"
+            console.print(
+                f"  reach: {reach['named']} positives named by an entry of the KB they were diagnosed with "
+                f"(top-1 {named}, {reach['top1_named_correct']}/{reach['named']}); {reach['own']} named only by the "
+                f"entries written from them; {reach['none']} by no entry",
+                soft_wrap=True,
+            )
         table = Table(title=f"{name}: reliability per confidence bucket", title_justify="left")
         for col in ("confidence", "answers", "right", "accuracy", "mean confidence"):
             table.add_column(col)
@@ -264,7 +273,8 @@ def kb_calibrate(
     the entries written from it). Never reads the test split."""
     with command_context(ctx, "kb.calibrate", json_) as (reporter, state):
         from porter.fsutil import atomic_write_bytes
-        from porter.kb.calibrate import calibration_path, fit_model, leave_source_out_samples
+        from porter.kb.calibrate import (MIN_SAMPLES_TO_CHOOSE_L2, calibration_path, fit_model, leave_source_out_samples,
+                                         out_of_fold, reliability)
         from porter.kb.corpus import effective_split, load_corpus
         from porter.kb.loader import load_entries
 
@@ -282,9 +292,12 @@ def kb_calibrate(
                                  hint="fit on the dev split (and dev-like corpora such as tests/data/seed-traces) only")
             cases += [c for c in load_corpus(extra) if effective_split(c) != "test" and not (c.thread and split_of(c.thread) == "test")]
         samples, records = leave_source_out_samples(load_entries(patterns).entries, cases)
-        model = fit_model(samples, f"{corpus} dev{''.join(' + ' + str(a) for a in also)}, leave-source-out")
+        groups = [r["thread"] for r in records if r["answer"] is not None]  # the samples' threads, in order
+        model = fit_model(samples, f"{corpus} dev{''.join(' + ' + str(a) for a in also)}, leave-source-out", groups)
+        # what the confidence is worth on threads the fit did not see (folds by source thread)
+        held_out = reliability(out_of_fold(samples, groups, model.l2)) if len(samples) >= MIN_SAMPLES_TO_CHOOSE_L2 else []
         payload = {"calibration": model.to_dict(), "cases": len(cases), "answered": len(samples),
-                   "right": sum(y for _, y, _ in samples), "records": records}
+                   "right": sum(y for _, y, _ in samples), "cross_validated_reliability": held_out, "records": records}
         if write:
             path = calibration_path(patterns)
             atomic_write_bytes(path, (json.dumps(model.to_dict(), indent=2) + "\n").encode())
@@ -292,6 +305,11 @@ def kb_calibrate(
 
         def render(console) -> None:
             console.print(f"dev cases {len(cases)}, answered without their own entries {len(samples)}, right {payload['right']}")
+            cv = ", ".join(f"{l2:g}: {loss:.4f}" for l2, loss in model.cv_log_loss)
+            console.print(f"L2 penalty {model.l2:g}" + (f" (cross-validated log loss per penalty: {cv})" if cv else ""))
+            if held_out:
+                console.print("cross-validated reliability (folds by source thread): " + "; ".join(
+                    f"{b['bucket']} {b['right']}/{b['answers']}" for b in held_out if b["answers"]))
             console.print("weights: " + ", ".join(f"{k}={v:+.3f}" for k, v in zip(model.to_dict()["features"], model.weights)))
             if write:
                 console.print(f"written to {payload['written']}")

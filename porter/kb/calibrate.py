@@ -10,10 +10,16 @@ were copied from that case are removed before diagnosing it, so the fit sees how
 a trace it was not written from, which is what a test or user trace is. The coefficient on the
 score is constrained to be >= 0, so confidence never falls as the evidence gets stronger.
 The fitted model is data (knowledge/calibration.json); without it, confidence is the raw score.
+
+The L2 penalty is chosen by cross-validation over source threads (`choose_l2`): a penalty too
+strong for the data squeezes every answer towards the base rate (right answers stay below 0.9,
+wrong ones rise), one too weak fits noise; the fold log loss on threads the fit did not see
+decides, the way a test thread is unseen.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from pathlib import Path
 
@@ -24,6 +30,10 @@ ABSTAIN_BELOW = 0.3  # a match whose calibrated confidence is lower is reported 
 # Abstaining on a model fitted from a handful of cases would throw away right answers on noise:
 # below this many fitting samples the calibrated confidence is reported but never abstains.
 MIN_SAMPLES_TO_ABSTAIN = 100
+DEFAULT_L2 = 0.05
+L2_GRID = (0.001, 0.003, 0.01, 0.03, 0.05, 0.1, 0.3)
+CV_FOLDS = 5
+MIN_SAMPLES_TO_CHOOSE_L2 = 40  # fewer: the folds are too small to rank penalties, keep DEFAULT_L2
 
 
 def entry_record(right: int, answers: int) -> float:
@@ -38,6 +48,8 @@ class Calibration:
     fitted_on: str = ""
     samples: int = 0
     records: tuple[tuple[str, int, int], ...] = ()  # (entry id, right, answers) on the fitting cases
+    l2: float = DEFAULT_L2  # the penalty the weights were fitted with
+    cv_log_loss: tuple[tuple[float, float], ...] = ()  # (l2, mean fold log loss) per candidate penalty
 
     def record_of(self, entry_id: str) -> float:
         for eid, right, answers in self.records:
@@ -51,7 +63,8 @@ class Calibration:
 
     def to_dict(self) -> dict:
         return {"features": list(FEATURES), "weights": [round(w, 5) for w in self.weights], "fitted_on": self.fitted_on,
-                "samples": self.samples, "abstain_below": ABSTAIN_BELOW,
+                "samples": self.samples, "abstain_below": ABSTAIN_BELOW, "l2": self.l2,
+                "cv_log_loss": [[l2, round(loss, 5)] for l2, loss in self.cv_log_loss],
                 "entry_records": {eid: [right, answers] for eid, right, answers in self.records}}
 
 
@@ -76,16 +89,19 @@ def fit(samples: list[tuple[list[float], int]], l2: float = 0.05, steps: int = 4
     w[0] = 1.0
     if not n:
         return tuple(w)
+    from operator import mul
+
+    xs = [x for x, _ in samples]
+    ys = [y for _, y in samples]
+    columns = list(zip(*xs))  # per feature, its value in every sample
+    exp = math.exp
+    penalised = [FEATURES[j] != "bias" for j in range(len(w))]
     for _ in range(steps):
-        grad = [0.0] * len(w)
-        for x, y in samples:
-            z = sum(a * b for a, b in zip(w, x))
-            p = 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
-            for j, v in enumerate(x):
-                grad[j] += (p - y) * v
-        for j in range(len(w)):
-            reg = l2 * w[j] if FEATURES[j] != "bias" else 0.0
-            w[j] -= lr * (grad[j] / n + reg)
+        # residuals p - y of every sample, then one dot product per feature (same sums as per-sample loops)
+        res = [1.0 / (1.0 + exp(-max(-30.0, min(30.0, sum(map(mul, w, x)))))) - y for x, y in zip(xs, ys)]
+        for j, col in enumerate(columns):
+            reg = l2 * w[j] if penalised[j] else 0.0
+            w[j] -= lr * (sum(map(mul, res, col)) / n + reg)
         w[0] = max(w[0], 0.0)
     return tuple(w)
 
@@ -103,7 +119,9 @@ def load(path: Path, cache_dir: Path | None = None) -> Calibration | None:
         return None
     records = tuple((str(k), int(v[0]), int(v[1])) for k, v in (doc.get("entry_records") or {}).items()
                     if isinstance(v, list) and len(v) == 2)
-    return Calibration(tuple(float(v) for v in weights), str(doc.get("fitted_on", "")), int(doc.get("samples", 0)), records)
+    l2 = doc.get("l2", DEFAULT_L2)
+    return Calibration(tuple(float(v) for v in weights), str(doc.get("fitted_on", "")), int(doc.get("samples", 0)), records,
+                       float(l2) if isinstance(l2, (int, float)) else DEFAULT_L2)
 
 
 def _document(path: Path, cache_dir: Path | None) -> object:
@@ -126,23 +144,109 @@ def _document(path: Path, cache_dir: Path | None) -> object:
     return doc
 
 
-def fit_model(samples: list[tuple[list[float], int, str]], fitted_on: str) -> Calibration:
-    """Fit on (features without the record, right?, entry id). Each sample's entry record is
-    computed leave-one-out (from the other samples), so the fit does not see its own outcome."""
+def _with_records(samples: list[tuple[list[float], int, str]], totals: dict[str, list[int]],
+                  own_outcome: bool) -> list[tuple[list[float], int]]:
+    """Rows with the entry-record feature from `totals`; `own_outcome`: the sample is counted in
+    `totals` and is taken out of its own record (leave-one-out)."""
     idx = FEATURES.index("entry_record")
+    rows = []
+    for x, y, eid in samples:
+        right, answers = totals.get(eid, (0, 0))
+        if own_outcome:
+            right, answers = right - y, answers - 1
+        x = list(x)
+        x[idx] = entry_record(right, answers)
+        rows.append((x, y))
+    return rows
+
+
+def _totals(samples: list[tuple[list[float], int, str]]) -> dict[str, list[int]]:
     totals: dict[str, list[int]] = {}
     for _, y, eid in samples:
         t = totals.setdefault(eid, [0, 0])
         t[0] += y
         t[1] += 1
+    return totals
+
+
+def _log_loss(weights: tuple[float, ...], rows: list[tuple[list[float], int]]) -> float:
+    model = Calibration(weights)
+    loss = 0.0
+    for x, y in rows:
+        p = min(max(model.probability(x), 1e-6), 1 - 1e-6)
+        loss -= math.log(p) if y else math.log(1 - p)
+    return loss
+
+
+def fold_of(group: str, folds: int = CV_FOLDS) -> int:
+    """A sample's fold, by its source thread: every case of one thread lands in the same fold."""
+    return int(hashlib.sha256(group.encode()).hexdigest(), 16) % folds
+
+
+def choose_l2(samples: list[tuple[list[float], int, str]], groups: list[str], grid: tuple[float, ...] = L2_GRID,
+              folds: int = CV_FOLDS, steps: int = 4000) -> tuple[float, tuple[tuple[float, float], ...]]:
+    """The penalty of `grid` with the lowest mean log loss on held-out folds (folds by `groups`,
+    the source threads; each fold's entry records come from the other folds only). Ties and an
+    unusable split (a fold empty) keep DEFAULT_L2."""
+    fold = [fold_of(g, folds) for g in groups]
+    used = sorted(set(fold))
+    if len(samples) < MIN_SAMPLES_TO_CHOOSE_L2 or len(used) < 2:
+        return DEFAULT_L2, ()
+    losses = []
+    for l2 in grid:
+        total = 0.0
+        for k in used:
+            train = [s for s, f in zip(samples, fold) if f != k]
+            held = [s for s, f in zip(samples, fold) if f == k]
+            totals = _totals(train)
+            w = fit(_with_records(train, totals, own_outcome=True), l2=l2, steps=steps)
+            total += _log_loss(w, _with_records(held, totals, own_outcome=False))
+        losses.append((l2, total / len(samples)))
+    best = min(losses, key=lambda t: (round(t[1], 6), abs(math.log(t[0] / DEFAULT_L2))))
+    return best[0], tuple(losses)
+
+
+RELIABILITY_BUCKETS = ((0.0, 0.5), (0.5, 0.6), (0.6, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 1.01))
+
+
+def out_of_fold(samples: list[tuple[list[float], int, str]], groups: list[str], l2: float = DEFAULT_L2,
+                folds: int = CV_FOLDS, steps: int = 4000) -> list[tuple[float, int]]:
+    """(confidence, right?) per sample from a model fitted on the other folds (folds by source
+    thread, entry records from the other folds): what the confidence is worth on threads the fit
+    never saw. The in-sample reliability of `kb eval` on dev is optimistic by construction."""
+    fold = [fold_of(g, folds) for g in groups]
+    out: list[tuple[float, int] | None] = [None] * len(samples)
+    for k in sorted(set(fold)):
+        train = [s for s, f in zip(samples, fold) if f != k]
+        held = [i for i, f in enumerate(fold) if f == k]
+        if not train:
+            continue
+        totals = _totals(train)
+        model = Calibration(fit(_with_records(train, totals, own_outcome=True), l2=l2, steps=steps))
+        for i, (x, y) in zip(held, _with_records([samples[i] for i in held], totals, own_outcome=False)):
+            out[i] = (model.probability(x), y)
+    return [o for o in out if o is not None]
+
+
+def reliability(pairs: list[tuple[float, int]]) -> list[dict]:
+    """Answers, right and accuracy per confidence bucket."""
     rows = []
-    for x, y, eid in samples:
-        right, answers = totals[eid]
-        x = list(x)
-        x[idx] = entry_record(right - y, answers - 1)
-        rows.append((x, y))
+    for lo, hi in RELIABILITY_BUCKETS:
+        got = [y for p, y in pairs if lo <= p < hi]
+        rows.append({"bucket": f"{lo:.1f}-{min(hi, 1.0):.1f}", "answers": len(got), "right": sum(got),
+                     "accuracy": round(sum(got) / len(got), 4) if got else None})
+    return rows
+
+
+def fit_model(samples: list[tuple[list[float], int, str]], fitted_on: str, groups: list[str] | None = None) -> Calibration:
+    """Fit on (features without the record, right?, entry id). Each sample's entry record is
+    computed leave-one-out (from the other samples), so the fit does not see its own outcome.
+    `groups` (the samples' source threads): choose the L2 penalty by cross-validation over them
+    (`choose_l2`); without them, DEFAULT_L2."""
+    l2, cv = choose_l2(samples, groups) if groups is not None else (DEFAULT_L2, ())
+    totals = _totals(samples)
     records = tuple(sorted((eid, t[0], t[1]) for eid, t in totals.items()))
-    return Calibration(fit(rows), fitted_on, len(samples), records)
+    return Calibration(fit(_with_records(samples, totals, own_outcome=True), l2=l2), fitted_on, len(samples), records, l2, cv)
 
 
 def calibration_path(patterns_dir: Path) -> Path:
@@ -164,9 +268,9 @@ def leave_source_out_samples(entries: list, cases: list) -> tuple[list[tuple[lis
         with case.trace.open("rb") as fh:
             diag = diagnose_stream(kb, fh, top=3)
         if diag.top is None:
-            records.append({"id": case.id, "left_out": sorted(own), "answer": None})
+            records.append({"id": case.id, "thread": case.thread or case.id, "left_out": sorted(own), "answer": None})
             continue
         top1, _, _ = judge(diag, case.kind, case.wanted, case.cause)
         samples.append((features(diag.top, diag.matches), int(top1), diag.top.entry.id))
-        records.append({"id": case.id, "left_out": sorted(own), "answer": diag.top.entry.id, "score": diag.top.confidence, "right": top1})
+        records.append({"id": case.id, "thread": case.thread or case.id, "left_out": sorted(own), "answer": diag.top.entry.id, "score": diag.top.confidence, "right": top1})
     return samples, records

@@ -11,6 +11,12 @@ it is not counted, and the report lists it with the citing entries.
 Per split: top-1, top-3, how often an answer given with confidence >= 0.9 is right, false
 diagnoses on healthy/unexplained cases, and reliability per confidence bucket (of the answers
 given with confidence in [lo, hi), the fraction that was right).
+
+Reach says which misses an entry could fix and which need knowledge the KB lacks: per positive
+case, `named` when an entry of the KB it was diagnosed with names it (its expected/acceptable
+ids or its cause), `own` when only the entries written from it do (leave-source-out dropped
+them: nothing else in the KB knows that cause), `none` when no entry does. Top-1 over the
+`named` cases is the matcher's share; the others bound top-1 whatever the matcher does.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ class CaseResult:
     split: str = ""
     cause: str = ""
     judged_by: str = ""  # expected | cause | unknown (how a right answer was recognised)
+    reach: str = ""  # positives: named | own | none (see the module doc); "" for the other kinds
 
     @property
     def answered(self) -> bool:
@@ -46,7 +53,7 @@ class CaseResult:
     def to_dict(self) -> dict:
         return {"id": self.file, "split": self.split, "kind": self.kind, "cause": self.cause,
                 "expected": list(self.expected), "got": list(self.got), "top1": self.top1, "top3": self.top3,
-                "confidence": self.confidence, "judged_by": self.judged_by}
+                "confidence": self.confidence, "judged_by": self.judged_by, "reach": self.reach}
 
 
 @dataclass
@@ -97,6 +104,14 @@ class EvalReport:
             })
         return out
 
+    def reach(self) -> dict:
+        """Positives per reach (named / own / none) and top-1 over the named ones."""
+        pos = self._positives()
+        named = [c for c in pos if c.reach == "named"]
+        right = sum(c.top1 for c in named)
+        return {"named": len(named), "own": sum(c.reach == "own" for c in pos), "none": sum(c.reach == "none" for c in pos),
+                "top1_named_correct": right, "top1_named": round(right / len(named), 4) if named else None}
+
     def to_dict(self) -> dict:
         pos = self._positives()
         right_hi, given_hi = self.high_confidence()
@@ -111,6 +126,7 @@ class EvalReport:
             "top1_correct": sum(c.top1 for c in pos),
             "top3_correct": sum(c.top3 for c in pos),
             "unknown_on_positives": sum(not c.answered for c in pos),
+            "reach": self.reach(),
             "high_confidence": {"threshold": HIGH_CONFIDENCE, "answers": given_hi, "right": right_hi,
                                 "precision": round(right_hi / given_hi, 4) if given_hi else None},
             "false_diagnoses": len(self.false_positives),
@@ -174,8 +190,25 @@ def own_entries(entries, case: CorpusCase) -> set[str]:
     return own
 
 
-def _without_own(kb: CompiledKB, case: CorpusCase) -> CompiledKB:
-    own = own_entries(kb.entries, case)
+def naming_entries(entries, case: CorpusCase) -> set[str]:
+    """Ids of the entries that would be a right answer for the case (`_right`'s rule: an id or
+    alias among its expected/acceptable ids, or its cause among the entry's `causes`)."""
+    wanted = case.wanted
+    return {e.id for e in entries if wanted & {e.id, *e.aliases} or (case.cause and case.cause in e.causes)}
+
+
+def reach_of(entries, case: CorpusCase, dropped: set[str] = frozenset()) -> str:
+    """named / own / none for a positive case diagnosed without the `dropped` entries."""
+    if case.kind != "positive":
+        return ""
+    naming = naming_entries(entries, case)
+    if naming - set(dropped):
+        return "named"
+    return "own" if naming else "none"
+
+
+def _without_own(kb: CompiledKB, case: CorpusCase, own: set[str] | None = None) -> CompiledKB:
+    own = own_entries(kb.entries, case) if own is None else own
     if not own:
         return kb
     reduced = CompiledKB.build([e for e in kb.entries if e.id not in own])
@@ -183,12 +216,15 @@ def _without_own(kb: CompiledKB, case: CorpusCase) -> CompiledKB:
     return reduced
 
 
-def run_case(kb: CompiledKB, case: CorpusCase, env: dict[str, str] | None = None) -> tuple[CaseResult, Diagnosis]:
+def run_case(kb: CompiledKB, case: CorpusCase, env: dict[str, str] | None = None,
+             reach: str | None = None) -> tuple[CaseResult, Diagnosis]:
+    """`reach`: the case's reach when the caller dropped entries from `kb` (default: computed on `kb`)."""
     with case.trace.open("rb") as fh:
         diag = diagnose_stream(kb, fh, env, top=3)
     top1, top3, how = judge(diag, case.kind, case.wanted, case.cause)
     result = CaseResult(case.id, case.kind, case.expected, tuple(m.entry.id for m in diag.matches), top1, top3,
-                        diag.matches[0].confidence if diag.matches else 0.0, case.split, case.cause, how)
+                        diag.matches[0].confidence if diag.matches else 0.0, case.split, case.cause, how,
+                        reach_of(kb.entries, case) if reach is None else reach)
     return result, diag
 
 
@@ -208,7 +244,8 @@ def evaluate_cases(kb: CompiledKB, cases: list[CorpusCase], corpus: str, env: di
         if citing and split == "test":
             report.excluded.append({"id": case.id, "thread": case.thread, "cited_by": sorted(set(citing))})
             continue
-        report.cases.append(run_case(_without_own(kb, case) if leave_source_out else kb, case, env)[0])
+        own = own_entries(kb.entries, case) if leave_source_out else set()
+        report.cases.append(run_case(_without_own(kb, case, own), case, env, reach_of(kb.entries, case, own))[0])
     order = {"dev": 0, "test": 1}
     return dict(sorted(reports.items(), key=lambda kv: (order.get(kv[0], 2), kv[0])))
 

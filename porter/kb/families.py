@@ -42,16 +42,58 @@ _CODE_RANGE = rxcache.compile(r"^(?P<prefix>[A-Za-z_]{0,6})(?P<lo>\d{1,8})(?:-(?
 _FRAME_PACKAGE = rxcache.compile(r"^[A-Za-z_][\w.]{0,80}$")
 EXCEPTION_TYPE = rxcache.compile(r"^(?:[A-Za-z_]\w{0,80}\.){0,6}[A-Za-z_]\w{0,80}$")
 FORMS = ("literal", "regex", "code", "template", "exception", "frame")
+IN_TABLE = "__in_"  # a capture group `api__in_vllm`: the captured name must be in knowledge/symbols/vllm.txt
+_TABLE_NAME = rxcache.compile(r"^[a-z][a-z0-9_]{0,40}$")
+_TABLES: dict[str, frozenset[str]] = {}
+
+
+def symbols_dir():
+    from porter.config import bundled_root
+
+    return bundled_root() / "knowledge" / "symbols"
+
+
+def symbol_table(upstream: str) -> frozenset[str]:
+    """The names of knowledge/symbols/<upstream>.txt (bundled; empty when there is none), read once."""
+    table = _TABLES.get(upstream)
+    if table is None:
+        try:
+            text = (symbols_dir() / f"{upstream}.txt").read_text(encoding="utf-8")
+        except OSError:
+            text = ""
+        table = _TABLES[upstream] = frozenset(
+            line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
+    return table
+
+
+def constrained_groups(groupindex) -> tuple[tuple[str, str, str], ...]:
+    """(group, capture name, table) for each `name__in_table` group of a compiled regex."""
+    out = []
+    for group in groupindex:
+        if IN_TABLE in group:
+            name, _, table = group.partition(IN_TABLE)
+            out.append((group, name, table))
+    return tuple(out)
+
+
+def defined(value: str, table: str) -> bool:
+    """Is a captured name (`Foo`, `Foo.__init__`, `mod.Foo.bar`) defined in the table? Any dotted
+    part counts: a call prints `Class.method()`, an import error the bare name."""
+    names = symbol_table(table)
+    return any(part in names for part in value.split("."))
 
 
 class FamilyError(ValueError):
     """A structured signature that cannot be compiled; the message says what to change."""
 
 
-def template_regex(template: str, captures: dict[str, str] | None = None) -> str:
+def template_regex(template: str, captures: dict[str, str] | None = None, defined_in: dict[str, str] | None = None) -> str:
     """A message template -> a regex with one named group per `{name}`; `{*}` is a bounded gap.
-    Whitespace in the template matches any run of spaces or tabs."""
+    Whitespace in the template matches any run of spaces or tabs. `defined_in` maps a capture to
+    an upstream's symbol table (knowledge/symbols/<upstream>.txt): its group is named
+    `<name>__in_<upstream>` and a line hits only when the captured name is in that table."""
     captures = captures or {}
+    defined_in = defined_in or {}
     template = template.strip()
     while template.startswith("{*}") or template.endswith("{*}"):  # search is unanchored anyway
         template = (template[3:] if template.startswith("{*}") else template[:-3]).strip()
@@ -64,15 +106,22 @@ def template_regex(template: str, captures: dict[str, str] | None = None) -> str
         if name == "*":
             out.append(r".{0,200}?")
         elif name in seen:
-            out.append(f"(?P={name})")
+            out.append(f"(?P={name}{IN_TABLE}{defined_in[name]})" if name in defined_in else f"(?P={name})")
         else:
             seen.add(name)
-            out.append(f"(?P<{name}>{captures.get(name) or CAPTURE_PATTERNS.get(name, DEFAULT_CAPTURE)})")
+            group = f"{name}{IN_TABLE}{defined_in[name]}" if name in defined_in else name
+            out.append(f"(?P<{group}>{captures.get(name) or CAPTURE_PATTERNS.get(name, DEFAULT_CAPTURE)})")
         pos = m.end()
     out.append(_literal(template[pos:]))
     unused = sorted(set(captures) - seen)
     if unused:
         raise FamilyError(f"captures {', '.join(unused)} are not placeholders of the template")
+    unused = sorted(set(defined_in) - seen)
+    if unused:
+        raise FamilyError(f"defined_in names {', '.join(unused)}, not a placeholder of the template")
+    for upstream in defined_in.values():
+        if not isinstance(upstream, str) or not _TABLE_NAME.match(upstream):
+            raise FamilyError(f"defined_in: {upstream!r} is not a symbol table name (knowledge/symbols/<name>.txt)")
     pattern = "".join(out)
     if template[:1] == "{":
         pattern = r"(?<![\w.+-])" + pattern  # a leading capture starts at a word start: no retry inside words
@@ -86,7 +135,8 @@ def _literal(text: str) -> str:
     return re.escape(re.sub(r"[ \t]+", " ", text))
 
 
-def exception_regex(exc_type: str, template: str | None, captures: dict[str, str] | None = None) -> str:
+def exception_regex(exc_type: str, template: str | None, captures: dict[str, str] | None = None,
+                    defined_in: dict[str, str] | None = None) -> str:
     """`Type: message` at a word start of a (de-prefixed) line, the type with any module prefix."""
     if not EXCEPTION_TYPE.match(exc_type):
         raise FamilyError(f"{exc_type!r} is not an exception type name")
@@ -97,7 +147,7 @@ def exception_regex(exc_type: str, template: str | None, captures: dict[str, str
     prefix = re.escape(head) + r"(?<!\w" + re.escape(head) + ")"
     if template is None:
         return prefix + r"(?::|$)"
-    return prefix + r":[ \t]{0,4}" + template_regex(template, captures)
+    return prefix + r":[ \t]{0,4}" + template_regex(template, captures, defined_in)
 
 
 def frame_regex(package: str) -> str:
@@ -172,7 +222,7 @@ def capture_names(signatures) -> frozenset[str]:
         if sig.kind == "code":
             names.add("code")
         elif sig.kind == "regex" and "(?P<" in sig.pattern:
-            names.update(re.findall(r"\(\?P<(\w+)>", sig.pattern))
+            names.update(n.partition(IN_TABLE)[0] for n in re.findall(r"\(\?P<(\w+)>", sig.pattern))
     return frozenset(names)
 
 

@@ -278,7 +278,7 @@ def squeeze(line: str) -> str:
 class _Sig:
     """A signature prepared for the line loop. The regex is compiled on first use."""
 
-    __slots__ = ("ei", "si", "kind", "pattern", "needles", "required", "tokens", "_rx", "_compiled", "_collapsed")
+    __slots__ = ("ei", "si", "kind", "pattern", "needles", "required", "tokens", "_rx", "_compiled", "_collapsed", "_tables")
 
     def __init__(self, ei: int, si: int, kind: str, pattern: str, needles: tuple[str, ...], required: tuple[str, ...] = (),
                  tokens: tuple[str, ...] = ()) -> None:
@@ -287,6 +287,7 @@ class _Sig:
         self.tokens = tokens  # whole tokens every matching line holds (`required_tokens`): the scanner's first test
         self._rx: re.Pattern[str] | None = None
         self._compiled = False
+        self._tables: tuple = ()  # (group, name, table) of `defined_in` captures (porter.kb.families)
         # a literal with whitespace also matches when runs of spaces/tabs differ (pasted logs)
         # (split() is [pattern] exactly when the pattern holds no whitespace: a C-level test, as
         # ~640 signatures are prepared on every call)
@@ -309,6 +310,10 @@ class _Sig:
                     self._rx = rxcache.compile(code_regex(self.pattern))
                 else:
                     self._rx = rxcache.compile(self.pattern)
+                    if "__in_" in self.pattern:
+                        from porter.kb.families import constrained_groups
+
+                        self._tables = constrained_groups(self._rx.groupindex)
             except (re.error, ValueError):
                 self._rx = None  # lint reports it; matching skips it
         return self._rx
@@ -339,12 +344,24 @@ class _Sig:
             if info_labelled(clean, text):
                 return False  # a code quoted by an INFO/DEBUG record is not the failure (see info_labelled)
             return any(code_in_range(self.pattern, m.group("code")) for m in rx.finditer(text))
+        if self._tables:
+            return self._defined_match(rx, text) is not None or (
+                squeezed is not None and squeezed is not clean and self._defined_match(rx, squeeze(text)) is not None)
         if rx.search(text) is not None:
             return True
         # structured templates put one space per whitespace run: try the squeezed line too
         if squeezed is not None and squeezed is not clean:
             return rx.search(squeeze(text)) is not None
         return False
+
+    def _defined_match(self, rx: re.Pattern[str], text: str):
+        """The first match whose `defined_in` captures all name a symbol of their table."""
+        from porter.kb.families import defined
+
+        for m in rx.finditer(text):
+            if all(m.group(group) and defined(m.group(group), table) for group, _, table in self._tables):
+                return m
+        return None
 
     def captures(self, text: str) -> dict[str, str]:
         """Named groups of the first match in a hit line (a code item captures `code`)."""
@@ -358,8 +375,11 @@ class _Sig:
                 if code_in_range(self.pattern, m.group("code")):
                     return {"code": m.group("code")}
             return {}
-        m = rx.search(text) or rx.search(squeeze(text))
-        return {k: v for k, v in m.groupdict().items() if v} if m else {}
+        if self._tables:
+            m = self._defined_match(rx, text) or self._defined_match(rx, squeeze(text))
+        else:
+            m = rx.search(text) or rx.search(squeeze(text))
+        return {k.partition("__in_")[0]: v for k, v in m.groupdict().items() if v} if m else {}
 
 
 @record

@@ -181,7 +181,7 @@ def _str_list(data: dict, key: str, file: str, problems: list[Problem], required
     return tuple(out)
 
 
-_SIG_KEYS = {"literal", "regex", "code", "template", "exception", "frame", "captures", "weight", "required"}
+_SIG_KEYS = {"literal", "regex", "code", "template", "exception", "frame", "captures", "defined_in", "weight", "required"}
 
 
 def _structured(item: dict, where: str, file: str, problems: list[Problem]) -> tuple[str, str, str, str] | None:
@@ -191,6 +191,10 @@ def _structured(item: dict, where: str, file: str, problems: list[Problem]) -> t
     captures = item.get("captures") or {}
     if not isinstance(captures, dict) or not all(isinstance(k, str) and isinstance(v, str) and v for k, v in captures.items()):
         problems.append(Problem(file, f"{where}.captures", "must map capture names to regexes", "write `captures: {module: 'vllm[\\w.]{0,80}'}`"))
+        return None
+    defined_in = item.get("defined_in") or {}
+    if not isinstance(defined_in, dict) or not all(isinstance(k, str) and isinstance(v, str) and v for k, v in defined_in.items()):
+        problems.append(Problem(file, f"{where}.defined_in", "must map capture names to symbol tables", "write `defined_in: {api: vllm}` (knowledge/symbols/vllm.txt)"))
         return None
     values = {k: item[k] for k in ("code", "template", "exception", "frame") if k in item}
     for key, value in values.items():
@@ -211,10 +215,10 @@ def _structured(item: dict, where: str, file: str, problems: list[Problem]) -> t
         if "exception" in values:
             exc = values["exception"].strip()
             spec = f"{exc}: {template}" if template else exc
-            return "regex", exception_regex(exc, template, captures), "exception", spec
+            return "regex", exception_regex(exc, template, captures, defined_in), "exception", spec
         if template is not None and len(template.strip()) < 6:
             raise FamilyError("the template is too short to be specific (< 6 characters)")
-        return "regex", template_regex(template, captures), "template", template
+        return "regex", template_regex(template, captures, defined_in), "template", template
     except FamilyError as exc:
         problems.append(Problem(file, where, str(exc), "see 'Structured signatures' in docs/kb-schema.md"))
         return None

@@ -94,3 +94,68 @@ def test_calibrate_refuses_a_held_out_corpus_and_drops_test_threads_of_extra_cor
     code, out = cli(["kb", "calibrate", str(root), "--also", str(seed), "--kb", str(small_kb.patterns), "--json"])
     doc = json.loads(out)
     assert code == 0 and sorted(r["id"] for r in doc["records"]) == ["d.txt", "dev-lora"]
+
+
+def test_l2_is_chosen_by_cross_validation_over_threads():
+    from porter.kb.calibrate import DEFAULT_L2, choose_l2, fit_model
+
+    rng = random.Random(5)
+    strong, noise, groups = [], [], []
+    for i in range(60):
+        s = rng.uniform(0.02, 0.98)
+        strong.append((_x(s), int(s > 0.5), f"E-{i % 7}"))  # the score decides the outcome
+        noise.append((_x(s), int(rng.random() < 0.5), f"E-{i % 7}"))  # nothing does
+        groups.append(f"github.com/example/t/issues/{i}")
+    low, losses = choose_l2(strong, groups, grid=(0.001, 0.3), steps=200)
+    assert low == 0.001 and len(losses) == 2 and losses[0][1] < losses[1][1]
+    high, _ = choose_l2(noise, groups, grid=(0.001, 0.3), steps=200)
+    assert high == 0.3
+    # too few samples to rank penalties: the default, no search
+    assert choose_l2(strong[:10], groups[:10], grid=(0.001, 0.3), steps=200) == (DEFAULT_L2, ())
+    model = fit_model(strong[:10], "synthetic", groups[:10])
+    assert model.l2 == DEFAULT_L2 and model.to_dict()["l2"] == DEFAULT_L2
+
+
+def test_calibration_file_keeps_the_chosen_penalty(tmp_path):
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps(Calibration(tuple(0.0 for _ in FEATURES), l2=0.003, cv_log_loss=((0.003, 0.4),)).to_dict()))
+    loaded = load(path)
+    assert loaded is not None and loaded.l2 == 0.003
+
+
+def test_out_of_fold_confidence_comes_from_models_that_never_saw_the_thread():
+    from porter.kb.calibrate import fit_model, fold_of, out_of_fold, reliability
+
+    # each entry answers one thread only and its record is all the evidence there is: in sample the
+    # records separate right from wrong perfectly, on an unseen thread they say nothing
+    rng = random.Random(7)
+    samples, groups = [], []
+    for i in range(60):
+        y = int(rng.random() < 0.5)
+        for _ in range(2):
+            samples.append((_x(0.6), y, f"E-{i}"))
+            groups.append(f"github.com/example/t/issues/{i}")
+    held = out_of_fold(samples, groups, l2=0.001, steps=200)
+    assert len(held) == len(samples)
+    # a held-out sample's entry was never seen by its fold's model: one confidence for all of them
+    assert len({round(p, 6) for p, _ in held}) == len({fold_of(g) for g in groups})
+    model = fit_model(samples, "synthetic")
+    idx = FEATURES.index("entry_record")
+    in_sample = {y: model.probability([*x[:idx], model.record_of(e), *x[idx + 1:]]) for x, y, e in samples}
+    assert in_sample[1] > 0.6 > in_sample[0]  # the records look decisive in sample
+    rows = reliability(held)
+    assert sum(r["answers"] for r in rows) == len(samples) and rows[0]["bucket"] == "0.0-0.5"
+
+
+def test_calibrate_command_reports_cross_validated_reliability(cli, small_kb, tmp_path, monkeypatch):
+    from porter.kb import calibrate
+
+    from .test_corpus_eval import _case
+
+    monkeypatch.setattr(calibrate, "MIN_SAMPLES_TO_CHOOSE_L2", 1)
+    root = tmp_path / "corpus"
+    for n in range(3):
+        _case(root, "dev", f"dev-lora-{n}", LORA_TRACE, expected=["VLLM-001"])
+    code, out = cli(["kb", "calibrate", str(root), "--kb", str(small_kb.patterns), "--json"])
+    doc = json.loads(out)
+    assert code == 0 and sum(b["answers"] for b in doc["cross_validated_reliability"]) == 3

@@ -148,3 +148,28 @@ def test_leave_source_out_diagnoses_each_case_without_its_own_entries(tmp_path, 
     # the case whose thread the entry cites is diagnosed without it; the other still finds it
     assert cases["dev-own"]["got"] == [] and not cases["dev-own"]["top1"]
     assert cases["dev-other"]["got"] == ["VLLM-001"] and cases["dev-other"]["top1"]
+
+
+def test_reach_separates_misses_an_entry_could_fix_from_missing_knowledge(tmp_path, small_kb):
+    root = tmp_path / "corpus"
+    own = _case(root, "dev", "dev-own", LORA_TRACE, expected=["VLLM-001"], cause="vllm-lora-moved")
+    _case(root, "dev", "dev-sibling", "ModuleNotFoundError: No module named 'vllm.lora.layers'\n", cause="vllm-lora-moved")
+    _case(root, "dev", "dev-unknown-cause", "RuntimeError: nobody has seen this failure before\n", cause="something-else")
+    _case(root, "dev", "dev-healthy", "INFO step 1 loss 0.5\n", kind="healthy", cause="")
+    small_kb.add(entry("VLLM-001", "vllm", [{"literal": "No module named 'vllm.lora.models'", "weight": 1.0}],
+                       causes=["vllm-lora-moved"], references=[f"https://{own}"]), LORA_TRACE)
+    kb = small_kb.compiled()
+    inside = evaluate_splits(kb, root, splits=("dev",))["splits"]["dev"]
+    reach = {c["id"]: c["reach"] for c in inside["cases"]}
+    assert reach == {"dev-own": "named", "dev-sibling": "named", "dev-unknown-cause": "none", "dev-healthy": ""}
+    assert inside["reach"] == {"named": 2, "own": 0, "none": 1, "top1_named_correct": 1, "top1_named": 0.5}
+    lso = evaluate_splits(kb, root, splits=("dev",), leave_source_out=True)["splits"]["dev"]
+    reach = {c["id"]: c["reach"] for c in lso["cases"]}
+    # the only entry that knows the cause was written from dev-own: without it nothing names that case
+    assert reach["dev-own"] == "own" and reach["dev-sibling"] == "named" and reach["dev-unknown-cause"] == "none"
+    assert lso["reach"] == {"named": 1, "own": 1, "none": 1, "top1_named_correct": 0, "top1_named": 0.0}
+
+
+def test_cli_eval_text_reports_reach(corpus, small_kb, cli):
+    code, out = cli(["kb", "eval", str(corpus), "--kb", str(small_kb.patterns), "--split", "test"])
+    assert "reach: 1 positives named" in out and "1 by no entry" in out
