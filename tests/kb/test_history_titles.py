@@ -58,3 +58,20 @@ def test_a_fix_title_that_names_the_reports_option_in_words_is_proposed():
     found = rank([fix, *others], TraceFacts((), "", ""), {}, None, {}, report=report, error_text=report)[0]
     assert [c.sha for c in found] == [fix.sha]
     assert any("its title restates the report (usefusedkernel" in e for e in found[0].evidence)
+
+
+def test_a_fix_title_holding_five_words_of_a_long_report_is_proposed():
+    """A long issue title dilutes the idf-weighted coverage: a fix title that holds five of its words (here 46 % of
+    them) restates it all the same (TITLE_MANY_WORDS); one holding four does not reach the threshold."""
+    from porter.kb.history.candidates import TITLE_MANY_WORDS
+
+    report = "Sharded export diverges from live weights: metadata write ordering in converter path"
+    fix = CommitRecord("a" * 40, 500, "[ckpt] fix: write metadata before converter save to fix sharded export (#9)", None, True,
+                       (), (), "")
+    four = CommitRecord("b" * 40, 400, "[ckpt] fix: write metadata in converter for export (#8)", None, True, (), (), "")
+    others = [CommitRecord(f"{i:040x}", i, f"[Feature] support option number{i}", None, False, (), (), "") for i in range(1, 100)]
+    assert title_match(title_words(report), fix.subject)[1] == TITLE_MANY_WORDS
+    found = rank([fix, *others], TraceFacts((), "", ""), {}, None, {}, report=report, error_text=report)[0]
+    assert [c.sha for c in found] == [fix.sha]
+    assert any("its title holds 5 of the report's words" in e for e in found[0].evidence)
+    assert rank([four, *others], TraceFacts((), "", ""), {}, None, {}, report=report, error_text=report)[0] == []

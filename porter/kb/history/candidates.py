@@ -49,6 +49,10 @@ TITLE_MIN_COVERAGE = 0.35  # the share of the report's information (idf-weighted
 TITLE_MIN_WORDS = 2
 PHRASE_MIN_WORDS = 3  # this many content words in the same order in the report and the title: one phrase, not a bag
 PHRASE_POINTS = 1.0  # (`low MTP acceptance rate` in both): the title names the same symptom
+# a long report (an issue title of 12-15 content words) dilutes the idf-weighted coverage: a commit title holding this
+# many of its words (a compound counts two) restates it whatever the share; few titles of a history hold five
+TITLE_MANY_WORDS = 5
+TITLE_MANY_POINTS = 1.0
 MASK_MIN = 20  # a message line this long that the trace contains (or one holding a trace line) is a quote
 QUOTED_LINE_POINTS = LINE_POINTS  # rewrote a code line the report quotes in backticks (`x[i] = y[j]`): the failing line
 NAMED_POINTS = FUNC_POINTS  # changed a function the report names as code (a trace without plugin frames); scaled like FUNC_POINTS
@@ -628,6 +632,9 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
                 if len(phrase) >= PHRASE_MIN_WORDS:
                     msg += PHRASE_POINTS
                     evidence.append(f"its title has the report's phrase `{' '.join(phrase)}`")
+                if matched >= TITLE_MANY_WORDS:
+                    msg += TITLE_MANY_POINTS
+                    evidence.append(f"its title holds {matched} of the report's words")
     # the fix's description pastes the traceback it fixes (below the sections the body keeps): the same
     # failing function with the same source line is this trace's frame, not another error of its kind.
     # Not under the quote mask: a pasted frame is a quote of the trace.
