@@ -188,3 +188,26 @@ def test_attribute_types_reads_the_statements_alone_in_the_walks_order():
     assert types == {"early": "torch.nn.Linear", "config": "pkg.cfg.Config",
                      "late": "pkg.cfg.Config", "deep": "torch.Tensor", "handler": "torch.Generator",
                      "matched": "pkg.cfg.Config", "inner": "torch.Event"}
+
+
+def test_statements_skips_simple_statements_fields_and_keeps_the_walks_statements():
+    """statements() does not look into a statement that holds no statement list (an assignment, an
+    expression, an import...), and yields what the full walk yields of statements, in its order."""
+    import ast
+
+    tree = ast.parse(_INIT_SOURCE + CLASSES)
+    blocks = (ast.stmt, ast.excepthandler, ast.match_case)
+    assert list(index_mod.statements(tree)) == [n for n in ast.walk(tree) if isinstance(n, (ast.Module, *blocks))]
+
+    # An expression statement holds no statement list; one forced into it is never looked for.
+    odd = ast.Expr(value=[ast.Pass()])
+    assert [type(n) for n in index_mod.statements(ast.Module(body=[odd], type_ignores=[]))] == [ast.Module, ast.Expr]
+
+
+def test_a_module_without_the_class_keyword_is_not_searched_for_classes(monkeypatch):
+    calls = []
+    real = index_mod._class_facts_of
+    monkeypatch.setattr(index_mod, "_class_facts_of", lambda info, tree: calls.append(info.name) or real(info, tree))
+    index_mod._parse_module("pkg.util", "pkg/util.py", b"def f(x):\n    return x\n")
+    info = index_mod._parse_module("pkg.run", "pkg/run.py", _INIT_SOURCE.encode())
+    assert calls == ["pkg.run"] and info.class_facts
