@@ -30,7 +30,7 @@ from porter.upgrade.models import (
     Site,
 )
 from porter.upgrade.inherit import with_inherited
-from porter.upgrade.namesakes import interface_break, method_signatures
+from porter.upgrade.namesakes import interface_break, method_signatures, start_method_signatures
 from porter.upgrade.usage import FACTORY, PLUGIN, FileUsage, Use, resolve_imported_blocks
 
 STRATEGIES = {
@@ -148,6 +148,7 @@ class DriftAnalyzer:
         files = with_inherited(list(files))  # plugin classes that reach upstream through plugin bases
         self._start_passes(files)
         self._prefetch(files)
+        self._start_namesakes(files)
         self._search_new_homes(files)
         # A call to a function the plugin replaces runs the plugin's replacement, not upstream's.
         self._patched = {u.symbol for f in files for u in f.uses if u.kind in ("monkeypatch", "patch")}
@@ -220,6 +221,21 @@ class DriftAnalyzer:
                            guards, dead_modules, copies)
 
     # ------------------------------------------------------------------ lanes and guards
+
+    def _start_namesakes(self, files: list[FileUsage]) -> None:
+        """Start the search for the method namesakes _namesake_calls may ask for, in the run's pool once
+        the parse is done: the workers read both trees while the parent runs the checks (on a cold run
+        the pool is idle then), instead of the parent reading them afterwards. The names: the method of
+        every bound `fn().m(...)` call, a superset of the calls check() leaves untyped (each name's
+        signatures do not depend on which other names are searched with it)."""
+        self._namesakes: tuple[frozenset[str], Any, Any] | None = None
+        if self.baseline is None or self.target.pool is None:
+            return
+        names = frozenset(parts[-1] for f in files for u in f.uses
+                          if u.kind == "call" and u.symbol.startswith(FACTORY) and u.detail.get("bound")
+                          and len(parts := u.symbol[len(FACTORY):].split(".")) > 1 and not parts[-1].startswith("__"))
+        if names:
+            self._namesakes = (names, start_method_signatures(self.target, names), start_method_signatures(self.baseline, names))
 
     def _start_passes(self, files: list[FileUsage]) -> None:
         """Start the passes over the trees' text that the checks will ask for in the run's workers,
@@ -1339,7 +1355,11 @@ class DriftAnalyzer:
         if not self._untyped_calls or self.baseline is None:
             return per_use
         names = {method for _, _, method in self._untyped_calls}
-        new_sigs, old_sigs = method_signatures(self.target, names), method_signatures(self.baseline, names)
+        started = getattr(self, "_namesakes", None)
+        if started is not None and names <= started[0]:  # the search _start_namesakes began covers them
+            new_sigs, old_sigs = started[1](), started[2]()
+        else:
+            new_sigs, old_sigs = method_signatures(self.target, names), method_signatures(self.baseline, names)
         extra: dict[int, list[Finding]] = {}
         for use, factory, method in self._untyped_calls:
             if use.detail.get("star_args") or use.detail.get("star_kwargs"):

@@ -411,6 +411,12 @@ def _self_reads(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
 
 
 _BLOCK_NODES = (ast.stmt, ast.excepthandler, ast.match_case)  # what holds statements: expressions never do
+# Statements with no statement list among their fields (most of a body): nothing under them to queue.
+_SIMPLE_STATEMENTS = frozenset({
+    ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Import, ast.ImportFrom, ast.Pass,
+    ast.Break, ast.Continue, ast.Raise, ast.Global, ast.Nonlocal, ast.Delete, ast.Assert,
+    *(getattr(ast, name) for name in ("TypeAlias",) if hasattr(ast, name)),
+})
 
 
 def statements(node: ast.AST):
@@ -420,8 +426,12 @@ def statements(node: ast.AST):
 
     todo = deque([node])
     pop, extend = todo.popleft, todo.extend
+    simple = _SIMPLE_STATEMENTS
     while todo:
         node = pop()
+        if node.__class__ in simple:
+            yield node
+            continue
         for name in node._fields:
             value = getattr(node, name, None)
             if value.__class__ is list and value and isinstance(value[0], _BLOCK_NODES):
@@ -494,7 +504,7 @@ def _attribute_types(info: ModuleInfo, init: ast.FunctionDef | ast.AsyncFunction
     self_name = init.args.args[0].arg
     params = {a.arg: a.annotation for a in [*init.args.posonlyargs, *init.args.args, *init.args.kwonlyargs]}
     out: dict[str, str] = {}
-    for node in walk(init):
+    for node in statements(init):  # assignments are statements: the walk's statements, in its order
         if isinstance(node, ast.AnnAssign):
             target, expr = node.target, _annotated(node.annotation)
         elif isinstance(node, ast.Assign) and len(node.targets) == 1:
@@ -788,7 +798,8 @@ def _parse_module(name: str, relpath: str, source: bytes) -> ModuleInfo:
     visitor = _ModuleVisitor(info)
     visitor.visit_body(tree.body, "")
     visitor.finish()
-    info.class_facts = _class_facts_of(info, tree)
+    if b"class" in source:  # no class statement without the keyword (an ASCII word in any source encoding)
+        info.class_facts = _class_facts_of(info, tree)
     return info
 
 

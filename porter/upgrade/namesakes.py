@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Iterable
+from typing import Callable, Iterable
 
 from porter.upgrade.callers import binds, bound
-from porter.upgrade.index import Signature, TreeIndex, signature_of
+from porter.upgrade.index import _PARALLEL_THRESHOLD, Signature, TreeIndex, signature_of
 
 MIN_DEFINITIONS = 3  # fewer namesakes say nothing about an interface
 AGREE = 0.8  # share of the baseline's namesakes the call must fit
@@ -52,21 +52,27 @@ def _header_params(text: bytes, open_paren: int) -> bytes | None:
     return None
 
 
-def method_signatures(index: TreeIndex, names: Iterable[str]) -> dict[str, list[Signature]]:
-    """name -> the signatures of every method so named in a class body of the tree (not bound)."""
-    names = sorted(set(names))
-    out: dict[str, list[Signature]] = {name: [] for name in names}
-    if not names:
-        return out
-    needles = tuple(f"def {name}(".encode() for name in names)
-    pattern = re.compile(rb"\n[ \t]+(?:async[ \t]+)?def[ \t]+(" + b"|".join(re.escape(n.encode()) for n in names) + rb")[ \t]*\(")
-    for _, path in index._module_files():
+def _header_regex(names: list[str]) -> bytes:
+    return rb"\n[ \t]+(?:async[ \t]+)?def[ \t]+(" + b"|".join(re.escape(n.encode()) for n in names) + rb")[ \t]*\("
+
+
+def _signatures_each(names: tuple[str, ...], paths: list[str]) -> list[tuple[str, Signature]]:
+    """(name, signature) of each method header of `names` in the files, in file and text order (a
+    job for a worker: one read of each file). A file is searched only when it holds `def <name>`
+    followed by `(` for one of the names (the header pattern's own core, tried from its literal
+    `def`: one scan of the text instead of a substring test per name), so what a name gets does not
+    depend on which other names are asked with it."""
+    alternation = b"|".join(re.escape(n.encode()) for n in names)
+    core = re.compile(rb"def[ \t]+(?:" + alternation + rb")[ \t]*\(")
+    pattern = re.compile(_header_regex(list(names)))
+    out: list[tuple[str, Signature]] = []
+    for path in paths:
         try:
             with open(path, "rb") as fh:
                 text = b"\n" + fh.read()
         except OSError:
             continue
-        if not any(needle in text for needle in needles):
+        if core.search(text) is None:
             continue
         for m in pattern.finditer(text):
             params = _header_params(text, m.end() - 1)
@@ -76,8 +82,41 @@ def method_signatures(index: TreeIndex, names: Iterable[str]) -> dict[str, list[
                 fn = ast.parse(b"def f(" + params + b"\n): pass").body[0]
             except (SyntaxError, ValueError):
                 continue
-            out[m.group(1).decode()].append(signature_of(fn))  # type: ignore[arg-type]
+            out.append((m.group(1).decode(), signature_of(fn)))  # type: ignore[arg-type]
     return out
+
+
+_CHUNKS = 8  # pool jobs per tree (as index.start_passes splits a pass)
+
+
+def start_method_signatures(index: TreeIndex, names: Iterable[str]) -> Callable[[], dict[str, list[Signature]]]:
+    """Start method_signatures() in the run's pool (chunks of the tree's files, submitted now, so the
+    pass runs while the caller does other work); returns the function that collects the answer. Without
+    a pool, or for a small tree, the answer is computed when collected. The answer is the same either
+    way: the chunks are concatenated in file order."""
+    names = sorted(set(names))
+    paths = [str(path) for _, path in index._module_files()] if names else []
+    pool = getattr(index, "pool", None)
+    if pool is not None and len(paths) >= 4 * _PARALLEL_THRESHOLD:
+        size = max(64, len(paths) // _CHUNKS)
+        futures = [pool.submit(_signatures_each, tuple(names), paths[i: i + size]) for i in range(0, len(paths), size)]
+        parts: Callable[[], list[list[tuple[str, Signature]]]] = lambda: [f.result() for f in futures]
+    else:
+        parts = lambda: [_signatures_each(tuple(names), paths)] if names else []
+
+    def collect() -> dict[str, list[Signature]]:
+        out: dict[str, list[Signature]] = {name: [] for name in names}
+        for part in parts():
+            for name, sig in part:
+                out[name].append(sig)
+        return out
+
+    return collect
+
+
+def method_signatures(index: TreeIndex, names: Iterable[str]) -> dict[str, list[Signature]]:
+    """name -> the signatures of every method so named in a class body of the tree (not bound)."""
+    return start_method_signatures(index, names)()
 
 
 def share_fitting(signatures: list[Signature], positional: int, keywords: Iterable[str]) -> float:

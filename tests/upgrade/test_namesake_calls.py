@@ -107,3 +107,59 @@ def test_interface_break_needs_agreement_on_both_sides():
     assert not interface_break(old[:2], new[:2], 2, ())  # two namesakes say nothing
     assert not interface_break(old, new[:2] + [sig("self", "h", "m")] * 2, 2, ())  # half still fit
 
+
+
+def test_method_signatures_do_not_depend_on_the_names_asked_with(tmp_path):
+    """A header spelt `def logits (self, h)` is found whether or not another name asked with it has a
+    `def name(` in the same file (the file filter is the header pattern's own core, per name)."""
+    from tests.upgrade.upgrade_fixtures import write_tree
+    from porter.upgrade.index import TreeIndex
+
+    root = write_tree(tmp_path / "t", {"upkg/__init__.py": "", "upkg/m.py": """
+        class A:
+            def logits (self, h):
+                return h
+
+            def embed(self, ids):
+                return ids
+    """})
+    index = TreeIndex(root, ["upkg"])
+    alone, together = method_signatures(index, {"logits"}), method_signatures(index, {"logits", "embed"})
+    assert [s.names for s in alone["logits"]] == [("self", "h")]
+    assert together["logits"] == alone["logits"]
+
+
+def test_started_search_in_a_pool_answers_as_in_process(tmp_path):
+    """start_method_signatures() splits a large tree into pool jobs submitted at once; collected in file
+    order, the answer equals the in-process one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.upgrade.upgrade_fixtures import write_tree
+    from porter.upgrade.index import TreeIndex
+    from porter.upgrade.namesakes import start_method_signatures
+
+    files = {"upkg/__init__.py": ""}
+    for i in range(240):
+        files[f"upkg/m{i:03d}.py"] = f"class C{i}:\n    def logits(self, h{', extra' * (i % 3 == 0)}):\n        return h\n"
+    root = write_tree(tmp_path / "t", files)
+    serial = method_signatures(TreeIndex(root, ["upkg"]), {"logits", "embed"})
+    with ThreadPoolExecutor(2) as pool:
+        submitted = []
+        real_submit = pool.submit
+        pool.submit = lambda fn, *a, **k: submitted.append(fn) or real_submit(fn, *a, **k)  # type: ignore[method-assign]
+        collect = start_method_signatures(TreeIndex(root, ["upkg"], pool=pool), {"logits", "embed"})
+        assert len(submitted) > 1  # submitted when started, in chunks
+        assert collect() == serial
+    assert len(serial["logits"]) == 240 and serial["embed"] == []
+
+
+def test_the_analysis_uses_the_search_started_before_the_checks(project, tmp_path, monkeypatch):
+    """drift starts the namesake search once the parse is done (the workers are idle during the checks);
+    _namesake_calls then collects it instead of reading both trees itself."""
+    from porter.upgrade import drift
+
+    def not_again(*_args, **_kwargs):
+        raise AssertionError("the trees were searched again after the checks")
+
+    monkeypatch.setattr(drift, "method_signatures", not_again)
+    assert [f.detail["method"] for f in _interface(analyze_two_lane(tmp_path, OLD, NEW, PLUGIN))] == ["logits"]

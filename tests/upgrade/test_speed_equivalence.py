@@ -138,3 +138,76 @@ def test_pooled_caller_search_equals_the_serial_one_and_a_batch_equals_each_sear
     assert alone[0].files["forward"] == 45 and {s.keywords for s in alone[0].shapes["forward"]} == {frozenset(), frozenset({"scale"})}
     assert alone[1].files["Builder"] == 45
     assert alone[2].shapes == {} and alone[2].files == {}
+
+
+_INIT_SOURCE = '''
+import torch
+from pkg.cfg import Config as Cfg
+
+class Runner:
+    def __init__(self, config: Cfg, device: "torch.device", n):
+        self.early = torch.nn.Linear(1, 1)
+        if n:
+            self.late = Cfg()
+            try:
+                self.deep: torch.Tensor = make()
+            except ValueError:
+                self.deep = Cfg()
+                self.handler = torch.Generator()
+            with ctx():
+                self.device = device
+        else:
+            self.late = torch.Stream()
+        match n:
+            case 1:
+                self.matched = Cfg()
+        def inner():
+            self.inner = torch.Event()
+        self.config = config
+        self.early = Cfg()
+        x = [self.comp for _ in range(n)]
+'''
+
+
+def test_attribute_types_reads_the_statements_alone_in_the_walks_order():
+    """_attribute_types visits statements only (assignments are statements) and keeps ast.walk's
+    order among them: the first assignment of an attribute in that order gives its type."""
+    import ast
+
+    tree = ast.parse(_INIT_SOURCE)
+    info = index_mod._parse_module("pkg.run", "pkg/run.py", _INIT_SOURCE.encode())
+    init = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    order = [n for n in ast.walk(init) if isinstance(n, (ast.Assign, ast.AnnAssign))]
+    assert [n for n in index_mod.statements(init) if isinstance(n, (ast.Assign, ast.AnnAssign))] == order
+    real_walk = index_mod.walk
+    try:
+        index_mod.walk = lambda node: (_ for _ in ()).throw(AssertionError("walked every node"))
+        types = index_mod._attribute_types(info, init)
+    finally:
+        index_mod.walk = real_walk
+    assert types == {"early": "torch.nn.Linear", "config": "pkg.cfg.Config",
+                     "late": "pkg.cfg.Config", "deep": "torch.Tensor", "handler": "torch.Generator",
+                     "matched": "pkg.cfg.Config", "inner": "torch.Event"}
+
+
+def test_statements_skips_simple_statements_fields_and_keeps_the_walks_statements():
+    """statements() does not look into a statement that holds no statement list (an assignment, an
+    expression, an import...), and yields what the full walk yields of statements, in its order."""
+    import ast
+
+    tree = ast.parse(_INIT_SOURCE + CLASSES)
+    blocks = (ast.stmt, ast.excepthandler, ast.match_case)
+    assert list(index_mod.statements(tree)) == [n for n in ast.walk(tree) if isinstance(n, (ast.Module, *blocks))]
+
+    # An expression statement holds no statement list; one forced into it is never looked for.
+    odd = ast.Expr(value=[ast.Pass()])
+    assert [type(n) for n in index_mod.statements(ast.Module(body=[odd], type_ignores=[]))] == [ast.Module, ast.Expr]
+
+
+def test_a_module_without_the_class_keyword_is_not_searched_for_classes(monkeypatch):
+    calls = []
+    real = index_mod._class_facts_of
+    monkeypatch.setattr(index_mod, "_class_facts_of", lambda info, tree: calls.append(info.name) or real(info, tree))
+    index_mod._parse_module("pkg.util", "pkg/util.py", b"def f(x):\n    return x\n")
+    info = index_mod._parse_module("pkg.run", "pkg/run.py", _INIT_SOURCE.encode())
+    assert calls == ["pkg.run"] and info.class_facts
