@@ -1,0 +1,64 @@
+"""Text pre-checks of the cold path skip work only where the skipped work finds nothing: each check
+answers like the full walk / search on sources with and without a match, and the work is skipped."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from porter.upgrade import values as values_mod
+from porter.upgrade.predicates import find_predicates
+from porter.upgrade.values import may_call_helper, value_calls
+
+SOURCES = {
+    "plain": 'x = vllm_version_is("0.10.0")\n',
+    "kwarg": 'run(legacy=vllm_version_is("0.10.0"))\n',
+    "attribute": 'import utils\nflag = [utils.vllm_version_is("0.9.2")]\n',
+    "renamed": 'from vllm_ascend.utils import vllm_version_is as is_old\nf(is_old("0.10.0"))\n',
+    "renamed-word": 'from vllm_ascend.utils import vllm_version_is as chk\nf(xchk(1), chk  # why\n  ("0.10.0"))\n',
+    "comment-gap": 'f((vllm_version_is  # a comment ####\n    ("0.10.0")))\n',
+    "cr-lines": 'f((vllm_version_is  # a comment\r    ("0.10.0")))\r',
+    "continuation": 'f(get_VERSION \\\n ("1"))\n',
+    "mention-only": '__version__ = "1.0"\n# the version of vllm\nx = {"version": 1}\ny = version\n',
+    "guarded": 'if vllm_version_is("0.10.0"):\n    pass\n',
+    "no-literal": 'x = vllm_version_is(v)\n',
+    "non-ascii": '# café\nx = vllm_version_is("0.10.0")\n',
+}
+
+
+@pytest.mark.parametrize("name", sorted(SOURCES))
+def test_value_calls_with_the_source_equal_the_full_walk(name):
+    text = SOURCES[name]
+    tree = ast.parse(text)
+    predicates = find_predicates(tree)
+    full = [(c.lineno, c.col_offset) for c in value_calls(tree, predicates)]
+    checked = [(c.lineno, c.col_offset) for c in value_calls(tree, predicates, text.encode())]
+    assert checked == full
+    if full:
+        assert may_call_helper(text.encode(), predicates.renames)
+
+
+def test_source_without_a_helper_call_is_not_walked(monkeypatch):
+    text = SOURCES["mention-only"]
+    tree = ast.parse(text)
+    predicates = find_predicates(tree)
+
+    def no_walk(node):
+        raise AssertionError("walked a tree whose text holds no helper call")
+
+    monkeypatch.setattr(values_mod, "walk", no_walk)
+    assert value_calls(tree, predicates, text.encode()) == []
+    with pytest.raises(AssertionError):
+        value_calls(tree, predicates)  # without the text the walk runs
+
+
+def test_helper_call_text_check():
+    assert may_call_helper(b'f(vllm_version_is("1"))', {})
+    assert may_call_helper(b'f(is_old("1"))', {"is_old": "vllm_version_is"})
+    assert not may_call_helper(b'f(is_old("1"))', {})
+    assert not may_call_helper(b'f(my_is_old("1"))', {"is_old": "vllm_version_is"})
+    assert not may_call_helper(b'__version__ = "1"\nprint(x)\n', {})
+    assert may_call_helper('# versión\nx = 1\n'.encode(), {})  # non-ASCII: never skipped
+    # a comment line of many '#' after a version name answers at once (no backtracking blow-up)
+    assert not may_call_helper(b"version  " + b"#" * 20000 + b"\n" + b"# x" * 5000, {})
