@@ -494,7 +494,7 @@ def _attribute_types(info: ModuleInfo, init: ast.FunctionDef | ast.AsyncFunction
     self_name = init.args.args[0].arg
     params = {a.arg: a.annotation for a in [*init.args.posonlyargs, *init.args.args, *init.args.kwonlyargs]}
     out: dict[str, str] = {}
-    for node in walk(init):
+    for node in statements(init):  # assignments are statements: walk()'s assignments, in its order
         if isinstance(node, ast.AnnAssign):
             target, expr = node.target, _annotated(node.annotation)
         elif isinstance(node, ast.Assign) and len(node.targets) == 1:

@@ -62,3 +62,76 @@ def test_helper_call_text_check():
     assert may_call_helper('# versión\nx = 1\n'.encode(), {})  # non-ASCII: never skipped
     # a comment line of many '#' after a version name answers at once (no backtracking blow-up)
     assert not may_call_helper(b"version  " + b"#" * 20000 + b"\n" + b"# x" * 5000, {})
+
+
+INIT = '''
+from pkg.engines import Engine, Cache
+import pkg.other as other
+
+
+class Holder:
+    def __init__(self, engine: Engine, cache: "Cache | None" = None, n: int = 0):
+        self.engine = engine
+        if n:
+            self.made = other.Engine()
+        else:
+            self.made = Cache()
+        try:
+            self.late: Cache = make()
+        except ImportError:
+            with open("x") as fh:
+                for _ in fh:
+                    self.looped = other.Runner()
+
+        def helper():
+            self.inner = Engine()
+
+        match n:
+            case 1:
+                self.matched = other.Matched()
+        self.cache = cache
+        self.engine = Cache()  # the first store of a name wins
+        self.lam = (lambda: Engine())()
+'''
+
+
+def _attribute_types_by_walk(info, init):
+    """The former way: every node of the walk, assignments picked out of them."""
+    from porter.upgrade.index import _annotated, _is_class_name, qualify, walk
+
+    self_name = init.args.args[0].arg
+    params = {a.arg: a.annotation for a in [*init.args.posonlyargs, *init.args.args, *init.args.kwonlyargs]}
+    out = {}
+    for node in walk(init):
+        if isinstance(node, ast.AnnAssign):
+            target, expr = node.target, _annotated(node.annotation)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+            expr = (value.func if isinstance(value, ast.Call) else
+                    _annotated(params.get(value.id)) if isinstance(value, ast.Name) else None)
+        else:
+            continue
+        if expr is None or not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                                and target.value.id == self_name):
+            continue
+        dotted = qualify(info, expr)
+        if _is_class_name(dotted):
+            out.setdefault(target.attr, dotted)
+    return out
+
+
+def test_attribute_types_read_statements_only_with_the_walk_answer(monkeypatch):
+    from porter.upgrade import index as index_mod
+
+    info = index_mod.parse_module("pkg.holder", "pkg/holder.py", INIT.encode())
+    init = next(n for n in ast.walk(ast.parse(INIT)) if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    expected = _attribute_types_by_walk(info, init)
+    assert expected["engine"] == "pkg.engines.Engine" and expected["inner"] == "pkg.engines.Engine"
+    assert {"made", "late", "looped", "matched", "cache"} <= set(expected)
+
+    def no_walk(node):
+        raise AssertionError("walked every node of __init__ for its assignments")
+
+    monkeypatch.setattr(index_mod, "walk", no_walk)
+    got = index_mod._attribute_types(info, init)
+    assert got == expected and list(got) == list(expected)  # the same stores, first-wins in the walk's order
