@@ -135,3 +135,38 @@ def test_attribute_types_read_statements_only_with_the_walk_answer(monkeypatch):
     monkeypatch.setattr(index_mod, "walk", no_walk)
     got = index_mod._attribute_types(info, init)
     assert got == expected and list(got) == list(expected)  # the same stores, first-wins in the walk's order
+
+
+def test_one_files_uses_under_one_condition_chain_are_combined_once(tmp_path, monkeypatch):
+    """drift works out the Guard of a file's condition chain once, however many uses it guards;
+    the guards (live or dead) are those of combining each use on its own."""
+    from porter.upgrade import drift as drift_mod
+    from porter.upgrade.guards import GuardConventions, TargetVersions
+    from porter.upgrade.index import TreeIndex
+    from porter.upgrade.usage import scan_plugin
+    from tests.upgrade.upgrade_fixtures import write_tree
+
+    conv = GuardConventions({"vllm_version_is": "pkg"}, {}, {"pkg": "pkg"})
+    tree = {"pkg/__init__.py": "", "pkg/mod.py": "def a():\n    pass\ndef b():\n    pass\ndef c():\n    pass\n"}
+    plugin = {"plug/x.py": (
+        "import pkg.mod as m\nfrom plug.utils import vllm_version_is\n"
+        "if vllm_version_is('0.1.0'):\n    m.a()\n    m.b()\n    m.c()\n    m.gone()\n"
+        "else:\n    m.a()\n    m.b()\n")}
+    b, t, p = write_tree(tmp_path / "b", tree), write_tree(tmp_path / "t", tree), write_tree(tmp_path / "p", plugin)
+    files = scan_plugin(p, ["pkg"])
+    calls = []
+    real = drift_mod.combine
+
+    def counting(conditions, *args, **kwargs):
+        calls.append(conditions)
+        return real(conditions, *args, **kwargs)
+
+    monkeypatch.setattr(drift_mod, "combine", counting)
+    result = drift_mod.compute_drift(files, TreeIndex(t, ["pkg"]), TreeIndex(b, ["pkg"]), conv,
+                                     TargetVersions({"pkg": "0.2.0"}))
+    chains = [u.conditions for f in files for u in f.uses]
+    assert len(chains) > len(set(chains))  # several uses share a chain
+    assert len(calls) == len(calls and set(calls))  # each chain combined once
+    assert set(chains) <= set(calls)
+    gone = [r for r in result.records + result.notes if r.symbol == "pkg.mod.gone"]
+    assert all(not r.guard.live for r in gone)  # the use under the dead branch keeps its dead guard
