@@ -191,8 +191,14 @@ class DriftAnalyzer:
             evaluated: list[tuple[Use, Guard, list[Finding], bool]] = []
             self._imported = {u.symbol for u in usage.uses if u.kind in ("import", "module")}
             dead_file = dead_modules.get(usage.module)
+            # One file's uses share a few condition chains (a guarded block holds many uses): within the
+            # file (same aliases) a chain's Guard is the same each time, so it is worked out once.
+            guards: dict[tuple, Guard] = {}
             for use in usage.uses:
-                guard = combine(use.conditions, self.conventions, self.versions, self._hasattr, usage.aliases)
+                guard = guards.get(use.conditions)
+                if guard is None:
+                    guard = guards[use.conditions] = combine(use.conditions, self.conventions, self.versions, self._hasattr,
+                                                             usage.aliases)
                 if dead_file and guard.live:
                     guard = Guard(GuardKind.VERSION, dead_file, False)
                 elif use.kind == "subclass" and guard.live and not use.detail.get("decorated") \

@@ -12,6 +12,7 @@ import ast
 import re
 from collections import Counter
 from dataclasses import dataclass
+from typing import Callable
 
 from porter.upgrade.index import statements, walk
 
@@ -121,29 +122,36 @@ class Predicates:
     def expand(self, test: ast.expr) -> tuple[str, tuple[Predicate, ...]]:
         """The test's source with each predicate name replaced by its expression, and the predicates used."""
         line = getattr(test, "lineno", 0)
-        used: list[Predicate] = []
-
-        class _Swap(ast.NodeTransformer):
-            def visit_Call(self, node: ast.Call) -> ast.AST:
-                if isinstance(node.func, ast.Name) and node.func.id in functions and not node.args and not node.keywords:
-                    return ast.parse(functions[node.func.id], mode="eval").body
-                return self.generic_visit(node)
-
-            def visit_Name(self, node: ast.Name) -> ast.AST:
-                if node.id in renames and isinstance(node.ctx, ast.Load):
-                    return ast.copy_location(ast.Name(renames[node.id], ast.Load()), node)
-                found = lookup(node.id, line)
-                if found is None or not isinstance(node.ctx, ast.Load):
-                    return node
-                used.append(found)
-                return ast.parse(found.source, mode="eval").body
-
-        lookup, renames, functions = self.lookup, self.renames, self.functions
+        renames, functions = self.renames, self.functions
         if not any(isinstance(n, ast.Name) and (n.id in self._by_name or n.id in renames or n.id in functions)
                    for n in walk(test)):
             return ast.unparse(test), ()
-        swapped = _Swap().visit(ast.parse(ast.unparse(test), mode="eval").body)
+        swap = _Swap(self.lookup, renames, functions, line)
+        swapped = swap.visit(ast.parse(ast.unparse(test), mode="eval").body)
+        used = swap.used
         return ast.unparse(swapped), tuple(dict.fromkeys(used))
+
+
+class _Swap(ast.NodeTransformer):
+    """Predicates.expand()'s rewrite of one test (a class of its own, not one made per call)."""
+
+    def __init__(self, lookup: Callable[[str, int], "Predicate | None"], renames: dict[str, str], functions: dict[str, str], line: int):
+        self.lookup, self.renames, self.functions, self.line = lookup, renames, functions, line
+        self.used: list[Predicate] = []
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        if isinstance(node.func, ast.Name) and node.func.id in self.functions and not node.args and not node.keywords:
+            return ast.parse(self.functions[node.func.id], mode="eval").body
+        return self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id in self.renames and isinstance(node.ctx, ast.Load):
+            return ast.copy_location(ast.Name(self.renames[node.id], ast.Load()), node)
+        found = self.lookup(node.id, self.line)
+        if found is None or not isinstance(node.ctx, ast.Load):
+            return node
+        self.used.append(found)
+        return ast.parse(found.source, mode="eval").body
 
 
 NO_PREDICATES = Predicates([])

@@ -251,10 +251,10 @@ def _predicate_blocks(path: str, predicates: Predicates) -> list[GuardBlock]:
     return [GuardBlock(path, p.line, p.end_line, p.source, "assign", pure=p.pure) for p in predicates.found]
 
 
-def _value_blocks(path: str, tree: ast.Module, predicates: Predicates) -> list[GuardBlock]:
+def _value_blocks(path: str, tree: ast.Module, predicates: Predicates, source: bytes | None = None) -> list[GuardBlock]:
     """Version tests used as values (values.py), each a guard block of kind `value` (its source: the call)."""
     return [GuardBlock(path, call.lineno, call.end_lineno or call.lineno, predicates.expand(call)[0], "value")
-            for call in value_calls(tree, predicates)]
+            for call in value_calls(tree, predicates, source)]
 
 
 def _function_defs(body: list[ast.stmt]) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -302,6 +302,9 @@ def light_class_refs(tree: ast.AST, plugin_names: dict[str, str], plugin_package
         elif isinstance(node, ast.Constant) and (name := _class_string(node.value, plugin_packages)):
             out.add(name)
     return [(name, ()) for name in sorted(out)]
+
+
+_ATTRIBUTE, _CALL, _ASSIGN, _ANN_ASSIGN = ast.Attribute, ast.Call, ast.Assign, ast.AnnAssign
 
 
 def _is_self_store(node: ast.AST) -> bool:
@@ -537,13 +540,19 @@ class _UseVisitor(FastVisitor):
         held: list[tuple[str, str]] = []  # (plugin class, attr) of each `self.<attr> = PluginCls(...)`
         for stmt in defs:  # one walk per method: self.<x> stores (with their types), super().__init__ calls
             params = None
+            is_init = stmt.name == "__init__"
             for sub in walk(stmt):
-                if _is_self_store(sub):
-                    assigned.add(sub.attr)  # type: ignore[attr-defined]
-                    stored_in.setdefault(sub.attr, []).append((stmt.name, sub.lineno))  # type: ignore[attr-defined]
-                elif _is_init_call(stmt, sub):
-                    calls_super_init = True
-                elif isinstance(sub, (ast.Assign, ast.AnnAssign)):
+                # the three tests below ask for disjoint node types: dispatch on the type first (most
+                # nodes are none of them), then the test (_is_self_store, _is_init_call) in full
+                kind = sub.__class__
+                if kind is _ATTRIBUTE:
+                    if _is_self_store(sub):
+                        assigned.add(sub.attr)  # type: ignore[attr-defined]
+                        stored_in.setdefault(sub.attr, []).append((stmt.name, sub.lineno))  # type: ignore[attr-defined]
+                elif kind is _CALL:
+                    if is_init and _is_init_call(stmt, sub):
+                        calls_super_init = True
+                elif kind is _ASSIGN or kind is _ANN_ASSIGN:
                     target = sub.targets[0] if isinstance(sub, ast.Assign) and len(sub.targets) == 1 else getattr(sub, "target", None)
                     if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"):
                         continue
@@ -985,7 +994,7 @@ def _scan_source(path: str, source: bytes, packages: Iterable[str], plugin_packa
     predicates = find_predicates(tree, foreign) if version_text else \
         Predicates([], foreign=foreign) if foreign else NO_PREDICATES
     exports = predicates.exports()
-    values = _value_blocks(path, tree, predicates) if version_text else []
+    values = _value_blocks(path, tree, predicates, source) if version_text else []
     if not collector.aliases and not any(p.encode() in source for p in packages):
         # No upstream use: only the plugin-internal imports and the guard blocks matter (a statement walk).
         light = _LightScan(path, lines, module, is_package, plugin_packages)

@@ -47,9 +47,34 @@ def _claimed(tree: ast.Module, predicates: Predicates) -> set[int]:
     return out
 
 
-def value_calls(tree: ast.Module, predicates: Predicates) -> list[ast.Call]:
-    """The module's version-helper calls that sit in no guard test and no predicate, in source order."""
+# What a helper call's callee looks like in the text: a name holding "version" (any case, as _HELPER)
+# and then, before its "(", only blanks, line continuations and comments (inside brackets a call may
+# run over lines: `vllm_version_is  # why\n    ("0.10.0")`). A comment runs to its line's end (CR, LF
+# or both, as the parser ends lines): no two ways to match one text, no backtracking blow-up on `####`.
+_CALLEE_GAP = rb"(?:\s|\\|#[^\r\n]*[\r\n])*\("
+_VERSION_CALL = re.compile(rb"version\w*" + _CALLEE_GAP, re.IGNORECASE)
+
+
+def may_call_helper(source: bytes, renames: dict[str, str]) -> bool:
+    """Whether `source` can hold a call _helper_call() accepts: a callee named with "version", or a
+    local name a version helper was imported as, followed by its "(". False only when no such text is
+    there (exact for ASCII sources; a non-ASCII one may spell a name that Python's NFKC normalisation
+    turns into "version", so it always answers True)."""
+    if not source.isascii():
+        return True
+    if _VERSION_CALL.search(source):
+        return True
+    local = [name for name, helper in renames.items() if _HELPER.search(helper)]
+    return bool(local) and re.search(rb"(?<!\w)(?:" + b"|".join(re.escape(n.encode()) for n in local) + rb")" + _CALLEE_GAP,
+                                     source) is not None
+
+
+def value_calls(tree: ast.Module, predicates: Predicates, source: bytes | None = None) -> list[ast.Call]:
+    """The module's version-helper calls that sit in no guard test and no predicate, in source order.
+    `source`: the module's text; when it cannot hold such a call (may_call_helper) the tree is not walked."""
     renames = predicates.renames
+    if source is not None and not may_call_helper(source, renames):
+        return []
     calls = [n for n in walk(tree) if _helper_call(n, renames)]
     if not calls:
         return []
