@@ -1311,12 +1311,16 @@ class DriftAnalyzer:
 
     def _overridden_upstream(self, per_use: list[tuple[Use, Guard, list[Finding], bool]]) -> dict[tuple[str, str], set[str]]:
         """(module, class) of the target -> the methods some live plugin subclass of it overrides (the
-        class itself or an upstream ancestor of it that defines the method)."""
+        class itself or an upstream ancestor of it that defines the method) without calling
+        `super().method(...)`."""
         out: dict[tuple[str, str], set[str]] = defaultdict(set)
         for use, guard, _, _ in per_use:
             if use.kind != "subclass" or not guard.live:
                 continue
-            methods = set(use.detail.get("methods", {}))
+            bodies = use.detail.get("bodies", {})
+            # an override that calls super().m(...) runs upstream's m too: its calls still happen
+            methods = {m for m in use.detail.get("methods", {})
+                       if not re.search(r"\bsuper\s*\([^()]*\)\s*\.\s*" + re.escape(m) + r"\s*\(", bodies.get(m, ""))}
             found = self.target.class_of(use.symbol) if methods and self.target.is_upstream(use.symbol) else None
             if found is None:
                 continue

@@ -6,7 +6,7 @@ it starts passing `top_k=` (and a new `forward_impl_chunked`, which only `forwar
 `extra=`). The plugin's `MyMethod.apply` takes neither, but the plugin's `MyLayer` overrides
 `forward_impl` and calls `apply` its own way: the new upstream calls never reach the override. Without
 `MyLayer`'s override they do, and the finding stands; a call from another file to the chunked helper
-keeps it reachable."""
+keeps it reachable, and so does an override that calls `super().forward_impl(...)`."""
 
 from __future__ import annotations
 
@@ -99,3 +99,9 @@ def test_a_helper_another_upstream_file_calls_stays_a_caller(project, tmp_path):
     """}
     records = _apply_records(project, tmp_path, {"myplug/method.py": PLUGIN_METHOD, "myplug/layer.py": PLUGIN_LAYER}, new)
     assert len(records) == 1 and records[0].detail["calls"] == ["upkg/layer.py:14"]
+
+
+def test_an_override_that_calls_super_still_runs_the_upstream_calls(project, tmp_path):
+    layer = PLUGIN_LAYER.replace("return self.quant_method.apply(self, x)", "return super().forward_impl(x)")
+    records = _apply_records(project, tmp_path, {"myplug/method.py": PLUGIN_METHOD, "myplug/layer.py": layer})
+    assert len(records) == 1 and set(records[0].detail["calls"]) == {"upkg/layer.py:11", "upkg/layer.py:14"}
