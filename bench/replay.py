@@ -29,7 +29,8 @@ Figures, per case and per split:
   reloc top-1     moved-import items whose matched finding's `new_location` is the item's new home
   false alarms    findings (`records`: breaking or risky) that match no truth item, lie in no guard the
                   maintainers retargeted and match no `known_real` entry (unjudged ones count: listed in
-                  JSON)
+                  JSON); an entry that leaves its path or family open judges one finding only: one that
+                  fits two unmatched findings of the case judges neither
   drop recall     changed guards (collapse/retarget) that `analysis.dead_guards` lists at the same place
                   with the same verdict, one entry per guard (`match_guards`: an entry at another truth
                   guard's line, or naming other versions, never stands in for this one; n/a while
@@ -220,12 +221,24 @@ def in_guard(site: dict[str, Any], guard: GuardItem) -> bool:
     return site.get("path") == guard.path and guard.line <= int(site.get("line", -1)) <= guard.end_line
 
 
-def judged_as(finding: dict[str, Any], judged: tuple[Judged, ...]) -> Judged | None:
+def _judges(j: Judged, finding: dict[str, Any]) -> bool:
+    if j.family and finding.get("family") != j.family:
+        return False
+    return finding.get("symbol") == j.symbol and (not j.path or any(s.get("path") == j.path for s in finding.get("sites") or []))
+
+
+def judged_as(finding: dict[str, Any], judged: tuple[Judged, ...], among: list[dict[str, Any]] | None = None) -> Judged | None:
+    """The entry that judges this finding. An entry that leaves its path or family open (any site, any
+    family) stands for one finding: `among` (the case's other unmatched findings) given, such an entry
+    that also fits another of them is ambiguous and judges neither (a verdict on one claim about a
+    symbol is not one on a different claim, or on another plugin site, about it)."""
     for j in judged:
-        if j.family and finding.get("family") != j.family:
+        if not _judges(j, finding):
             continue
-        if finding.get("symbol") == j.symbol and (not j.path or any(s.get("path") == j.path for s in finding.get("sites") or [])):
-            return j
+        if among is not None and (not j.path or not j.family) \
+                and any(other is not finding and _judges(j, other) for other in among):
+            continue
+        return j
     return None
 
 
@@ -303,13 +316,15 @@ def score_case(case: Case, analysis: dict[str, Any], seconds: float) -> CaseScor
                 score.wrong_home.append(f"{label} -> {item.new_home} (porter: {[home_of(f) for f in hits] or 'no finding'})")
     changed = case.changed_guards
     retargeted = tuple(g for g in changed if g.verdict == "retarget")
+    unmatched = [f for f in records if not any(finding_matches(f, item) for item in case.items)
+                 and not any(in_guard(s, g) for s in f.get("sites") or [] for g in retargeted)]
     for finding in records:
         sites = finding.get("sites") or []
         if any(finding_matches(finding, item) for item in case.items):
             continue
         if any(in_guard(s, g) for s in sites for g in retargeted):
             continue  # inside a guard the maintainers retargeted: the break at NEW is why they did
-        if judged_as(finding, case.known_real):
+        if judged_as(finding, case.known_real, unmatched):
             score.real_unchanged += 1
             continue
         false = judged_as(finding, case.known_false)

@@ -179,6 +179,7 @@ class DriftAnalyzer:
         self._bodies: dict[tuple[int, str], list[str]] = {}
         self._factories: dict[str, str | None] = {}
         self._narrow_overrides: list[tuple[Use, str, str, Signature, Signature, Location]] = []
+        self._module_by_path: dict[str, str] | None = None  # target file (relative) -> module, built when asked
         self._untyped_calls: list[tuple[Use, str, str]] = []  # (use, factory, method): `fn().m(...)`, fn's class unknown
         self._override_sigs: dict[tuple[str, str], Signature] = {}  # (plugin class, method) -> bound override
         dead_modules = self._dead_modules(files)
@@ -1301,6 +1302,7 @@ class DriftAnalyzer:
             return per_use
         names = {name for _, name, *_ in self._narrow_overrides}
         new_sites, old_sites = call_shapes_many([(self.target, names, ()), (self.baseline, names, ())])  # both trees at once
+        overridden = self._overridden_upstream(per_use)
         extra: dict[int, list[Finding]] = {}
         for use, name, plugin_cls, plugin_sig, base_sig, loc in self._narrow_overrides:
             if new_sites.files.get(name, 0) > MAX_CALLER_FILES:
@@ -1310,6 +1312,10 @@ class DriftAnalyzer:
             override, base = bound(plugin_sig), bound(base_sig)
             fresh = [s for s in new_sites.shapes.get(name, ()) if (s.path, s.positional, s.keywords) not in seen
                      and binds(base, s.positional, s.keywords) and not binds(override, s.positional, s.keywords)]
+            # A call made from an upstream method the plugin's own subclass overrides (or from one only such
+            # methods reach) runs the plugin's code instead: FusedMoE.forward_impl calls quant_method.apply,
+            # and AscendFusedMoE overrides forward_impl, calling apply with its own arguments.
+            fresh = [s for s in fresh if not self._caller_overridden(s, overridden)]
             if not fresh:
                 continue
             where = "; ".join(f"{s.path}:{s.line} ({s.render()})" for s in fresh[:3])
@@ -1324,6 +1330,81 @@ class DriftAnalyzer:
         if not extra:
             return per_use
         return [(use, guard, findings + extra.get(id(use), []), broken) for use, guard, findings, broken in per_use]
+
+    def _overridden_upstream(self, per_use: list[tuple[Use, Guard, list[Finding], bool]]) -> dict[tuple[str, str], set[str]]:
+        """(module, class) of the target -> the methods some live plugin subclass of it overrides (the
+        class itself or an upstream ancestor of it that defines the method) without calling
+        `super().method(...)`."""
+        out: dict[tuple[str, str], set[str]] = defaultdict(set)
+        for use, guard, _, _ in per_use:
+            if use.kind != "subclass" or not guard.live:
+                continue
+            bodies = use.detail.get("bodies", {})
+            # an override that calls super().m(...) runs upstream's m too: its calls still happen
+            methods = {m for m in use.detail.get("methods", {})
+                       if not re.search(r"\bsuper\s*\([^()]*\)\s*\.\s*" + re.escape(m) + r"\s*\(", bodies.get(m, ""))}
+            found = self.target.class_of(use.symbol) if methods and self.target.is_upstream(use.symbol) else None
+            if found is None:
+                continue
+            for klass, module in self.target.mro(*found):
+                out[(module, klass.name)].update(m for m in methods if klass.member(m) is not None)
+        return out
+
+    def _caller_overridden(self, site: CallShape, overridden: dict[tuple[str, str], set[str]]) -> bool:
+        """Whether the target's call at `site` lies in a method of an upstream class that a plugin subclass
+        overrides, or in one that the class's own code calls (`self.m(...)` / `.m`) only from such
+        methods and no other file of the tree names: instances of the plugin's class never run it."""
+        if not overridden:
+            return False
+        if self._module_by_path is None:
+            self._module_by_path = {self.target._relpath(path): module for module, path in self.target._module_files()}
+        module = self._module_by_path.get(site.path)
+        info = self.target.module(module) if module else None
+        if info is None:
+            return False
+        for cls in info.defs.values():
+            dead = overridden.get((module, cls.name))
+            if cls.kind != "class" or not dead:
+                continue
+            spans = {m.name: m.body_span for m in cls.members if m.kind == "function" and m.body_span}
+            caller = next((name for name, (a, b) in spans.items() if a <= site.line <= b), None)
+            if caller is None:
+                continue
+            if caller in dead:
+                return True
+            return caller in self._reached_only_from(module, site.path, spans, set(dead), caller)
+        return False
+
+    def _reached_only_from(self, module: str, path: str, spans: dict[str, tuple[int, int]], dead: set[str],
+                           wanted: str) -> set[str]:
+        """The methods of one class (name -> body span) that its file names (`.name`) only inside `dead`
+        methods, grown to a fixpoint from `dead` (only those that could lead to `wanted` are asked of
+        the rest of the tree, which must not name them at all)."""
+        try:
+            lines = (self.target.root / path).read_bytes().split(b"\n")
+        except OSError:
+            return set()
+        refs: dict[str, list[int]] = {}
+        for name in spans:
+            needle = re.compile(rb"\.[ \t]*" + re.escape(name.encode()) + rb"\b")
+            refs[name] = [i + 1 for i, text in enumerate(lines) if needle.search(text)]
+        where = lambda line: next((n for n, (a, b) in spans.items() if a <= line <= b), None)
+        grown, changed = set(dead), True
+        while changed:
+            changed = False
+            for name, at in refs.items():
+                if name in grown or not at:
+                    continue
+                if all(where(line) in grown for line in at):
+                    grown.add(name)
+                    changed = True
+        if wanted not in grown or wanted in dead:
+            return grown
+        elsewhere = re.compile(rb"\.[ \t]*(" + re.escape(wanted.encode()) + rb")\b")
+        named = self.target.matches(elsewhere, (wanted,))
+        if any(self.target._relpath(p) != path for _, p, _ in named):
+            grown.discard(wanted)
+        return grown
 
     def _held_unreached(self, plugin_cls: str) -> str:
         """`Holder.attr, ...` when the plugin builds `plugin_cls` only into `self.<attr>` of its own
