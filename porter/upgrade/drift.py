@@ -1525,9 +1525,7 @@ class DriftAnalyzer:
         subclass overrides, and that the target also calls from outside the class (vllm 0.19's module-level
         `_moe_forward` calling `runner.forward_impl_chunked(...)`, which 0.18 called only from the
         `forward_impl` the plugin's AscendMoERunner overrides): upstream now runs the base's code on the
-        plugin's object, past the override that used to replace that path. Only where the override replaced
-        the path: none of those overrides calls the method or delegates to the base (`super().m(...)`), and
-        no plugin code calls the method itself."""
+        plugin's object, past the override that used to replace that path."""
         if self.baseline is None:
             return []
         overridden = {m for m in methods if not m.startswith("__")}
@@ -1542,20 +1540,14 @@ class DriftAnalyzer:
             return []
         _, new_defined = self._self_call_graph(self.target, *target_cls)
         plugin_cls = use.detail.get("cls", "?")
-        bodies: dict[str, str] = use.detail.get("bodies", {})
         findings = []
         for name in candidates:
             if name not in new_defined:
                 continue  # gone at the target: nothing of the base's runs under that name
-            if self._plugin_calls.get(name):
-                continue  # the plugin calls the base's method itself: it relies on it, a direct call changes nothing
-            via = sorted(old_graph[name] - {name})
-            if any(re.search(rf"\.\s*{re.escape(name)}\s*\(", bodies.get(m, ""))
-                   or re.search(rf"\bsuper\(\s*\)\s*\.\s*{re.escape(m)}\s*\(", bodies.get(m, "")) for m in via):
-                continue  # an override still calls it, or delegates to the base: the path was never replaced
             outside = self._outside_callers(self.target, name)
             if not outside or self._outside_callers(self.baseline, name):
                 continue  # nobody else calls it at the target, or others already did at the baseline
+            via = sorted(old_graph[name] - {name})
             findings.append(Finding(
                 DriftFamily.OTHER, f"{use.symbol}.{name}", loc, Severity.BREAKING,
                 f"{use.symbol}.{name} was reached only through {', '.join(via)} at the baseline, which {plugin_cls} "
