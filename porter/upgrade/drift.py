@@ -175,8 +175,6 @@ class DriftAnalyzer:
                 stores[cls].append((holder, attr, bases))
         self._held_only = {cls: held for cls, held in stores.items() if mentions[cls] == len(held)}
         self._held_reach: dict[str, bool] = {}
-        self._call_graphs: dict[tuple[int, str, str], tuple[dict[str, set[str]], set[str]]] = {}
-        self._outside: dict[tuple[int, str], tuple[str, ...]] = {}
         self._bodies: dict[tuple[int, str], list[str]] = {}
         self._factories: dict[str, str | None] = {}
         self._narrow_overrides: list[tuple[Use, str, str, Signature, Signature, Location]] = []
@@ -1090,7 +1088,6 @@ class DriftAnalyzer:
             findings.extend(self._rpc_methods(use, target_cls, plugin_members, loc))
         findings.extend(self._clobbered_attrs(use, base_cls, target_cls, methods, loc))
         findings.extend(self._orphaned_hooks(use, base_cls, target_cls, methods, loc))
-        findings.extend(self._bypassed_overrides(use, base_cls, target_cls, methods, loc))
         # F7: attributes the base's __init__ now sets, when the subclass replaces __init__ without calling it.
         if use.detail.get("defines_init") and not use.detail.get("calls_super_init"):
             new_attrs = self._init_attrs(self.target, *target_cls)
@@ -1485,77 +1482,6 @@ class DriftAnalyzer:
                 evidence=(f"called by {', '.join(callers)} at the baseline", f"no member {name} in the target's MRO"),
                 detail={"change": "hook_removed", "plugin_class": plugin_cls, "method": name, "called_by": callers,
                         "plugin_calls": own}, subject=f"hook:{plugin_cls}.{name}"))
-        return findings
-
-    def _self_call_graph(self, index: TreeIndex, cls: Definition, module: str) -> tuple[dict[str, set[str]], set[str]]:
-        """(callee -> the methods of the class's MRO whose body calls `self.<callee>(...)` / `cls.<callee>(...)`,
-        the method names the MRO defines). A name is the first definition in MRO order (an overridden
-        base method does not run)."""
-        key = (id(index), cls.name, module)
-        cached = self._call_graphs.get(key)
-        if cached is not None:
-            return cached
-        graph: dict[str, set[str]] = {}
-        defined: set[str] = set()
-        for klass, where in index.mro(cls, module):
-            lines = self._module_lines(index, where)
-            for member in klass.members:
-                if member.kind != "function" or not member.body_span or member.name in defined:
-                    continue
-                defined.add(member.name)
-                start, end = member.body_span
-                for callee in set(_HOOK_CALL.findall("\n".join(lines[start - 1:end]))):
-                    graph.setdefault(callee, set()).add(member.name)
-        self._call_graphs[key] = (graph, defined)
-        return graph, defined
-
-    def _outside_callers(self, index: TreeIndex, name: str) -> tuple[str, ...]:
-        """Modules of the tree that call `<x>.<name>(...)` on an object other than `self` / `cls` (a
-        module-level function handed the object, another class holding it)."""
-        key = (id(index), name)
-        if key not in self._outside:
-            pattern = re.compile(rb"(\w+)[ \t]*\.[ \t]*" + re.escape(name.encode()) + rb"[ \t]*\(")
-            self._outside[key] = tuple(module for module, _, receivers in index.matches(pattern, (name,))
-                                       if receivers - {"self", "cls"})
-        return self._outside[key]
-
-    def _bypassed_overrides(self, use: Use, base_cls: tuple[Definition, str], target_cls: tuple[Definition, str],
-                            methods: dict[str, Signature], loc: Location) -> list[Finding]:
-        """A base method the subclass does not define that the baseline reached only through methods the
-        subclass overrides, and that the target also calls from outside the class (vllm 0.19's module-level
-        `_moe_forward` calling `runner.forward_impl_chunked(...)`, which 0.18 called only from the
-        `forward_impl` the plugin's AscendMoERunner overrides): upstream now runs the base's code on the
-        plugin's object, past the override that used to replace that path."""
-        if self.baseline is None:
-            return []
-        overridden = {m for m in methods if not m.startswith("__")}
-        if not overridden:
-            return []
-        own = set(methods) | set(use.detail.get("attrs", [])) | set(use.detail.get("inherited", []))
-        old_graph, old_defined = self._self_call_graph(self.baseline, *base_cls)
-        candidates = sorted(name for name, callers in old_graph.items()
-                            if not name.startswith("__") and name not in own and name in old_defined
-                            and callers - {name} and callers - {name} <= overridden)
-        if not candidates:
-            return []
-        _, new_defined = self._self_call_graph(self.target, *target_cls)
-        plugin_cls = use.detail.get("cls", "?")
-        findings = []
-        for name in candidates:
-            if name not in new_defined:
-                continue  # gone at the target: nothing of the base's runs under that name
-            outside = self._outside_callers(self.target, name)
-            if not outside or self._outside_callers(self.baseline, name):
-                continue  # nobody else calls it at the target, or others already did at the baseline
-            via = sorted(old_graph[name] - {name})
-            findings.append(Finding(
-                DriftFamily.OTHER, f"{use.symbol}.{name}", loc, Severity.BREAKING,
-                f"{use.symbol}.{name} was reached only through {', '.join(via)} at the baseline, which {plugin_cls} "
-                f"overrides; the target also calls it from {', '.join(outside[:3])}, so upstream's {name} now runs on "
-                f"{plugin_cls} past its override",
-                evidence=(f"baseline: called only by {', '.join(via)}", f"target: called from {', '.join(outside[:3])}"),
-                detail={"change": "override_bypassed", "plugin_class": plugin_cls, "method": name, "overridden": via,
-                        "called_from": list(outside[:5])}, subject=f"bypassed:{plugin_cls}.{name}"))
         return findings
 
     def _clobbered_attrs(self, use: Use, base_cls: tuple[Definition, str], target_cls: tuple[Definition, str],
