@@ -375,7 +375,7 @@ def main() -> None:
     parser.add_argument("--baseline", default="0.18.0")
     parser.add_argument("--target", default="0.22.1")
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--out", default="upgrade.json", help="file name under bench/results/ (say the load: upgrade-load1-2.json)")
+    parser.add_argument("--out", default="upgrade.json", help="a bare file name lands under bench/results/ (say the load: upgrade-load1-2.json); a path is used as given")
     parser.add_argument("--findings-out", type=Path, default=None,
                         help="write the first cold run's --json findings here (stable parts, indented) to diff two porter versions")
     parser.add_argument("--no-compile", action="store_true",
@@ -484,7 +484,8 @@ def main() -> None:
         "records": [r.to_dict() for r in report.records],
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / args.out).write_text(json.dumps(result, indent=2, default=str))
+    out = Path(args.out)
+    (out if out.parent != Path(".") else RESULTS / out).write_text(json.dumps(result, indent=2, default=str))
     e2e = result["end_to_end"]
     print(f"## porter upgrade benchmark: vllm-ascend {args.plugin_version}, vllm {args.baseline} -> {args.target}\n")
     print(f"- machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
