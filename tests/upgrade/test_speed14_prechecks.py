@@ -95,37 +95,14 @@ class Holder:
 '''
 
 
-def _attribute_types_by_walk(info, init):
-    """The former way: every node of the walk, assignments picked out of them."""
-    from porter.upgrade.index import _annotated, _is_class_name, qualify, walk
-
-    self_name = init.args.args[0].arg
-    params = {a.arg: a.annotation for a in [*init.args.posonlyargs, *init.args.args, *init.args.kwonlyargs]}
-    out = {}
-    for node in walk(init):
-        if isinstance(node, ast.AnnAssign):
-            target, expr = node.target, _annotated(node.annotation)
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, value = node.targets[0], node.value
-            expr = (value.func if isinstance(value, ast.Call) else
-                    _annotated(params.get(value.id)) if isinstance(value, ast.Name) else None)
-        else:
-            continue
-        if expr is None or not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
-                                and target.value.id == self_name):
-            continue
-        dotted = qualify(info, expr)
-        if _is_class_name(dotted):
-            out.setdefault(target.attr, dotted)
-    return out
-
-
 def test_attribute_types_read_statements_only_with_the_walk_answer(monkeypatch):
     from porter.upgrade import index as index_mod
 
     info = index_mod.parse_module("pkg.holder", "pkg/holder.py", INIT.encode())
     init = next(n for n in ast.walk(ast.parse(INIT)) if isinstance(n, ast.FunctionDef) and n.name == "__init__")
-    expected = _attribute_types_by_walk(info, init)
+    with monkeypatch.context() as former:  # the former way: every node of the walk, assignments picked out
+        former.setattr(index_mod, "statements", index_mod.walk)
+        expected = index_mod._attribute_types(info, init)
     assert expected["engine"] == "pkg.engines.Engine" and expected["inner"] == "pkg.engines.Engine"
     assert {"made", "late", "looped", "matched", "cache"} <= set(expected)
 
