@@ -140,17 +140,17 @@ class EvalReport:
         }
 
 
-def _names(m: Match) -> set[str]:
-    return {m.entry.id, *m.entry.aliases}
+def _right_entry(entry, wanted: set[str], cause: str) -> str:
+    """'expected' / 'cause' when this entry is a right answer for the case, else ''."""
+    if {entry.id, *entry.aliases} & wanted:
+        return "expected"
+    if cause and cause in entry.causes:
+        return "cause"
+    return ""
 
 
 def _right(m: Match, wanted: set[str], cause: str) -> str:
-    """'expected' / 'cause' when this match is a right answer for the case, else ''."""
-    if _names(m) & wanted:
-        return "expected"
-    if cause and cause in m.entry.causes:
-        return "cause"
-    return ""
+    return _right_entry(m.entry, wanted, cause)
 
 
 def score_case(diag: Diagnosis, kind: str, wanted: set[str], cause: str = "") -> tuple[bool, bool]:
@@ -191,10 +191,8 @@ def own_entries(entries, case: CorpusCase) -> set[str]:
 
 
 def naming_entries(entries, case: CorpusCase) -> set[str]:
-    """Ids of the entries that would be a right answer for the case (`_right`'s rule: an id or
-    alias among its expected/acceptable ids, or its cause among the entry's `causes`)."""
-    wanted = case.wanted
-    return {e.id for e in entries if wanted & {e.id, *e.aliases} or (case.cause and case.cause in e.causes)}
+    """Ids of the entries that would be a right answer for the case (the rule `judge` applies)."""
+    return {e.id for e in entries if _right_entry(e, case.wanted, case.cause)}
 
 
 def reach_of(entries, case: CorpusCase, dropped: set[str] = frozenset()) -> str:
