@@ -169,11 +169,11 @@ def _totals(samples: list[tuple[list[float], int, str]]) -> dict[str, list[int]]
     return totals
 
 
-def _log_loss(weights: tuple[float, ...], rows: list[tuple[list[float], int]]) -> float:
-    model = Calibration(weights)
+def _log_loss(pairs: list[tuple[float, int]]) -> float:
+    """Summed log loss of (confidence, right?) pairs."""
     loss = 0.0
-    for x, y in rows:
-        p = min(max(model.probability(x), 1e-6), 1 - 1e-6)
+    for p, y in pairs:
+        p = min(max(p, 1e-6), 1 - 1e-6)
         loss -= math.log(p) if y else math.log(1 - p)
     return loss
 
@@ -194,13 +194,10 @@ def choose_l2(samples: list[tuple[list[float], int, str]], groups: list[str], gr
         return DEFAULT_L2, ()
     losses = []
     for l2 in grid:
+        predicted = _fold_predictions(samples, fold, l2, steps)
         total = 0.0
-        for k in used:
-            train = [s for s, f in zip(samples, fold) if f != k]
-            held = [s for s, f in zip(samples, fold) if f == k]
-            totals = _totals(train)
-            w = fit(_with_records(train, totals, own_outcome=True), l2=l2, steps=steps)
-            total += _log_loss(w, _with_records(held, totals, own_outcome=False))
+        for k in used:  # per fold, then across folds
+            total += _log_loss([p for p, f in zip(predicted, fold) if f == k])  # type: ignore[misc]
         losses.append((l2, total / len(samples)))
     best = min(losses, key=lambda t: (round(t[1], 6), abs(math.log(t[0] / DEFAULT_L2))))
     return best[0], tuple(losses)
@@ -214,7 +211,14 @@ def out_of_fold(samples: list[tuple[list[float], int, str]], groups: list[str], 
     """(confidence, right?) per sample from a model fitted on the other folds (folds by source
     thread, entry records from the other folds): what the confidence is worth on threads the fit
     never saw. The in-sample reliability of `kb eval` on dev is optimistic by construction."""
-    fold = [fold_of(g, folds) for g in groups]
+    predicted = _fold_predictions(samples, [fold_of(g, folds) for g in groups], l2, steps)
+    return [o for o in predicted if o is not None]
+
+
+def _fold_predictions(samples: list[tuple[list[float], int, str]], fold: list[int], l2: float,
+                      steps: int) -> list[tuple[float, int] | None]:
+    """Per sample, (confidence, right?) from a model fitted on the other folds with entry records
+    from them; None where no other fold holds a sample."""
     out: list[tuple[float, int] | None] = [None] * len(samples)
     for k in sorted(set(fold)):
         train = [s for s, f in zip(samples, fold) if f != k]
@@ -225,7 +229,7 @@ def out_of_fold(samples: list[tuple[list[float], int, str]], groups: list[str], 
         model = Calibration(fit(_with_records(train, totals, own_outcome=True), l2=l2, steps=steps))
         for i, (x, y) in zip(held, _with_records([samples[i] for i in held], totals, own_outcome=False)):
             out[i] = (model.probability(x), y)
-    return [o for o in out if o is not None]
+    return out
 
 
 def reliability(pairs: list[tuple[float, int]]) -> list[dict]:
