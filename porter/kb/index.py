@@ -379,7 +379,8 @@ class _Sig:
             m = self._defined_match(rx, text) or self._defined_match(rx, squeeze(text))
         else:
             m = rx.search(text) or rx.search(squeeze(text))
-        return {k.partition("__in_")[0]: v for k, v in m.groupdict().items() if v} if m else {}
+        names = {group: name for group, name, _ in self._tables}  # `api__in_vllm` is reported as `api`
+        return {names.get(k, k): v for k, v in m.groupdict().items() if v} if m else {}
 
 
 @record

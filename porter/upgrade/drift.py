@@ -1442,7 +1442,7 @@ class DriftAnalyzer:
         if not self._untyped_calls or self.baseline is None:
             return per_use
         names = {method for _, _, method in self._untyped_calls}
-        started = getattr(self, "_namesakes", None)
+        started = self._namesakes
         if started is not None and names <= started[0]:  # the search _start_namesakes began covers them
             new_sigs, old_sigs = started[1](), started[2]()
         else:
@@ -1455,7 +1455,8 @@ class DriftAnalyzer:
             old, new = old_sigs.get(method, []), new_sigs.get(method, [])
             if not interface_break(old, new, positional, keywords):
                 continue
-            common = max(({s.render() for s in new} or {""}), key=lambda r: sum(x.render() == r for x in new))
+            # the target's most common signature (the first in file order on a tie: a set's order would vary per run)
+            common = Counter(s.render() for s in new).most_common(1)[0][0]
             shape = ", ".join(["_"] * positional + [f"{k}=" for k in keywords])
             loc = Location(factory.rsplit(".", 1)[0], f"{factory.rsplit('.', 1)[-1]}().{method}")
             extra.setdefault(id(use), []).append(Finding(

@@ -52,10 +52,6 @@ def _header_params(text: bytes, open_paren: int) -> bytes | None:
     return None
 
 
-def _header_regex(names: list[str]) -> bytes:
-    return rb"\n[ \t]+(?:async[ \t]+)?def[ \t]+(" + b"|".join(re.escape(n.encode()) for n in names) + rb")[ \t]*\("
-
-
 def _signatures_each(names: tuple[str, ...], paths: list[str]) -> list[tuple[str, Signature]]:
     """(name, signature) of each method header of `names` in the files, in file and text order (a
     job for a worker: one read of each file). A file is searched only when it holds `def <name>`
@@ -64,7 +60,7 @@ def _signatures_each(names: tuple[str, ...], paths: list[str]) -> list[tuple[str
     depend on which other names are asked with it."""
     alternation = b"|".join(re.escape(n.encode()) for n in names)
     core = re.compile(rb"def[ \t]+(?:" + alternation + rb")[ \t]*\(")
-    pattern = re.compile(_header_regex(list(names)))
+    pattern = re.compile(rb"\n[ \t]+(?:async[ \t]+)?def[ \t]+(" + alternation + rb")[ \t]*\(")
     out: list[tuple[str, Signature]] = []
     for path in paths:
         try:
