@@ -71,3 +71,43 @@ def test_bad_defined_in_is_a_lint_error(fixture_kb, symbols):
     fixture_kb.add(bad, "x\n")
     report = lint(fixture_kb.patterns, check_examples=False)
     assert any("defined_in" in p.field for p in report.errors)
+
+
+TABLE_TEXTS = [
+    "# synthetic\nSchedulerOutput\nrejection_sample\n",
+    "SchedulerOutput\nrejection_sample",  # no final newline
+    "# c\n\nA\n\n#B\nC D\nE\tF\n",  # blank lines, a comment-like name, inner spaces/tabs
+    " Indented\nTrailing \nok\n",  # whitespace at a line's ends: stripped by the set rule
+    "A\r\nB\rC\x0bD\n",  # other line breaks
+    "  #x\nÄrger\nplain\n",  # an indented comment marker is a name; non-ASCII
+    "",
+]
+PROBES = ["SchedulerOutput", "rejection_sample", "Scheduler", "Output", "A", "B", "C", "D", "C D", "E\tF", "E", "#B", "#x",
+          "# c", "c", "Indented", "Trailing", "ok", "Ärger", "plain", "", "x.SchedulerOutput", "A.B", "\nA", "A\n", " A", "synthetic",
+          "# synthetic", "rejection_sample.__init__", "mod.plain.y"]
+
+
+@pytest.mark.parametrize("text", TABLE_TEXTS)
+def test_defined_is_membership_in_the_stripped_non_comment_lines(tmp_path, monkeypatch, text):
+    root = tmp_path / "symbols"
+    root.mkdir()
+    (root / "t.txt").write_bytes(text.encode("utf-8"))
+    monkeypatch.setattr(families, "symbols_dir", lambda: root)
+    monkeypatch.setattr(families, "_TABLES", {})
+    raw = (root / "t.txt").read_text(encoding="utf-8")
+    names = {line.strip() for line in raw.splitlines() if line.strip() and not line.startswith("#")}
+    assert families.symbol_table("t") == names
+    for probe in PROBES:
+        assert families.defined(probe, "t") == any(part in names for part in probe.split(".")), probe
+
+
+def test_a_plain_table_is_searched_not_hashed_into_a_set(symbols):
+    # the bundled tables are plain (one name a line): a warm diagnose must not build a ~5,700-name set
+    assert families.defined("SchedulerOutput", "vllm") and not families.defined("Scheduler", "vllm")
+    assert type(families._TABLES["vllm"]) is str
+
+
+def test_the_bundled_symbol_tables_are_plain(monkeypatch):
+    monkeypatch.setattr(families, "_TABLES", {})
+    for path in sorted(families.symbols_dir().glob("*.txt")):
+        assert type(families._table(path.stem)) is str, path.name
