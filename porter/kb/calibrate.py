@@ -19,7 +19,6 @@ decides, the way a test thread is unseen.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from pathlib import Path
 
@@ -180,6 +179,8 @@ def _log_loss(pairs: list[tuple[float, int]]) -> float:
 
 def fold_of(group: str, folds: int = CV_FOLDS) -> int:
     """A sample's fold, by its source thread: every case of one thread lands in the same fold."""
+    import hashlib  # here, not at the top: a warm `porter diagnose` imports this module (OpenSSL start-up ~6 % of the call)
+
     return int(hashlib.sha256(group.encode()).hexdigest(), 16) % folds
 
 

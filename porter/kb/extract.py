@@ -101,7 +101,7 @@ _CODES: tuple[tuple[str, re.Pattern[str]], ...] = (
     # an ACL call wrapper's "api=aclrtMallocHost, code=107002" (six digits: the ACL/runtime code ranges)
     ("cann", rxcache.compile(r"\bcode=(\d{6})(?!\d)")),
 )
-_CODE_GATE = rxcache.compile(r"\d{4}|0x|RetCode|HCCL function")  # every code above has one of these: a cheap first test
+_CODE_GATE = rxcache.compile(r"\d{4}|0x|RetCode|HCCL function")  # a line without any of these yields no code (see _GATE_IMPLIED)
 # Per pattern, a substring every match contains ("" = none short enough): a busy log's lines
 # with numbers pass the gate above, and one `in` test is far cheaper than one regex scan each.
 _CODE_LITERALS = ("", "ERR", "rr", "507", "retCode=0x", "result", "HCCL function error", "drvRetCode=", "ret is ", "dcmi",
@@ -114,6 +114,31 @@ _CODE_PRETESTS: dict[str, re.Pattern[str]] = {
     r"[Ee](?:rror[ _]?[Cc]ode|rrCode|rrcode|rr_code|rror)(?:\s+is)?\s*[=:]?\s*\[?(\d{6})(?!\d)":
         rxcache.compile(r"rr(?:or[ _]?[Cc]ode|Code|code|_code|or)(?:\s+is)?\s*[=:]?\s*\[?\d{6}(?!\d)"),
 }
+# Patterns every match of which also matches _CODE_GATE (four digits, "0x", "RetCode" or "HCCL function"
+# inside the match), by pattern text: for them the gate decides nothing and is not run. The others
+# ("ret is -3", dcmi's "ret = 8") find a code only on a line the gate passes. An edited pattern is gated.
+_GATE_IMPLIED = frozenset({
+    r"E[A-Z]\d{4}(?!\w)", r"ERR\d{5}(?!\w)",
+    r"[Ee](?:rror[ _]?[Cc]ode|rrCode|rrcode|rr_code|rror)(?:\s+is)?\s*[=:]?\s*\[?(\d{6})(?!\d)", r"507\d{3}(?!\d)",
+    r"retCode=0x[0-9a-fA-F]+", r"\bresult\s?=\s?(\d{6})(?!\d)", r"HCCL function error: [^\n]{0,300}?error code is (\d{1,2})(?!\d)",
+    r"drvRetCode=\d+", r"\bret code\s?[=:]\s?(-80\d{2})(?!\d)", r"\bcode=(\d{6})(?!\d)",
+})
+
+
+def _code_plan(pretests: dict, implied: frozenset[str] = _GATE_IMPLIED) -> tuple:
+    """Per code pattern: (family, pattern, literal, pretest or None, gated, whether a match right
+    after a letter or digit is part of a longer word, whether the code is group 1). One tuple a
+    pattern, walked once per error line; _CODE_GATE runs only for a gated pattern whose literal is
+    in the line (run first on every line, it cost more than the tests it spared: a crafted log's
+    lines all have four digits)."""
+    return tuple((family, pattern, literal, pretests.get(pattern.pattern), pattern.pattern not in implied,
+                  pattern.pattern[0] in "E5", bool(pattern.groups))
+                 for (family, pattern), literal in zip(_CODES, _CODE_LITERALS))
+
+
+_CODE_PLAN = _code_plan(_CODE_PRETESTS)
+
+
 # Substrings that make a line worth a full look by the extractor (a superset of what `feed`
 # reacts to when idle). The scanner finds them chunk-wise with str.find and skips other lines.
 EXTRACT_NEEDLES: tuple[str, ...] = (
@@ -310,19 +335,25 @@ class Extractor:
         return True
 
     def _record_codes(self, number: int, text: str) -> None:
-        if len(self._codes) >= MAX_CODES or not _CODE_GATE.search(text):
+        codes = self._codes
+        if len(codes) >= MAX_CODES:
             return
-        for (family, pattern), literal in zip(_CODES, _CODE_LITERALS):
+        gate = None  # _CODE_GATE on this line, once a gated pattern needs it
+        for family, pattern, literal, pretest, gated, joined, grouped in _CODE_PLAN:
             if literal not in text:
                 continue
-            pretest = _CODE_PRETESTS.get(pattern.pattern)
+            if gated:
+                if gate is None:
+                    gate = _CODE_GATE.search(text) is not None
+                if not gate:
+                    continue
             if pretest is not None and pretest.search(text) is None:
                 continue
             for m in pattern.finditer(text):
                 start = m.start()
-                if start and (text[start - 1].isalnum() and m.re.pattern[0] in "E5"):
+                if start and (joined and text[start - 1].isalnum()):
                     continue  # "xEZ9999" / "1507899": part of a longer word or number
-                code = m.group(1) if m.re.groups else m.group()
+                code = m.group(1) if grouped else m.group()
                 if family == "hccl":
                     code = f"HCCL:{code}"  # HcclResult values are small integers: keep them apart
                 if code not in self._codes and len(self._codes) < MAX_CODES:

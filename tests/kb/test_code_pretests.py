@@ -37,6 +37,53 @@ def test_codes_found_with_and_without_pretests_are_the_same(monkeypatch):
     lines = [f"[rank{i % 8}]: error {i}  step {i * 7}  loss 0.{i}" for i in range(990, 1100)]
     lines += ["RuntimeError: error code 507899 EZ9999", "ret is -3 dcmi get fail ret = 8", "ErrCode=161002 result = 500001"]
     with_pretests = _codes(lines)
-    monkeypatch.setattr(extract, "_CODE_PRETESTS", {})
+    monkeypatch.setattr(extract, "_CODE_PLAN", extract._code_plan({}))
     assert _codes(lines) == with_pretests
     assert {"507899", "161002", "EZ9999", "500001"} <= set(with_pretests)
+
+
+def _gate_first_codes(lines: list[str]) -> dict:
+    """What _record_codes found when it ran _CODE_GATE first on every line (before _GATE_IMPLIED)."""
+    found: dict = {}
+    for number, text in enumerate(lines, 1):
+        if len(found) >= extract.MAX_CODES or not extract._CODE_GATE.search(text):
+            continue
+        for (family, pattern), literal in zip(extract._CODES, extract._CODE_LITERALS):
+            if literal not in text:
+                continue
+            for m in pattern.finditer(text):
+                start = m.start()
+                if start and (text[start - 1].isalnum() and pattern.pattern[0] in "E5"):
+                    continue
+                code = m.group(1) if pattern.groups else m.group()
+                code = f"HCCL:{code}" if family == "hccl" else code
+                if code not in found and len(found) < extract.MAX_CODES:
+                    found[code] = (code, family, number)
+    return found
+
+
+_GATE_PIECES = ["ret is ", "ret is -", "dcmi ", "ret = ", "ret code: ", "ret code=-80", "ret code: -80", "-80", "code=", "result = ", "retCode=0x", "drvRetCode=",
+                "HCCL function error: ", " error code is ", "ERR", "EZ", "E", "507", "error ", "Error code ", "rr", "0x", "x", " ",
+                "1", "12", "123", "9", "٣", "a", "1234", "12345", "123456", ":", "="]
+
+
+def test_patterns_said_to_imply_the_gate_do():
+    rng = random.Random(21)
+    lines = ["".join(rng.choice(_GATE_PIECES) for _ in range(rng.randrange(1, 10))) for _ in range(30000)]
+    patterns = {p.pattern: p for _, p in extract._CODES}
+    assert extract._GATE_IMPLIED <= set(patterns)  # each still names a pattern
+    for text in extract._GATE_IMPLIED:
+        matched = [line for line in lines if patterns[text].search(line)]
+        assert len(matched) > 20, text  # the fuzz reaches the pattern
+        for line in matched:
+            assert extract._CODE_GATE.search(line), (text, line)
+
+
+def test_codes_are_those_the_gate_first_scan_found():
+    rng = random.Random(22)
+    for _ in range(300):
+        lines = ["".join(rng.choice(_GATE_PIECES) for _ in range(rng.randrange(1, 10))) for _ in range(40)]
+        assert _codes(lines) == _gate_first_codes(lines)
+    # short driver codes only count on a line the gate passes (four digits, 0x, ...), as before
+    assert _codes(["ret is -3 dcmi get fail ret = 8"]) == {}
+    assert set(_codes(["ret is -3 after 1234 ms"])) == {"-3"}

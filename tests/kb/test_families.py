@@ -3,6 +3,8 @@ co-occurrence windows; captures fill the fix text."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from porter.kb.families import FamilyError, code_in_range, code_regex, fill, template_regex
@@ -73,7 +75,38 @@ def test_code_ranges(fixture_kb):
     assert diagnose_text(kb, "error code is 361001\n").status == "unknown"
     assert diagnose_text(kb, "took 1610023 ms\n").status == "unknown"  # part of a longer number
     assert code_in_range("EI0001-EI0099", "EI0006") and not code_in_range("EI0001-EI0099", "EI0106")
-    assert code_regex("EZ9999").startswith("(?<!")
+    assert not re.search(code_regex("EZ9999"), "xEZ9999") and re.search(code_regex("EZ9999"), "(EZ9999)")
+
+
+def _old_code_regex(spec: str) -> str:
+    """code_regex before it put the literal head first: the lookbehind guard, then the code."""
+    from porter.kb.families import code_needle, parse_code
+
+    prefix, digits, lo, hi = parse_code(spec)
+    head = code_needle(spec)
+    rest = digits - (len(head) - len(prefix))
+    body = re.escape(prefix) + head[len(prefix):] + (rf"\d{{{rest}}}" if rest else "")
+    return rf"(?<![A-Za-z0-9])(?P<code>{body})(?![\w])" if prefix else rf"(?<!\d)(?P<code>{body})(?!\d)"
+
+
+def test_code_regex_finds_what_the_guard_first_form_found():
+    import random
+
+    rng = random.Random(5)
+    specs = ["EZ9999", "EI0019-EI0020", "EI0001-EI9999", "161000-161999", "507899", "500001-599999", "ERR00100-ERR00199",
+             "EE1001", "E40020", "100000-999999", "A_1-A_9"]
+    pieces = ["E", "Z", "I", "EZ", "EI", "ERR", "00", "0", "1", "9", "99", "9999", "161", "507", "899", "5", "x", "_", " ", "(",
+              "a", "é", "٣", ".", "-", "A_", "EI00", "EZ9999", "161002", "1610023"]
+    pieces += [spec.split("-")[0] for spec in specs]  # each code itself, so that every pattern is reached
+    lines = ["".join(rng.choice(pieces) for _ in range(rng.randrange(1, 12))) for _ in range(6000)]
+    for spec in specs:
+        new, old = re.compile(code_regex(spec)), re.compile(_old_code_regex(spec))
+        hits = 0
+        for line in lines:
+            got = [(m.span(), m.group("code")) for m in new.finditer(line)]
+            assert got == [(m.span(), m.group("code")) for m in old.finditer(line)], (spec, line)
+            hits += bool(got)
+        assert hits, spec  # the fuzz reaches every pattern
 
 
 def test_frame_and_within_window(fixture_kb):

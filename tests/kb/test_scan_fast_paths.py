@@ -147,3 +147,32 @@ def test_required_tokens_of_collapsed_literals_and_regex_runs():
     assert required_tokens("literal", "device busy failed") == ("busy",)
     assert required_tokens("regex", r"ImportError: cannot import name '(?P<s>\w+)' from") == ("cannot", "import", "name")
     assert required_tokens("regex", r"(?i)cannot import name") == () and required_tokens("code", "EZ9999") == ()
+
+
+def test_only_a_prefix_with_a_w_can_label_a_line_a_warning():
+    # the scan tests the warning-prefix regex only on a stripped prefix holding "w" or "W"
+    import random
+    import re
+    import sys
+
+    rx = matcher._WARNING_PREFIX.compiled()
+    folded = [chr(c) for c in range(sys.maxunicode + 1) if re.fullmatch(r"(?i:w)", chr(c))]
+    assert sorted(folded) == ["W", "w"]  # no other character case-folds to the regex's "w"
+    rng = random.Random(3)
+    pieces = ["W", "w", "WARN", "warning", "Warn", "W0501", "[W", "] ", " ", "(pid=3) ", "INFO", "12:00:01", "[rank0]: ", "x", "0", ")"]
+    for _ in range(20000):
+        prefix = "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 6)))
+        if rx.search(prefix):
+            assert "w" in prefix or "W" in prefix, prefix
+
+
+def test_prefixes_without_a_w_skip_the_warning_regex(monkeypatch):
+    class Refuse:
+        def search(self, text, pos=0):
+            raise AssertionError(f"regex run on {text!r}")
+
+    kb = _kb([[{"literal": "boom failed", "weight": 0.9}]])
+    monkeypatch.setattr(matcher, "_WARNING_PREFIX", Refuse())
+    lines = [f"[rank{i % 8}]: boom failed step {i}" for i in range(600)] + ["INFO 05-01 12:00:00 [x.py:1] boom failed"]
+    hits, signals = matcher.scan(kb, [lines])
+    assert hits and not signals.warning_lines
