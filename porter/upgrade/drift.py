@@ -58,6 +58,17 @@ _SELF_CALL = re.compile(r"\bself\.(\w+)\(")
 _HOOK_CALL = re.compile(r"\b(?:self|cls)\.(\w+)\(")  # a method called on the object or its class (a hook)
 _ATTR_CALL = re.compile(r"\.(\w+)\(")  # a method called on any receiver
 _SELF_STORE = re.compile(r"^\s*self\.(\w+)\s*(?::[^=\n]+)?=(?!=)\s*(.*)$", re.M)  # `self.x = v`, `self.x: T = v`: (x, v)
+# `super(...).<name>(`, tried at every position (a lookahead: a match starting inside another is found
+# too), the name as the whole word there: one compiled pattern for every method instead of one per name
+_SUPER_CALL = re.compile(r"(?=\bsuper\s*\([^()]*\)\s*\.\s*(\w+)\s*\()")
+
+
+def calls_super(method: str, body: str) -> bool:
+    """Whether `body` calls `super(...).<method>(...)` (re.search of the pattern with the name escaped in,
+    for an ASCII identifier answered by _SUPER_CALL: a name is followed by a non-word character there)."""
+    if not (method.isascii() and method.isidentifier()):
+        return re.search(r"\bsuper\s*\([^()]*\)\s*\.\s*" + re.escape(method) + r"\s*\(", body) is not None
+    return "super" in body and any(m.group(1) == method for m in _SUPER_CALL.finditer(body))
 
 
 def _store_value(body: str, store: re.Match[str]) -> str:
@@ -1342,7 +1353,7 @@ class DriftAnalyzer:
             bodies = use.detail.get("bodies", {})
             # an override that calls super().m(...) runs upstream's m too: its calls still happen
             methods = {m for m in use.detail.get("methods", {})
-                       if not re.search(r"\bsuper\s*\([^()]*\)\s*\.\s*" + re.escape(m) + r"\s*\(", bodies.get(m, ""))}
+                       if not calls_super(m, bodies.get(m, ""))}
             found = self.target.class_of(use.symbol) if methods and self.target.is_upstream(use.symbol) else None
             if found is None:
                 continue

@@ -176,19 +176,45 @@ _VISIT_CONSTANT_SHIM = ast.NodeVisitor.visit_Constant
 _LEGACY_CONSTANT_VISITS = ("visit_Num", "visit_Str", "visit_Bytes", "visit_NameConstant", "visit_Ellipsis")
 
 
+# Leaf node types that no caller of walk() asks for: expression contexts (Name.ctx) and operators
+# (BinOp.op, Compare.ops). They have no child nodes, so leaving them out of the walk keeps the
+# order of every other node; they are about a third of the nodes of a module.
+_LEAVES = frozenset(kind for base in (ast.expr_context, ast.operator, ast.boolop, ast.cmpop, ast.unaryop)
+                    for kind in base.__subclasses__())
+# Fields that never hold a node (names, identifiers, flags, a Constant's value): not read by the walks.
+_PLAIN_FIELDS = frozenset({"id", "attr", "arg", "name", "module", "level", "kind", "type_comment", "is_async",
+                           "conversion", "simple", "asname", "tag"})
+_LEAF_FIELDS = frozenset({"ctx", "op", "ops"})  # fields that hold only leaf nodes
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}  # per node type: the fields walk() reads
+_NODE_FIELDS: dict[type, tuple[str, ...]] = {}  # per node type: the fields that may hold a node (leaves too)
+
+
+def _fields_for(kind: type) -> tuple[str, ...]:
+    fields = tuple(f for f in kind._fields if f not in _PLAIN_FIELDS and not (kind is ast.Constant and f == "value"))
+    _NODE_FIELDS[kind] = fields
+    _CHILD_FIELDS[kind] = child = tuple(f for f in fields if f not in _LEAF_FIELDS)
+    return child
+
+
 def walk(node: ast.AST):
-    """ast.walk (the same breadth-first order) with the child loop inlined: about twice as fast."""
+    """ast.walk's breadth-first order without the leaf nodes in _LEAVES (contexts, operators), with
+    the child loop inlined and per node type only the fields that can hold a node: about 2.5x as fast."""
     from collections import deque
 
     todo = deque([node])
     pop, push, extend = todo.popleft, todo.append, todo.extend
+    fields_of, leaves = _CHILD_FIELDS.get, _LEAVES
     while todo:
         node = pop()
-        for name in node._fields:
+        kind = node.__class__
+        fields = fields_of(kind)
+        if fields is None:
+            fields = _fields_for(kind)
+        for name in fields:
             value = getattr(node, name, None)
             if value.__class__ is list:
-                extend([item for item in value if isinstance(item, _AST)])
-            elif isinstance(value, _AST):
+                extend([item for item in value if isinstance(item, _AST) and item.__class__ not in leaves])
+            elif isinstance(value, _AST) and value.__class__ not in leaves:
                 push(value)
         yield node
 
@@ -213,10 +239,14 @@ class FastVisitor(ast.NodeVisitor):
     child loop inlined: the stdlib's per-node getattr and iter_fields are most of a scan's time."""
 
     _dispatch: dict[type, Callable[[Any, ast.AST], Any]]
+    _fields_table: dict[type, tuple[str, ...]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._dispatch = {}
+        # a visitor that visits no leaf type (contexts, operators) skips the fields holding only those
+        visits_leaves = any(hasattr(cls, "visit_" + kind.__name__) for kind in _LEAVES)
+        cls._fields_table = _NODE_FIELDS if visits_leaves else _CHILD_FIELDS
 
     def _method_for(self, kind: type) -> Callable[[Any, ast.AST], Any]:
         method = getattr(type(self), "visit_" + kind.__name__, None)
@@ -236,7 +266,13 @@ class FastVisitor(ast.NodeVisitor):
 
     def generic_visit(self, node: ast.AST) -> None:
         dispatch, visit = self._dispatch, self.visit
-        for name in node._fields:
+        kind = node.__class__
+        table = self._fields_table
+        fields = table.get(kind)
+        if fields is None:
+            _fields_for(kind)
+            fields = table[kind]
+        for name in fields:  # the fields that may hold a node (a leaf's visit is _noop unless defined)
             value = getattr(node, name, None)
             if value.__class__ is list:
                 for item in value:

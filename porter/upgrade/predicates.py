@@ -157,12 +157,44 @@ class _Swap(ast.NodeTransformer):
 NO_PREDICATES = Predicates([])
 
 
+def _may_name_version(expr: ast.AST) -> bool:
+    """False when ast.unparse(expr) cannot match _VERSIONISH: no identifier, attribute, keyword or
+    parameter name and no str / bytes constant under it holds "version" or "VERSION". The rendering
+    writes those texts as they are (a constant's letters are never escaped) and separates them from
+    one another and from keywords, operators and numbers, none of which holds a "v"; so every match
+    in it lies inside one of them. Cheaper than rendering the expression (most candidate values are
+    plain calls and comparisons)."""
+    for node in walk(expr):
+        kind = node.__class__
+        if kind is ast.Name:
+            text = node.id
+        elif kind is ast.Attribute:
+            text = node.attr
+        elif kind is ast.Constant:
+            value = node.value
+            if value.__class__ is bytes:
+                if b"version" in value or b"VERSION" in value:
+                    return True
+                continue
+            if value.__class__ is not str:
+                continue
+            text = value
+        elif kind is ast.keyword or kind is ast.arg:
+            text = node.arg or ""
+        else:
+            continue
+        if "version" in text or "VERSION" in text:
+            return True
+    return False
+
+
 def _candidate_lines(nodes: list[ast.AST]) -> list[int]:
     """Lines of the assignments that could be predicates (`name = <test>` whose text names a version):
     a scope holding none of them has no predicate, so its (costly) scope analysis is skipped."""
     return [node.lineno for node in nodes
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-            and isinstance(node.value, _TESTS) and _VERSIONISH.search(ast.unparse(node.value))]
+            and isinstance(node.value, _TESTS) and _may_name_version(node.value)
+            and _VERSIONISH.search(ast.unparse(node.value))]
 
 
 def predicate_functions(tree: ast.Module) -> dict[str, str]:

@@ -394,10 +394,11 @@ def _gunzip(data: bytes) -> bytes:
     return codec.decompress(data)
 
 
-def _tar_members(archive: Path) -> list[tuple[str, memoryview | None]]:
-    """(name, content or None) per member of a (gzipped) tar, read and decompressed in one go;
-    contents are views into the decompressed archive (only the members kept are copied)."""
-    raw = archive.read_bytes()
+def _tar_members(archive: Path, data: bytes | None = None) -> list[tuple[str, memoryview | None]]:
+    """(name, content or None) per member of a (gzipped) tar, read and decompressed in one go
+    (`data`: the archive's bytes, when the caller read them already); contents are views into the
+    decompressed archive."""
+    raw = archive.read_bytes() if data is None else data
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = _gunzip(raw)
@@ -406,7 +407,7 @@ def _tar_members(archive: Path) -> list[tuple[str, memoryview | None]]:
     return [(name, content) for name, _, content in iter_tar(raw)]
 
 
-def _write_tree(root: Path, files: dict[str, bytes]) -> None:
+def _write_tree(root: Path, files: dict[str, bytes | memoryview]) -> None:
     """Write `files` (relative path -> bytes) under `root`, each created read-only (0444)."""
     made: set[str] = set()
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
@@ -429,14 +430,18 @@ def _safe_member(name: str) -> bool:
     return bool(name) and not name.startswith("/") and ".." not in name.split("/")
 
 
-def extract_archive(archive: Path, dest: Path, strip_top: bool | None = None, skip_top: frozenset[str] = frozenset()) -> int:
+def extract_archive(archive: Path, dest: Path, strip_top: bool | None = None, skip_top: frozenset[str] = frozenset(),
+                    data: bytes | None = None) -> int:
     """Extract only Python sources of a wheel/zip/sdist into `dest` (a fresh directory), each file
     read-only. Returns the number of files. Raises InputError for a corrupt or unknown archive.
     A tar is read into memory and decompressed at once; only its Python members are written.
-    `skip_top`: top-level folders (after the stripped one) whose sources are not written."""
+    `skip_top`: top-level folders (after the stripped one) whose sources are not written. `data`:
+    the archive's bytes when the caller has read them (a tar is then not read again)."""
     archive = Path(archive)
     extensions: list[str] = []
-    files: dict[str, bytes] = {}  # a later member of the same name wins, as on extraction
+    # a later member of the same name wins, as on extraction; a tar member's content is a view into
+    # the decompressed archive, written from there (no copy of the ~25 MB an upstream keeps)
+    files: dict[str, bytes | memoryview] = {}
     if archive.suffix in (".whl", ".zip"):
         try:
             # Reading a member checks its CRC; binary members (hundreds of MB) are never read.
@@ -453,7 +458,7 @@ def extract_archive(archive: Path, dest: Path, strip_top: bool | None = None, sk
             raise InputError(f"{archive}: not a readable wheel/zip ({exc})", hint="delete it and download it again") from exc
     elif archive.name.endswith((".tar.gz", ".tgz", ".tar")):
         try:
-            members = _tar_members(archive)
+            members = _tar_members(archive, data)
         except (_TarError, OSError) as exc:
             reason = str(exc).splitlines()[0].rstrip(":") if str(exc) else type(exc).__name__
             raise InputError(f"{archive}: not a readable tar archive ({reason})",
@@ -469,7 +474,7 @@ def extract_archive(archive: Path, dest: Path, strip_top: bool | None = None, sk
                 extensions.append(ext)
             if content is None or not _wanted(name) or not _safe_member(name) or name.split("/", 1)[0] in skip_top:
                 continue
-            files[name] = bytes(content)
+            files[name] = content
     else:
         raise InputError(f"{archive}: unknown archive type", hint="use a .whl, .zip, .tar.gz or a directory")
     if not files:
@@ -504,11 +509,12 @@ def extract_archive_by_digest(archive: Path, trees: Path, lean: bool = False) ->
     """Extract `archive` into `trees/<its content digest>` (`<digest>-lean` without LEAN_SKIPPED)
     unless a tree is there already (a job for a worker process: the archive is read and hashed
     there, not in the caller). Returns (digest, whether this call extracted it)."""
-    digest = archive_digest(Path(archive).read_bytes())
+    data = Path(archive).read_bytes()
+    digest = archive_digest(data)
     dest = Path(trees) / _tree_name(digest, lean)
     if (dest / COMPLETE).is_file():
         return digest, False
-    extract_archive(archive, dest, skip_top=LEAN_SKIPPED if lean else frozenset())
+    extract_archive(archive, dest, skip_top=LEAN_SKIPPED if lean else frozenset(), data=data)  # read once
     return digest, True
 
 

@@ -15,8 +15,18 @@ SOURCES = [p for p in sorted((Path(__file__).resolve().parents[2] / "porter" / "
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
 def test_walk_matches_ast_walk(path):
+    """ast.walk's nodes in its order, less the leaf types no caller asks for (contexts, operators)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    assert [id(n) for n in walk(tree)] == [id(n) for n in ast.walk(tree)]
+    leaves = (ast.expr_context, ast.operator, ast.boolop, ast.cmpop, ast.unaryop)
+    expected = [id(n) for n in ast.walk(tree) if not isinstance(n, leaves)]
+    assert [id(n) for n in walk(tree)] == expected and len(expected) > 1000
+
+
+def test_walk_leaves_out_only_leaves():
+    tree = ast.parse("a = -b + (c < d) and not e\nf.g[h] = {i: j for i, j in k}\ndel m\n")
+    kinds = {type(n).__name__ for n in walk(tree)}
+    assert {"Name", "Attribute", "Subscript", "BinOp", "UnaryOp", "Compare", "BoolOp", "DictComp", "Delete"} <= kinds
+    assert not kinds & {"Load", "Store", "Del", "Add", "USub", "Lt", "And", "Not"}
 
 
 def _recorder(base: type) -> type:
@@ -40,10 +50,35 @@ def _recorder(base: type) -> type:
     return Recorder
 
 
+def _leafless_recorder(base: type) -> type:
+    class Recorder(base):  # type: ignore[misc, valid-type]
+        """Visits no leaf type: a FastVisitor of it skips the context and operator fields."""
+
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        def visit_Name(self, node: ast.Name) -> None:
+            self.seen.append(f"name:{node.id}")
+
+        def visit_Attribute(self, node: ast.Attribute) -> None:
+            self.seen.append(f"attr:{node.attr}")
+            self.generic_visit(node)
+
+        def visit_Compare(self, node: ast.Compare) -> None:
+            self.seen.append(f"compare:{node.lineno}")
+            self.generic_visit(node)
+
+        def visit_Constant(self, node: ast.Constant) -> None:
+            self.seen.append(f"const:{node.value!r}"[:40])
+
+    return Recorder
+
+
+@pytest.mark.parametrize("make", [_recorder, _leafless_recorder], ids=["with-leaf-visit", "leafless"])
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
-def test_visitor_matches_node_visitor(path):
+def test_visitor_matches_node_visitor(path, make):
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    fast, slow = _recorder(FastVisitor)(), _recorder(ast.NodeVisitor)()
+    fast, slow = make(FastVisitor)(), make(ast.NodeVisitor)()
     fast.visit(tree)
     slow.visit(tree)
     assert fast.seen == slow.seen and len(fast.seen) > 100

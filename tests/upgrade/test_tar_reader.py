@@ -73,6 +73,24 @@ def test_extraction_writes_python_files_read_only(tmp_path):
             assert stat.S_IMODE(os.stat(os.path.join(dirpath, name)).st_mode) == 0o444
 
 
+def test_extraction_takes_the_bytes_already_read(tmp_path, monkeypatch):
+    """extract_archive_by_digest reads the archive once: the bytes it hashed are the ones extracted."""
+    from pathlib import Path
+
+    from porter.upgrade import sources
+
+    archive = tmp_path / "pkg-1.0.tar.gz"
+    archive.write_bytes(_tar(tarfile.PAX_FORMAT, MEMBERS, gz=True))
+    (tmp_path / "trees").mkdir()
+    reads: list[Path] = []
+    original = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: reads.append(self) or original(self))
+    digest, extracted = sources.extract_archive_by_digest(archive, tmp_path / "trees")
+    assert extracted and reads.count(archive) == 1
+    assert (tmp_path / "trees" / digest / "pkg" / "__init__.py").read_text() == "x = 1\n"
+    assert (tmp_path / "trees" / digest / "pkg" / "big.py").read_bytes() == b"z = 0\n" * 300
+
+
 def test_truncated_gzip_is_an_input_error(tmp_path):
     archive = tmp_path / "pkg-1.0.tar.gz"
     archive.write_bytes(_tar(tarfile.PAX_FORMAT, MEMBERS, gz=True)[:-20])
