@@ -18,7 +18,7 @@ from porter.upgrade.deprecations import deprecated_homes
 from porter.upgrade.guards import GuardConventions, TargetVersions, combine
 from porter.upgrade.lanes import GuardVerdict, Lanes, guard_verdicts, innermost_version_block, lane_of
 from porter.upgrade.index import (KNOWN_OUTSIDE_BASES, PLAIN_BASES, Definition, Resolution, Signature, TreeIndex,
-                                  prefetch_reach, walk)
+                                  prefetch_reach, qualify, walk)
 from porter.upgrade.models import (
     Candidate,
     DriftFamily,
@@ -180,6 +180,7 @@ class DriftAnalyzer:
         self._factories: dict[str, str | None] = {}
         self._narrow_overrides: list[tuple[Use, str, str, Signature, Signature, Location]] = []
         self._module_by_path: dict[str, str] | None = None  # target file (relative) -> module, built when asked
+        self._paths_of: dict[int, dict[str, str]] = {}  # id(index) -> its file (relative) -> module, built when asked
         self._untyped_calls: list[tuple[Use, str, str]] = []  # (use, factory, method): `fn().m(...)`, fn's class unknown
         self._override_sigs: dict[tuple[str, str], Signature] = {}  # (plugin class, method) -> bound override
         dead_modules = self._dead_modules(files)
@@ -216,6 +217,7 @@ class DriftAnalyzer:
                 per_use.append((use, guard, findings, broken))
         per_use = self._named_elsewhere(per_use, files)
         per_use = self._drop_uncalled_optional(per_use)
+        per_use = self._unreached_overrides(per_use)
         per_use = self._new_call_shapes(per_use)
         per_use = self._namesake_calls(per_use)
         guards = self._guard_verdicts(files, per_use, dead_modules)
@@ -1293,6 +1295,132 @@ class DriftAnalyzer:
                 kept.append(f)
             out.append((use, guard, kept, broken))
         return out
+
+    def _unreached_overrides(self, per_use: list[tuple[Use, Guard, list[Finding], bool]]) -> list[tuple[Use, Guard, list[Finding], bool]]:
+        """An override that no longer fits its base (the base dropped a parameter the override requires,
+        or now passes one it does not take) breaks where an upstream call reaches it: a call of the
+        method that fits the base's new signature and not the override (or passes `*args`/`**kwargs`),
+        whose receiver may hold the plugin's instance (typed by the calling function: `self`, an
+        attribute its class's `__init__` or body annotates, an annotated parameter or local; an
+        unknown receiver may), made from an upstream method that no live plugin subclass replaces.
+        Where the target calls the method by name and no such call remains, nothing upstream reaches
+        the override: a note (`MoE quant methods' apply`, called in ~50 files, only from the
+        FusedMoE.forward_impl the plugin's own FusedMoE overrides)."""
+        pending: dict[str, list[Finding]] = defaultdict(list)
+        by_finding: dict[int, tuple[Signature, Signature, tuple[Definition, str], Signature | None]] = {}
+        for use, _, findings, _ in per_use:
+            for f in findings:
+                method = str(f.detail.get("method", ""))
+                if (f.detail.get("change") != "override_mismatch" or f.detail.get("optional_only") or method == "__init__"
+                        or method in IMPLICITLY_CALLED or f.severity not in (Severity.BREAKING, Severity.RISKY)):
+                    continue
+                base = self.target.class_of(use.symbol) or self._relocated_class(use.symbol)
+                override = use.detail.get("methods", {}).get(method)
+                member = self.target.class_member(*base, method) if base is not None else None
+                if base is None or override is None or member is None or member.signature is None:
+                    continue
+                base_cls = self.baseline.class_of(use.symbol) if self.baseline is not None else None
+                old_member = self.baseline.class_member(*base_cls, method) if base_cls is not None else None  # type: ignore[union-attr]
+                old_sig = bound(old_member.signature) if old_member is not None and old_member.signature is not None else None
+                by_finding[id(f)] = (bound(override), bound(member.signature), base, old_sig)
+                pending[method].append(f)
+        if not pending:
+            return per_use
+        if self.baseline is not None:
+            sites, old_sites = call_shapes_many([(self.target, set(pending), ()), (self.baseline, set(pending), ())])
+        else:
+            sites, old_sites = call_shapes(self.target, set(pending)), None
+        overridden = self._overridden_upstream(per_use)
+        out = []
+        for use, guard, findings, broken in per_use:
+            kept = []
+            for f in findings:
+                known = by_finding.get(id(f))
+                calls = sites.calls.get(str(f.detail.get("method", ""))) if known else None
+                if not calls:  # not called by name at the target (dispatch, a hook): left as it is
+                    kept.append(f)
+                    continue
+                override, base_sig, base, old_sig = known  # type: ignore[misc]
+                # the same receiver in the same file at the baseline: calls none of which fitted the base's
+                # signature there (the plugin ran) are calls of another class's method of that name
+                before: dict[tuple[str, str, str], list[CallShape]] = defaultdict(list)
+                for c in (old_sites.calls.get(str(f.detail["method"]), ()) if old_sites is not None and old_sig is not None else ()):
+                    before[self._call_key(self.baseline, c)].append(c)  # type: ignore[arg-type]
+                other_class = lambda c: bool(before.get(self._call_key(self.target, c))) and not any(
+                    o.star or binds(old_sig, o.positional, o.keywords) for o in before[self._call_key(self.target, c)])
+                reaching = [c for c in calls
+                            if (c.star or (binds(base_sig, c.positional, c.keywords) and not binds(override, c.positional, c.keywords)))
+                            and not other_class(c) and self._may_hold(c, base) and not self._caller_overridden(c, overridden)]
+                if reaching:
+                    f = replace(f, detail={**f.detail, "reaching_calls": [f"{c.path}:{c.line}" for c in reaching[:5]]})
+                else:
+                    f = replace(f, severity=Severity.NOTE,
+                                message=f"{f.message}; no upstream call reaches the override: of the target's "
+                                        f"{len(calls)} call(s) of .{f.detail['method']}(...), none that fits the base and not the "
+                                        "override has a receiver that may hold the plugin's class outside methods the plugin replaces",
+                                detail={**f.detail, "unreached_by_calls": len(calls)})
+                kept.append(f)
+            out.append((use, guard, kept, broken))
+        return out
+
+    def _enclosing_class(self, index: TreeIndex, site: CallShape) -> tuple[Definition, str] | None:
+        """The top-level class of `index` whose method holds the call site, None outside every method."""
+        paths = self._paths_of.get(id(index))
+        if paths is None:
+            paths = self._paths_of[id(index)] = {index._relpath(path): module for module, path in index._module_files()}
+        module = paths.get(site.path)
+        info = index.module(module) if module else None
+        if info is None:
+            return None
+        return next(((cls, module) for cls in info.defs.values() if cls.kind == "class"  # type: ignore[misc]
+                     and any(m.body_span and m.body_span[0] <= site.line <= m.body_span[1] for m in cls.members)), None)
+
+    def _call_key(self, index: TreeIndex, site: CallShape) -> tuple[str, str, str]:
+        """(file, class around it, receiver): what makes a call at the target the same call at the baseline."""
+        own = self._enclosing_class(index, site)
+        return site.path, own[0].name if own else "", site.receiver
+
+    def _receiver_class(self, site: CallShape) -> tuple[Definition, str] | None | bool:
+        """The target class of a call site's receiver (CallShape.receiver); None where it is unknown,
+        False where it is no instance of a class of the tree (a module, or a name imported from outside it)."""
+        if not site.receiver or site.receiver.startswith("expr:"):
+            return None
+        if self._module_by_path is None:
+            self._module_by_path = {self.target._relpath(path): module for module, path in self.target._module_files()}
+        module = self._module_by_path.get(site.path)
+        info = self.target.module(module) if module else None
+        if info is None or module is None:
+            return None
+        kind, _, text = site.receiver.partition(":")
+        if kind in ("ann", "name"):
+            import ast as _ast
+
+            try:
+                expr = _ast.parse(text, mode="eval").body
+            except SyntaxError:
+                return None
+            dotted = qualify(info, expr)
+            if kind == "name" and text in info.imports and (not self.target.is_upstream(dotted) or self.target.has_module(dotted)):
+                return False  # `re.compile(...)`, `torch.compile(...)`, `envs.x(...)`: a module or an outside object
+            return self.target.class_of(dotted) if self.target.is_upstream(dotted) else None
+        own = self._enclosing_class(self.target, site)
+        if own is None or site.receiver == "self":
+            return own
+        attr = site.receiver.split(".", 1)[1]
+        for klass, where in self.target.mro(*own):
+            member = klass.member(attr)
+            if member is not None:
+                return self._annotated_class(self.target, member, where)
+        return self.target.attribute_class(*own, attr)
+
+    def _may_hold(self, site: CallShape, base: tuple[Definition, str]) -> bool:
+        """Whether the receiver of a call site may be an instance of a plugin subclass of `base`: its
+        class is unknown, or it is `base`, an ancestor of it or a subclass of it."""
+        found = self._receiver_class(site)
+        if found is None or found is False:
+            return found is None
+        key = lambda pair: (pair[1], pair[0].name)
+        return key(found) in {key(k) for k in self.target.mro(*base)} or key(base) in {key(k) for k in self.target.mro(*found)}
 
     def _new_call_shapes(self, per_use: list[tuple[Use, Guard, list[Finding], bool]]) -> list[tuple[Use, Guard, list[Finding], bool]]:
         """An override narrower than its base (fewer positional slots, a keyword it does not take) breaks
