@@ -433,7 +433,13 @@ class DriftAnalyzer:
                 if typed != use.symbol:  # reached through an annotated field: the object is what upstream stores there
                     use = replace(use, symbol=typed, detail={**use.detail, "through_field": True})
             res = self.target.resolve_dotted(use.symbol)
-            return self._existence(use, res, unresolved, strict=False)
+            found = self._existence(use, res, unresolved, strict=False)
+            if not found[0] and use.detail.get("via") == "instance" and not use.detail.get("store") \
+                    and res.status == "found" and res.definition is not None and res.definition.kind == "variable":
+                retyped = self._field_retyped(use)
+                if retyped is not None:
+                    return [retyped], False
+            return found
         if use.kind == "call":
             if use.detail.get("via") == "instance":
                 use = replace(use, symbol=self._through_fields(use.symbol))
@@ -501,14 +507,24 @@ class DriftAnalyzer:
 
     def _through_fields(self, dotted: str) -> str:
         """`T.a.b` where `a` is a field or property of T annotated with class A: `A.b` (followed as far as
-        the annotations go, in the baseline where the plugin's code was written, else in the target)."""
-        index = self.baseline or self.target
+        the annotations go, in the baseline where the plugin's code was written; in the target where it
+        goes further there: main-lane code reads what the target's fields hold, `scheduled_cached_reqs`
+        a `list[CachedRequestData]` at the baseline and a `CachedRequestData` at the target)."""
+        typed, steps = self._follow_fields(self.baseline or self.target, dotted)
+        if self.baseline is not None:
+            further, more = self._follow_fields(self.target, dotted)
+            if more > steps:
+                typed = further
+        return typed
+
+    def _follow_fields(self, index: TreeIndex, dotted: str) -> tuple[str, int]:
+        """_through_fields in one tree: the typed dotted name and how many fields it followed."""
         module, rest = index.split_dotted(dotted)
         if not module or len(rest) < 3:
-            return dotted
+            return dotted, 0
         res = index.resolve(module, rest[0])
         if res.status != "found" or res.definition is None or res.definition.kind != "class":
-            return dotted
+            return dotted, 0
         cls, where, i = res.definition, res.defined_in or res.module, 1
         while i < len(rest) - 1:
             hit = next(((k.member(rest[i]), km) for k, km in index.mro(cls, where) if k.member(rest[i]) is not None), None)
@@ -519,8 +535,46 @@ class DriftAnalyzer:
             cls, where = field_cls
             i += 1
         if i == 1:
-            return dotted
-        return ".".join([where, cls.name, rest[i]])  # later parts hang off a value whose class is unknown
+            return dotted, 0
+        return ".".join([where, cls.name, rest[i]]), i - 1  # later parts hang off a value whose class is unknown
+
+    def _field_retyped(self, use: Use) -> Finding | None:
+        """A typed read of an upstream class's annotated field (`req_data.new_token_ids`) whose annotation
+        differs between the trees (`list[int]` -> `list[list[int]]`, spelled alike compare equal): what
+        the site gets is shaped differently at the target. A hint, as for a changed return annotation: a
+        note (the value's use decides whether it breaks)."""
+        if self.baseline is None:
+            return None
+        owner, name = use.symbol.rsplit(".", 1)
+        found = self.target.class_of(owner)
+        if found is None:
+            return None
+        for klass, where in self.target.mro(*found):
+            member = klass.member(name)
+            if member is None:
+                continue
+            old_cls = self.baseline.class_of(f"{where}.{klass.name}")
+            old_member = old_cls[0].member(name) if old_cls is not None else None
+            if old_member is None or old_member.kind != "variable" or member.kind != "variable":
+                return None
+            new_text = self._field_annotation(self.target, member, where)
+            old_text = self._field_annotation(self.baseline, old_member, old_cls[1])  # type: ignore[index]
+            if not new_text or not old_text or normalize_annotation(new_text) == normalize_annotation(old_text):
+                return None
+            field = f"{where}.{klass.name}.{name}"
+            return Finding(DriftFamily.RETURN, use.symbol, self._location(use, None), Severity.NOTE,
+                           f"{field} is annotated {new_text} at the target (was {old_text}): check what this site does with it",
+                           evidence=(f"baseline: {name}: {old_text}", f"target: {name}: {new_text}"),
+                           detail={"change": "field_annotation", "field": field, "old_annotation": old_text,
+                                   "new_annotation": new_text}, subject=f"field:{name}")
+        return None
+
+    def _field_annotation(self, index: TreeIndex, member: Definition, module: str) -> str | None:
+        """The annotation of a class-body field (`x: T = ...`) as written on its line, None when unannotated."""
+        lines = self._module_lines(index, module)
+        line = (lines[member.line - 1] if 0 < member.line <= len(lines) else "").split("#", 1)[0]
+        m = re.match(rf"\s*{re.escape(member.name)}\s*:\s*([^=]+?)\s*(?:=.*)?$", line)
+        return m.group(1).strip() if m else None
 
     def _annotated_class(self, index: TreeIndex, member: Definition, module: str) -> tuple[Definition, str] | None:
         """The class a class-body field (`x: Cls = ...`) or a property (`-> Cls`) is annotated with."""
