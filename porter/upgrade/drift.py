@@ -1750,8 +1750,9 @@ class DriftAnalyzer:
                         methods: dict[str, Signature], loc: Location) -> list[Finding]:
         """Overrides of a hook the base's own methods called at the baseline and that the target's class
         no longer defines (FusedMoE._init_runner, gone at vllm 0.20.0): upstream never calls the override
-        again, so what it did silently stops. Only a note where the plugin calls a method of that name itself
-        (from any of its classes: a runner's `layer.forward_impl(...)` keeps a layer's override alive)."""
+        again, so what it did silently stops at the target: a break (nothing raises, the plugin's behaviour
+        is gone). Only a note where the plugin calls a method of that name itself (from any of its classes:
+        a runner's `layer.forward_impl(...)` keeps a layer's override alive)."""
         if self.baseline is None or self.target.open_members(*target_cls):
             return []
         plugin_cls = use.detail.get("cls", "?")
@@ -1765,7 +1766,7 @@ class DriftAnalyzer:
                 continue  # upstream never called it on the object (the plugin's own helper), or still does
             own = sorted(self._plugin_calls.get(name, ()))
             findings.append(Finding(
-                DriftFamily.REMOVED, f"{use.symbol}.{name}", loc, Severity.NOTE if own else Severity.RISKY,
+                DriftFamily.REMOVED, f"{use.symbol}.{name}", loc, Severity.NOTE if own else Severity.BREAKING,
                 f"{use.symbol}.{name} is gone at the target and upstream no longer calls it ({', '.join(callers)} did at "
                 f"the baseline): {plugin_cls}.{name} is never called by upstream"
                 + (f"; the plugin calls it itself ({', '.join(own[:3])})" if own else ""),
