@@ -30,7 +30,7 @@ class CallShape:
     # what the call's receiver is, as far as the calling function says (receiver_class in drift.py types it):
     # "self" (`self.m(...)`), "self.<attr>", "ann:<annotation>" (a parameter or local annotated with a
     # class), "name:<name>" (a name the function neither takes nor binds: module level), "expr:<text>" (another
-    # expression, untyped), "" (unknown)
+    # expression, untyped), "" (unknown), "plain" (a call of a plain name, `f(...)`: no receiver)
     receiver: str = ""
     star: bool = False  # `*args` / `**kwargs`: how the arguments bind is unknown (only in CallSites.calls)
 
@@ -189,7 +189,7 @@ def _calls_in(tree: ast.AST, lines: list[int], methods: set[str], constructors: 
         else:
             continue
         star = any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords)
-        receiver = ""
+        receiver = "plain"  # `C(...)`, `f(...)`: no receiver
         if isinstance(func, ast.Attribute):
             around = [f for f in functions if f.lineno <= node.lineno <= (f.end_lineno or f.lineno)]
             receiver = _receiver(func.value, around)

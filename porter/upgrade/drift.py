@@ -1275,15 +1275,23 @@ class DriftAnalyzer:
                        if old is not None and old.status == "found" else None)
             old_problems = _replacement_mismatch(repl, old_def.signature) if old_def is not None and old_def.signature else None
             fresh = [p for p in problems if old_problems is None or p not in old_problems]
+            # The patch rebinds an alias (`pkg.f`, defined in pkg.impl): only code that looks `f` up in `pkg`
+            # calls the replacement; callers importing it from pkg.impl keep the original.
+            unreached = bool(fresh) and name and new.defined_in and new.defined_in != module \
+                and self._patch_unreached(module, name)
             if fresh:
+                severity = Severity.BREAKING if old_problems is not None else Severity.RISKY
                 findings.append(Finding(
-                    DriftFamily.MONKEYPATCH, use.symbol, loc, Severity.BREAKING if old_problems is not None else Severity.RISKY,
+                    DriftFamily.MONKEYPATCH, use.symbol, loc, Severity.NOTE if unreached else severity,
                     f"replacement {use.detail.get('replacement')}{repl.render()} no longer fits {use.symbol}"
-                    f"{called.signature.render()}: {'; '.join(fresh)}",
+                    f"{called.signature.render()}: {'; '.join(fresh)}"
+                    + (f"; no upstream call looks {name} up in {module} (its callers import it from {new.defined_in}): "
+                       "only the plugin's own calls reach the replacement" if unreached else ""),
                     evidence=(f"target: {called.signature.render()}",)
                     + ((f"baseline: {old_def.signature.render()}",) if old_def is not None and old_def.signature else ()),
                     detail={"change": "patch_signature", "problems": fresh, "replacement_signature": repl.render(),
-                            "new_signature": called.signature.render()}, subject="patch_signature"))
+                            "new_signature": called.signature.render(), **({"unreached": True} if unreached else {})},
+                    subject="patch_signature"))
         if use.detail.get("replacement_kind") == "class" and definition is not None and definition.kind == "class":
             bases = {b.rsplit(".", 1)[-1] for b in use.detail.get("replacement_bases", [])}
             old_def = old.definition if old is not None and old.status == "found" else None
@@ -1306,6 +1314,40 @@ class DriftAnalyzer:
             if finding is not None:
                 findings.append(finding)
         return findings
+
+    def _patch_unreached(self, module: str, name: str) -> bool:
+        """Whether no call of `name` in the target looks it up in `module` (where the plugin rebinds it):
+        a plain `name(...)` in a file that imports `name` from another module or defines it itself, and
+        `x.name(...)` on anything but that module (an object's method of that name), call something else.
+        A file of `module` itself, or a name the file neither imports nor defines (an import inside a
+        function), keep it reached."""
+        sites = call_shapes(self.target, (), {name}).calls.get(name, ())
+        if not sites:
+            return False
+        if self._module_by_path is None:
+            self._module_by_path = {self.target._relpath(path): m for m, path in self.target._module_files()}
+        for site in sites:
+            where = self._module_by_path.get(site.path)
+            info = self.target.module(where) if where else None
+            if info is None or where == module:
+                return False
+            if site.receiver == "plain":  # `name(...)`: the name as the file binds it
+                ref = info.imports.get(name)
+                if ref is None:
+                    if name not in info.defs:
+                        return False
+                    continue
+                if ref.module == module and ref.name == name:
+                    return False
+                continue
+            kind, _, text = site.receiver.partition(":")
+            if kind == "name":
+                ref = info.imports.get(text)
+                if ref is None or (ref.name is None and ref.module == module) or f"{ref.module}.{ref.name}" == module:
+                    return False
+            elif kind == "expr" and text == module:
+                return False  # `pkg.name(...)`; other receivers are objects: their method of that name
+        return True
 
     @staticmethod
     def _dispatched(index: TreeIndex, dotted: str, member: Definition | None) -> Definition | None:
@@ -1437,7 +1479,7 @@ class DriftAnalyzer:
     def _receiver_class(self, site: CallShape) -> tuple[Definition, str] | None | bool:
         """The target class of a call site's receiver (CallShape.receiver); None where it is unknown,
         False where it is no instance of a class of the tree (a module, or a name imported from outside it)."""
-        if not site.receiver or site.receiver.startswith("expr:"):
+        if site.receiver in ("", "plain") or site.receiver.startswith("expr:"):
             return None
         if self._module_by_path is None:
             self._module_by_path = {self.target._relpath(path): module for module, path in self.target._module_files()}
