@@ -1439,11 +1439,17 @@ class DriftAnalyzer:
                 override, base_sig, base, old_sig = known  # type: ignore[misc]
                 # the same receiver in the same file at the baseline: calls none of which fitted the base's
                 # signature there (the plugin ran) are calls of another class's method of that name
-                before: dict[tuple[str, str, str], list[CallShape]] = defaultdict(list)
+                # (grouped by file first: only the files of calls that pass the shape test are read for their classes)
+                before: dict[str, list[CallShape]] = defaultdict(list)
                 for c in (old_sites.calls.get(str(f.detail["method"]), ()) if old_sites is not None and old_sig is not None else ()):
-                    before[self._call_key(self.baseline, c)].append(c)  # type: ignore[arg-type]
-                other_class = lambda c: bool(before.get(self._call_key(self.target, c))) and not any(
-                    o.star or binds(old_sig, o.positional, o.keywords) for o in before[self._call_key(self.target, c)])
+                    before[c.path].append(c)
+
+                def other_class(c: CallShape) -> bool:
+                    if not before.get(c.path):
+                        return False
+                    key = self._call_key(self.target, c)
+                    same = [o for o in before[c.path] if self._call_key(self.baseline, o) == key]  # type: ignore[arg-type]
+                    return bool(same) and not any(o.star or binds(old_sig, o.positional, o.keywords) for o in same)
                 reaching = [c for c in calls
                             if (c.star or (binds(base_sig, c.positional, c.keywords) and not binds(override, c.positional, c.keywords)))
                             and not other_class(c) and self._may_hold(c, base) and not self._caller_overridden(c, overridden)]
