@@ -12,11 +12,11 @@ import ast
 import re
 from bisect import bisect_left
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from porter.upgrade.index import _PARALLEL_THRESHOLD, Signature, TreeIndex
+from porter.upgrade.index import _PARALLEL_THRESHOLD, Signature, TreeIndex, _annotated
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,12 @@ class CallShape:
     keywords: frozenset[str]
     path: str  # relative to the tree root
     line: int
+    # what the call's receiver is, as far as the calling function says (receiver_class in drift.py types it):
+    # "self" (`self.m(...)`), "self.<attr>", "ann:<annotation>" (a parameter or local annotated with a
+    # class), "name:<name>" (a name the function neither takes nor binds: module level), "expr:<text>" (another
+    # expression, untyped), "" (unknown), "plain" (a call of a plain name, `f(...)`: no receiver)
+    receiver: str = ""
+    star: bool = False  # `*args` / `**kwargs`: how the arguments bind is unknown (only in CallSites.calls)
 
     def render(self) -> str:
         parts = [f"{self.positional} positional"] + [f"{k}=" for k in sorted(self.keywords)]
@@ -37,11 +43,14 @@ class CallShape:
 class CallSites:
     shapes: dict[str, tuple[CallShape, ...]]  # name -> distinct (file, shape) pairs, in file order
     files: dict[str, int]  # name -> how many files call it (a name called everywhere is ambiguous)
+    # name -> every call site (star calls too), each with its receiver: which calls can reach an override
+    calls: dict[str, tuple[CallShape, ...]] = field(default_factory=dict)
 
 
 def call_shapes(index: TreeIndex, methods: Iterable[str], constructors: Iterable[str] = ()) -> CallSites:
     """Shapes of `<expr>.m(...)` calls for each name in `methods` and of `C(...)` / `mod.C(...)` calls for
-    each name in `constructors`. Calls with `*args` or `**kwargs` are skipped: their binding is unknown."""
+    each name in `constructors`. Calls with `*args` or `**kwargs` are left out of the shapes (their binding
+    is unknown) and kept in `calls` (flagged `star`)."""
     return call_shapes_many([(index, methods, constructors)])[0]
 
 
@@ -108,6 +117,7 @@ def _calls_each(queries: list[tuple[bytes, tuple[str, ...], tuple[str, ...]]], p
 def _sites(index: TreeIndex, matched: list[tuple[Path, list[Call] | None]]) -> CallSites:
     """CallSites from the calls of each matched file (in file order; None: the file does not parse)."""
     shapes: dict[str, dict[tuple[str, int, frozenset[str]], CallShape]] = {}
+    every: dict[str, list[CallShape]] = {}
     files: dict[str, int] = {}
     for path, calls in matched:
         if calls is None:
@@ -117,16 +127,21 @@ def _sites(index: TreeIndex, matched: list[tuple[Path, list[Call] | None]]) -> C
         except ValueError:
             rel = str(path)
         called: set[str] = set()
-        for line, name, positional, keywords in sorted(calls, key=lambda c: c[0]):  # first site in file order
+        for line, name, positional, keywords, receiver in sorted(calls, key=lambda c: c[0]):  # first site in file order
+            star = positional < 0
+            every.setdefault(name, []).append(CallShape(max(positional, 0), keywords, rel, line, receiver, star))
+            if star:
+                continue
             called.add(name)
             key = (rel, positional, keywords)
-            shapes.setdefault(name, {}).setdefault(key, CallShape(positional, keywords, rel, line))
+            shapes.setdefault(name, {}).setdefault(key, CallShape(positional, keywords, rel, line, receiver))
         for name in called:  # files that call it (definitions and mentions do not count)
             files[name] = files.get(name, 0) + 1
-    return CallSites({n: tuple(s.values()) for n, s in shapes.items()}, files)
+    return CallSites({n: tuple(s.values()) for n, s in shapes.items()}, files, {n: tuple(c) for n, c in every.items()})
 
 
-Call = tuple[int, str, int, frozenset[str]]  # line, name called, positional count, keyword names
+# line, name called, positional count (-1: a call with *args / **kwargs), keyword names, receiver (CallShape)
+Call = tuple[int, str, int, frozenset[str], str]
 
 
 def _file_calls(text: bytes, pattern: re.Pattern[bytes], methods: set[str], constructors: set[str]) -> list[Call] | None:
@@ -159,7 +174,11 @@ def _file_calls(text: bytes, pattern: re.Pattern[bytes], methods: set[str], cons
 
 def _calls_in(tree: ast.AST, lines: list[int], methods: set[str], constructors: set[str]) -> list[Call]:
     out: list[Call] = []
+    functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []  # breadth first: an inner one after its outer one
     for node in _nodes_on_lines(tree, lines):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions.append(node)
+            continue
         if not isinstance(node, ast.Call):
             continue
         func = node.func
@@ -169,10 +188,46 @@ def _calls_in(tree: ast.AST, lines: list[int], methods: set[str], constructors: 
             name = func.id
         else:
             continue
-        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
-            continue
-        out.append((node.lineno, name, len(node.args), frozenset(k.arg for k in node.keywords if k.arg)))
+        star = any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords)
+        receiver = "plain"  # `C(...)`, `f(...)`: no receiver
+        if isinstance(func, ast.Attribute):
+            around = [f for f in functions if f.lineno <= node.lineno <= (f.end_lineno or f.lineno)]
+            receiver = _receiver(func.value, around)
+        out.append((node.lineno, name, -1 if star else len(node.args),
+                    frozenset(k.arg for k in node.keywords if k.arg), receiver))
     return out
+
+
+def _receiver(value: ast.expr, functions: list[ast.FunctionDef | ast.AsyncFunctionDef]) -> str:
+    """CallShape.receiver of a call `value.m(...)` made inside `functions` (outermost first; empty: at
+    module or class level). A name is looked up from the innermost function out: the first that takes
+    or binds it decides; `self` bound by none (a closure parsed on its own) is the method's."""
+    head = value.value if isinstance(value, ast.Attribute) else value
+    if not isinstance(head, ast.Name) or (head is not value and head.id != "self"):
+        return f"expr:{ast.unparse(value)}"[:200]  # untyped; the text still tells one receiver from another
+    for function in reversed(functions):
+        params = {a.arg: a.annotation for a in [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]}
+        for star in (function.args.vararg, function.args.kwarg):
+            if star is not None:
+                params[star.arg] = None
+        annotation, bound = params.get(head.id), head.id in params
+        for node in ast.walk(function):  # a local: annotated (`x: Cls = ...`) or bound some other way
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == head.id:
+                annotation, bound = annotation or node.annotation, True
+            elif isinstance(node, ast.Name) and node.id == head.id and isinstance(node.ctx, ast.Store):
+                bound = True
+        if not bound:
+            continue
+        positional = [*function.args.posonlyargs, *function.args.args]
+        if head.id == "self" and positional and positional[0].arg == "self":
+            return "self" if head is value else f"self.{value.attr}"  # type: ignore[attr-defined]
+        if head is not value:
+            return ""
+        expr = _annotated(annotation) if annotation is not None else None
+        return f"ann:{ast.unparse(expr)}" if expr is not None else ""
+    if head.id == "self":
+        return "self" if head is value else f"self.{value.attr}"  # type: ignore[attr-defined]
+    return f"name:{head.id}" if head is value else ""
 
 
 _DEF = re.compile(rb"([ \t]*)(?:async[ \t]+)?def[ \t]")

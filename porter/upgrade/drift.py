@@ -18,7 +18,7 @@ from porter.upgrade.deprecations import deprecated_homes
 from porter.upgrade.guards import GuardConventions, TargetVersions, combine
 from porter.upgrade.lanes import GuardVerdict, Lanes, guard_verdicts, innermost_version_block, lane_of
 from porter.upgrade.index import (KNOWN_OUTSIDE_BASES, PLAIN_BASES, Definition, Resolution, Signature, TreeIndex,
-                                  prefetch_reach, walk)
+                                  prefetch_reach, qualify, walk)
 from porter.upgrade.models import (
     Candidate,
     DriftFamily,
@@ -191,6 +191,7 @@ class DriftAnalyzer:
         self._factories: dict[str, str | None] = {}
         self._narrow_overrides: list[tuple[Use, str, str, Signature, Signature, Location]] = []
         self._module_by_path: dict[str, str] | None = None  # target file (relative) -> module, built when asked
+        self._paths_of: dict[int, dict[str, str]] = {}  # id(index) -> its file (relative) -> module, built when asked
         self._untyped_calls: list[tuple[Use, str, str]] = []  # (use, factory, method): `fn().m(...)`, fn's class unknown
         self._override_sigs: dict[tuple[str, str], Signature] = {}  # (plugin class, method) -> bound override
         dead_modules = self._dead_modules(files)
@@ -227,6 +228,7 @@ class DriftAnalyzer:
                 per_use.append((use, guard, findings, broken))
         per_use = self._named_elsewhere(per_use, files)
         per_use = self._drop_uncalled_optional(per_use)
+        per_use = self._unreached_overrides(per_use)
         per_use = self._new_call_shapes(per_use)
         per_use = self._namesake_calls(per_use)
         guards = self._guard_verdicts(files, per_use, dead_modules)
@@ -442,7 +444,13 @@ class DriftAnalyzer:
                 if typed != use.symbol:  # reached through an annotated field: the object is what upstream stores there
                     use = replace(use, symbol=typed, detail={**use.detail, "through_field": True})
             res = self.target.resolve_dotted(use.symbol)
-            return self._existence(use, res, unresolved, strict=False)
+            found = self._existence(use, res, unresolved, strict=False)
+            if not found[0] and use.detail.get("via") == "instance" and not use.detail.get("store") \
+                    and res.status == "found" and res.definition is not None and res.definition.kind == "variable":
+                retyped = self._field_retyped(use)
+                if retyped is not None:
+                    return [retyped], False
+            return found
         if use.kind == "call":
             if use.detail.get("via") == "instance":
                 use = replace(use, symbol=self._through_fields(use.symbol))
@@ -510,14 +518,24 @@ class DriftAnalyzer:
 
     def _through_fields(self, dotted: str) -> str:
         """`T.a.b` where `a` is a field or property of T annotated with class A: `A.b` (followed as far as
-        the annotations go, in the baseline where the plugin's code was written, else in the target)."""
-        index = self.baseline or self.target
+        the annotations go, in the baseline where the plugin's code was written; in the target where it
+        goes further there: main-lane code reads what the target's fields hold, `scheduled_cached_reqs`
+        a `list[CachedRequestData]` at the baseline and a `CachedRequestData` at the target)."""
+        typed, steps = self._follow_fields(self.baseline or self.target, dotted)
+        if self.baseline is not None:
+            further, more = self._follow_fields(self.target, dotted)
+            if more > steps:
+                typed = further
+        return typed
+
+    def _follow_fields(self, index: TreeIndex, dotted: str) -> tuple[str, int]:
+        """_through_fields in one tree: the typed dotted name and how many fields it followed."""
         module, rest = index.split_dotted(dotted)
         if not module or len(rest) < 3:
-            return dotted
+            return dotted, 0
         res = index.resolve(module, rest[0])
         if res.status != "found" or res.definition is None or res.definition.kind != "class":
-            return dotted
+            return dotted, 0
         cls, where, i = res.definition, res.defined_in or res.module, 1
         while i < len(rest) - 1:
             hit = next(((k.member(rest[i]), km) for k, km in index.mro(cls, where) if k.member(rest[i]) is not None), None)
@@ -528,8 +546,46 @@ class DriftAnalyzer:
             cls, where = field_cls
             i += 1
         if i == 1:
-            return dotted
-        return ".".join([where, cls.name, rest[i]])  # later parts hang off a value whose class is unknown
+            return dotted, 0
+        return ".".join([where, cls.name, rest[i]]), i - 1  # later parts hang off a value whose class is unknown
+
+    def _field_retyped(self, use: Use) -> Finding | None:
+        """A typed read of an upstream class's annotated field (`req_data.new_token_ids`) whose annotation
+        differs between the trees (`list[int]` -> `list[list[int]]`, spelled alike compare equal): what
+        the site gets is shaped differently at the target. A hint, as for a changed return annotation: a
+        note (the value's use decides whether it breaks)."""
+        if self.baseline is None:
+            return None
+        owner, name = use.symbol.rsplit(".", 1)
+        found = self.target.class_of(owner)
+        if found is None:
+            return None
+        for klass, where in self.target.mro(*found):
+            member = klass.member(name)
+            if member is None:
+                continue
+            old_cls = self.baseline.class_of(f"{where}.{klass.name}")
+            old_member = old_cls[0].member(name) if old_cls is not None else None
+            if old_member is None or old_member.kind != "variable" or member.kind != "variable":
+                return None
+            new_text = self._field_annotation(self.target, member, where)
+            old_text = self._field_annotation(self.baseline, old_member, old_cls[1])  # type: ignore[index]
+            if not new_text or not old_text or normalize_annotation(new_text) == normalize_annotation(old_text):
+                return None
+            field = f"{where}.{klass.name}.{name}"
+            return Finding(DriftFamily.RETURN, use.symbol, self._location(use, None), Severity.NOTE,
+                           f"{field} is annotated {new_text} at the target (was {old_text}): check what this site does with it",
+                           evidence=(f"baseline: {name}: {old_text}", f"target: {name}: {new_text}"),
+                           detail={"change": "field_annotation", "field": field, "old_annotation": old_text,
+                                   "new_annotation": new_text}, subject=f"field:{name}")
+        return None
+
+    def _field_annotation(self, index: TreeIndex, member: Definition, module: str) -> str | None:
+        """The annotation of a class-body field (`x: T = ...`) as written on its line, None when unannotated."""
+        lines = self._module_lines(index, module)
+        line = (lines[member.line - 1] if 0 < member.line <= len(lines) else "").split("#", 1)[0]
+        m = re.match(rf"\s*{re.escape(member.name)}\s*:\s*([^=]+?)\s*(?:=.*)?$", line)
+        return m.group(1).strip() if m else None
 
     def _annotated_class(self, index: TreeIndex, member: Definition, module: str) -> tuple[Definition, str] | None:
         """The class a class-body field (`x: Cls = ...`) or a property (`-> Cls`) is annotated with."""
@@ -1230,15 +1286,23 @@ class DriftAnalyzer:
                        if old is not None and old.status == "found" else None)
             old_problems = _replacement_mismatch(repl, old_def.signature) if old_def is not None and old_def.signature else None
             fresh = [p for p in problems if old_problems is None or p not in old_problems]
+            # The patch rebinds an alias (`pkg.f`, defined in pkg.impl): only code that looks `f` up in `pkg`
+            # calls the replacement; callers importing it from pkg.impl keep the original.
+            unreached = bool(fresh) and name and new.defined_in and new.defined_in != module \
+                and self._patch_unreached(module, name)
             if fresh:
+                severity = Severity.BREAKING if old_problems is not None else Severity.RISKY
                 findings.append(Finding(
-                    DriftFamily.MONKEYPATCH, use.symbol, loc, Severity.BREAKING if old_problems is not None else Severity.RISKY,
+                    DriftFamily.MONKEYPATCH, use.symbol, loc, Severity.NOTE if unreached else severity,
                     f"replacement {use.detail.get('replacement')}{repl.render()} no longer fits {use.symbol}"
-                    f"{called.signature.render()}: {'; '.join(fresh)}",
+                    f"{called.signature.render()}: {'; '.join(fresh)}"
+                    + (f"; no upstream call looks {name} up in {module} (its callers import it from {new.defined_in}): "
+                       "only the plugin's own calls reach the replacement" if unreached else ""),
                     evidence=(f"target: {called.signature.render()}",)
                     + ((f"baseline: {old_def.signature.render()}",) if old_def is not None and old_def.signature else ()),
                     detail={"change": "patch_signature", "problems": fresh, "replacement_signature": repl.render(),
-                            "new_signature": called.signature.render()}, subject="patch_signature"))
+                            "new_signature": called.signature.render(), **({"unreached": True} if unreached else {})},
+                    subject="patch_signature"))
         if use.detail.get("replacement_kind") == "class" and definition is not None and definition.kind == "class":
             bases = {b.rsplit(".", 1)[-1] for b in use.detail.get("replacement_bases", [])}
             old_def = old.definition if old is not None and old.status == "found" else None
@@ -1261,6 +1325,40 @@ class DriftAnalyzer:
             if finding is not None:
                 findings.append(finding)
         return findings
+
+    def _patch_unreached(self, module: str, name: str) -> bool:
+        """Whether no call of `name` in the target looks it up in `module` (where the plugin rebinds it):
+        a plain `name(...)` in a file that imports `name` from another module or defines it itself, and
+        `x.name(...)` on anything but that module (an object's method of that name), call something else.
+        A file of `module` itself, or a name the file neither imports nor defines (an import inside a
+        function), keep it reached."""
+        sites = call_shapes(self.target, (), {name}).calls.get(name, ())
+        if not sites:
+            return False
+        if self._module_by_path is None:
+            self._module_by_path = {self.target._relpath(path): m for m, path in self.target._module_files()}
+        for site in sites:
+            where = self._module_by_path.get(site.path)
+            info = self.target.module(where) if where else None
+            if info is None or where == module:
+                return False
+            if site.receiver == "plain":  # `name(...)`: the name as the file binds it
+                ref = info.imports.get(name)
+                if ref is None:
+                    if name not in info.defs:
+                        return False
+                    continue
+                if ref.module == module and ref.name == name:
+                    return False
+                continue
+            kind, _, text = site.receiver.partition(":")
+            if kind == "name":
+                ref = info.imports.get(text)
+                if ref is None or (ref.name is None and ref.module == module) or f"{ref.module}.{ref.name}" == module:
+                    return False
+            elif kind == "expr" and text == module:
+                return False  # `pkg.name(...)`; other receivers are objects: their method of that name
+        return True
 
     @staticmethod
     def _dispatched(index: TreeIndex, dotted: str, member: Definition | None) -> Definition | None:
@@ -1304,6 +1402,138 @@ class DriftAnalyzer:
                 kept.append(f)
             out.append((use, guard, kept, broken))
         return out
+
+    def _unreached_overrides(self, per_use: list[tuple[Use, Guard, list[Finding], bool]]) -> list[tuple[Use, Guard, list[Finding], bool]]:
+        """An override that no longer fits its base (the base dropped a parameter the override requires,
+        or now passes one it does not take) breaks where an upstream call reaches it: a call of the
+        method that fits the base's new signature and not the override (or passes `*args`/`**kwargs`),
+        whose receiver may hold the plugin's instance (typed by the calling function: `self`, an
+        attribute its class's `__init__` or body annotates, an annotated parameter or local; an
+        unknown receiver may), made from an upstream method that no live plugin subclass replaces.
+        Where the target calls the method by name and no such call remains, nothing upstream reaches
+        the override: a note (`MoE quant methods' apply`, called in ~50 files, only from the
+        FusedMoE.forward_impl the plugin's own FusedMoE overrides)."""
+        pending: dict[str, list[Finding]] = defaultdict(list)
+        by_finding: dict[int, tuple[Signature, Signature, tuple[Definition, str], Signature | None]] = {}
+        for use, _, findings, _ in per_use:
+            for f in findings:
+                method = str(f.detail.get("method", ""))
+                if (f.detail.get("change") != "override_mismatch" or f.detail.get("optional_only") or method == "__init__"
+                        or method in IMPLICITLY_CALLED or f.severity not in (Severity.BREAKING, Severity.RISKY)):
+                    continue
+                base = self.target.class_of(use.symbol) or self._relocated_class(use.symbol)
+                override = use.detail.get("methods", {}).get(method)
+                member = self.target.class_member(*base, method) if base is not None else None
+                if base is None or override is None or member is None or member.signature is None:
+                    continue
+                base_cls = self.baseline.class_of(use.symbol) if self.baseline is not None else None
+                old_member = self.baseline.class_member(*base_cls, method) if base_cls is not None else None  # type: ignore[union-attr]
+                old_sig = bound(old_member.signature) if old_member is not None and old_member.signature is not None else None
+                by_finding[id(f)] = (bound(override), bound(member.signature), base, old_sig)
+                pending[method].append(f)
+        if not pending:
+            return per_use
+        if self.baseline is not None:
+            sites, old_sites = call_shapes_many([(self.target, set(pending), ()), (self.baseline, set(pending), ())])
+        else:
+            sites, old_sites = call_shapes(self.target, set(pending)), None
+        overridden = self._overridden_upstream(per_use)
+        out = []
+        for use, guard, findings, broken in per_use:
+            kept = []
+            for f in findings:
+                known = by_finding.get(id(f))
+                calls = sites.calls.get(str(f.detail.get("method", ""))) if known else None
+                if not calls:  # not called by name at the target (dispatch, a hook): left as it is
+                    kept.append(f)
+                    continue
+                override, base_sig, base, old_sig = known  # type: ignore[misc]
+                # the same receiver in the same file at the baseline: calls none of which fitted the base's
+                # signature there (the plugin ran) are calls of another class's method of that name
+                # (grouped by file first: only the files of calls that pass the shape test are read for their classes)
+                before: dict[str, list[CallShape]] = defaultdict(list)
+                for c in (old_sites.calls.get(str(f.detail["method"]), ()) if old_sites is not None and old_sig is not None else ()):
+                    before[c.path].append(c)
+
+                def other_class(c: CallShape) -> bool:
+                    if not before.get(c.path):
+                        return False
+                    key = self._call_key(self.target, c)
+                    same = [o for o in before[c.path] if self._call_key(self.baseline, o) == key]  # type: ignore[arg-type]
+                    return bool(same) and not any(o.star or binds(old_sig, o.positional, o.keywords) for o in same)
+                reaching = [c for c in calls
+                            if (c.star or (binds(base_sig, c.positional, c.keywords) and not binds(override, c.positional, c.keywords)))
+                            and not other_class(c) and self._may_hold(c, base) and not self._caller_overridden(c, overridden)]
+                if reaching:
+                    f = replace(f, detail={**f.detail, "reaching_calls": [f"{c.path}:{c.line}" for c in reaching[:5]]})
+                else:
+                    f = replace(f, severity=Severity.NOTE,
+                                message=f"{f.message}; no upstream call reaches the override: of the target's "
+                                        f"{len(calls)} call(s) of .{f.detail['method']}(...), none that fits the base and not the "
+                                        "override has a receiver that may hold the plugin's class outside methods the plugin replaces",
+                                detail={**f.detail, "unreached_by_calls": len(calls)})
+                kept.append(f)
+            out.append((use, guard, kept, broken))
+        return out
+
+    def _enclosing_class(self, index: TreeIndex, site: CallShape) -> tuple[Definition, str] | None:
+        """The top-level class of `index` whose method holds the call site, None outside every method."""
+        paths = self._paths_of.get(id(index))
+        if paths is None:
+            paths = self._paths_of[id(index)] = {index._relpath(path): module for module, path in index._module_files()}
+        module = paths.get(site.path)
+        info = index.module(module) if module else None
+        if info is None:
+            return None
+        return next(((cls, module) for cls in info.defs.values() if cls.kind == "class"  # type: ignore[misc]
+                     and any(m.body_span and m.body_span[0] <= site.line <= m.body_span[1] for m in cls.members)), None)
+
+    def _call_key(self, index: TreeIndex, site: CallShape) -> tuple[str, str, str]:
+        """(file, class around it, receiver): what makes a call at the target the same call at the baseline."""
+        own = self._enclosing_class(index, site)
+        return site.path, own[0].name if own else "", site.receiver
+
+    def _receiver_class(self, site: CallShape) -> tuple[Definition, str] | None | bool:
+        """The target class of a call site's receiver (CallShape.receiver); None where it is unknown,
+        False where it is no instance of a class of the tree (a module, or a name imported from outside it)."""
+        if site.receiver in ("", "plain") or site.receiver.startswith("expr:"):
+            return None
+        if self._module_by_path is None:
+            self._module_by_path = {self.target._relpath(path): module for module, path in self.target._module_files()}
+        module = self._module_by_path.get(site.path)
+        info = self.target.module(module) if module else None
+        if info is None or module is None:
+            return None
+        kind, _, text = site.receiver.partition(":")
+        if kind in ("ann", "name"):
+            import ast as _ast
+
+            try:
+                expr = _ast.parse(text, mode="eval").body
+            except SyntaxError:
+                return None
+            dotted = qualify(info, expr)
+            if kind == "name" and text in info.imports and (not self.target.is_upstream(dotted) or self.target.has_module(dotted)):
+                return False  # `re.compile(...)`, `torch.compile(...)`, `envs.x(...)`: a module or an outside object
+            return self.target.class_of(dotted) if self.target.is_upstream(dotted) else None
+        own = self._enclosing_class(self.target, site)
+        if own is None or site.receiver == "self":
+            return own
+        attr = site.receiver.split(".", 1)[1]
+        for klass, where in self.target.mro(*own):
+            member = klass.member(attr)
+            if member is not None:
+                return self._annotated_class(self.target, member, where)
+        return self.target.attribute_class(*own, attr)
+
+    def _may_hold(self, site: CallShape, base: tuple[Definition, str]) -> bool:
+        """Whether the receiver of a call site may be an instance of a plugin subclass of `base`: its
+        class is unknown, or it is `base`, an ancestor of it or a subclass of it."""
+        found = self._receiver_class(site)
+        if found is None or found is False:
+            return found is None
+        key = lambda pair: (pair[1], pair[0].name)
+        return key(found) in {key(k) for k in self.target.mro(*base)} or key(base) in {key(k) for k in self.target.mro(*found)}
 
     def _new_call_shapes(self, per_use: list[tuple[Use, Guard, list[Finding], bool]]) -> list[tuple[Use, Guard, list[Finding], bool]]:
         """An override narrower than its base (fewer positional slots, a keyword it does not take) breaks
@@ -1579,8 +1809,9 @@ class DriftAnalyzer:
                         methods: dict[str, Signature], loc: Location) -> list[Finding]:
         """Overrides of a hook the base's own methods called at the baseline and that the target's class
         no longer defines (FusedMoE._init_runner, gone at vllm 0.20.0): upstream never calls the override
-        again, so what it did silently stops. Only a note where the plugin calls a method of that name itself
-        (from any of its classes: a runner's `layer.forward_impl(...)` keeps a layer's override alive)."""
+        again, so what it did silently stops at the target: a break (nothing raises, the plugin's behaviour
+        is gone). Only a note where the plugin calls a method of that name itself (from any of its classes:
+        a runner's `layer.forward_impl(...)` keeps a layer's override alive)."""
         if self.baseline is None or self.target.open_members(*target_cls):
             return []
         plugin_cls = use.detail.get("cls", "?")
@@ -1594,7 +1825,7 @@ class DriftAnalyzer:
                 continue  # upstream never called it on the object (the plugin's own helper), or still does
             own = sorted(self._plugin_calls.get(name, ()))
             findings.append(Finding(
-                DriftFamily.REMOVED, f"{use.symbol}.{name}", loc, Severity.NOTE if own else Severity.RISKY,
+                DriftFamily.REMOVED, f"{use.symbol}.{name}", loc, Severity.NOTE if own else Severity.BREAKING,
                 f"{use.symbol}.{name} is gone at the target and upstream no longer calls it ({', '.join(callers)} did at "
                 f"the baseline): {plugin_cls}.{name} is never called by upstream"
                 + (f"; the plugin calls it itself ({', '.join(own[:3])})" if own else ""),

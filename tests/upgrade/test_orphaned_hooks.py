@@ -1,7 +1,7 @@
 """An override of a hook that the upstream base's own methods called at the baseline and that the target's class
 no longer defines (vllm 0.20.0 dropped FusedMoE._init_runner, which FusedMoE.__init__ called; vllm 0.11.2 dropped
 AttentionBackend.get_metadata_cls, which its make_metadata called as `cls.get_metadata_cls()`): upstream never
-calls the override again. Risky when only upstream called it; a note when some plugin class calls a method of
+calls the override again. Breaking when only upstream called it (what the override did silently stops); a note when some plugin class calls a method of
 that name itself (its runner's `layer.forward_impl(...)`); nothing for a plugin helper upstream never called,
 nor for a hook the target still has. Synthetic two-lane plugin (`myplug` on upkg 1.0 -> 2.0), no network."""
 
@@ -101,5 +101,5 @@ def _hooks(report):
 
 
 def test_hooks_upstream_stopped_calling_are_reported_by_who_still_calls_them(report):
-    assert _hooks(report) == [("_init_runner", Severity.RISKY), ("forward_impl", Severity.NOTE),
-                              ("get_metadata_cls", Severity.RISKY)]
+    assert _hooks(report) == [("_init_runner", Severity.BREAKING), ("forward_impl", Severity.NOTE),
+                              ("get_metadata_cls", Severity.BREAKING)]

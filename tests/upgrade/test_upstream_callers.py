@@ -247,7 +247,7 @@ def test_the_call_finder_finds_what_a_whole_file_walk_finds(transform):
     text = transform(SHAPES_SOURCE).encode()
     methods, constructors = {"step"}, {"Table"}
     found = _file_calls(text, _call_pattern(methods, constructors), methods, constructors)
-    assert found is not None and set(found) == _whole_file_calls(text, methods, constructors)
+    assert found is not None and {c[:4] for c in found if c[2] >= 0} == _whole_file_calls(text, methods, constructors)
     assert found  # the fixture does call step()
 
 
