@@ -1,9 +1,13 @@
 """Calibrated confidence: P(the top answer is right | the evidence), fitted on the dev split.
 
 The author-assigned signature weights say how specific a line is; they are not probabilities.
-The reported confidence is a logistic model over evidence features of the top match (its
-weight-based score, how many signature items fired, how long the matched text is, how many
-entries compete and by what margin, whether the entry is a broad family or a generic symptom).
+The reported confidence is a logistic model over evidence features of the top match that carry
+from one thread to another (no per-entry weight: an entry's record on the fitting cases says
+nothing about a thread it has not seen): its weight-based score, how many signature items fired
+and whether two required items held together (`conj`), the weight of the strongest item that
+fired and of the entry's strongest, whether a structured signature fired, how many other entries
+fired and how many of them name the same cause (`agree`) or another one (`disagree`), and whether
+the log shows an exception or an error code at all.
 
 It is fitted *leave-source-out* on the dev split: for each dev case, the entries whose examples
 were copied from that case are removed before diagnosing it, so the fit sees how the KB does on
@@ -25,7 +29,10 @@ from pathlib import Path
 
 from porter.record import record
 
-FEATURES = ("score_logit", "items_hit", "matched_chars", "competitors", "margin", "structured", "max_weight", "entry_record", "bias")
+FEATURES = ("score_logit", "items_hit", "competitors", "structured", "max_weight", "agree", "disagree", "conj", "exception",
+            "codes", "hit_weight", "bias")
+# other firm entries a feature looks at: the first ones in rank order (the fit sees the top answers of `top=TOP_SEEN`)
+TOP_SEEN = 5
 ABSTAIN_BELOW = 0.3  # a match whose calibrated confidence is lower is reported as a near miss, not an answer
 # Abstaining on a model fitted from a handful of cases would throw away right answers on noise:
 # below this many fitting samples the calibrated confidence is reported but never abstains.
@@ -68,18 +75,25 @@ class Calibration:
                 "entry_records": {eid: [right, answers] for eid, right, answers in self.records}}
 
 
-def features(match, firm: list, calibration: "Calibration | None" = None) -> list[float]:
-    """Evidence features of `match` among the firm candidates `firm` (best first)."""
+def features(match, firm: list, calibration: "Calibration | None" = None, signals=None) -> list[float]:
+    """Evidence features of `match` among the firm candidates `firm` (best first); `signals`: the
+    log's extracted signals (exceptions, codes), None when unknown."""
     raw = min(max(match.confidence, 1e-3), 0.999)
+    entry = match.entry
     hit = match.explain.get("hit") or []
-    chars = sum(len(s.shown) for i, s in enumerate(match.entry.signatures) if i in hit) if hit else sum(len(m.signature) for m in match.lines)
-    others = [m for m in firm if m is not match]
-    margin = match.confidence - (others[0].confidence if others else 0.0)
-    structured = any(s.form in ("template", "exception", "code", "frame") for i, s in enumerate(match.entry.signatures) if i in hit)
-    max_weight = max((s.weight for s in match.entry.signatures), default=0.0)
-    record = calibration.record_of(match.entry.id) if calibration is not None else 0.0
-    return [math.log(raw / (1 - raw)), math.log1p(len(hit)), min(chars, 200) / 100.0, math.log1p(len(others)),
-            margin, 1.0 if structured else 0.0, max_weight, record, 1.0]
+    sigs = entry.signatures
+    others = [m for m in firm[:TOP_SEEN] if m is not match]
+    causes = set(entry.causes)
+    agree = sum(1 for m in others if causes and causes & set(m.entry.causes))
+    structured = any(sigs[i].form in ("template", "exception", "code", "frame") for i in hit if i < len(sigs))
+    max_weight = max((s.weight for s in sigs), default=0.0)
+    hit_weight = max((sigs[i].weight for i in hit if i < len(sigs)), default=0.0)
+    conj = entry.match == "all" and sum(1 for i in hit if i < len(sigs) and sigs[i].required) >= 2
+    exceptions = 1.0 if signals is not None and signals.exceptions else 0.0
+    codes = 1.0 if signals is not None and signals.codes else 0.0
+    return [math.log(raw / (1 - raw)), math.log1p(len(hit)), math.log1p(len(others)), 1.0 if structured else 0.0,
+            max_weight, math.log1p(agree), math.log1p(len(others) - agree), 1.0 if conj else 0.0, exceptions, codes,
+            hit_weight, 1.0]
 
 
 def fit(samples: list[tuple[list[float], int]], l2: float = 0.05, steps: int = 4000, lr: float = 0.1) -> tuple[float, ...]:
@@ -146,8 +160,11 @@ def _document(path: Path, cache_dir: Path | None) -> object:
 
 def _with_records(samples: list[tuple[list[float], int, str]], totals: dict[str, list[int]],
                   own_outcome: bool) -> list[tuple[list[float], int]]:
-    """Rows with the entry-record feature from `totals`; `own_outcome`: the sample is counted in
-    `totals` and is taken out of its own record (leave-one-out)."""
+    """Rows with the entry-record feature from `totals` when FEATURES has one (`own_outcome`: the
+    sample is counted in `totals` and is taken out of its own record, leave-one-out); without it,
+    the rows as they are."""
+    if "entry_record" not in FEATURES:
+        return [(list(x), y) for x, y, _ in samples]
     idx = FEATURES.index("entry_record")
     rows = []
     for x, y, eid in samples:
@@ -270,11 +287,11 @@ def leave_source_out_samples(entries: list, cases: list) -> tuple[list[tuple[lis
         own = own_entries(entries, case)
         kb = full if not own else CompiledKB.build([e for e in entries if e.id not in own])
         with case.trace.open("rb") as fh:
-            diag = diagnose_stream(kb, fh, top=3)
+            diag = diagnose_stream(kb, fh, top=TOP_SEEN)
         if diag.top is None:
             records.append({"id": case.id, "thread": case.thread or case.id, "left_out": sorted(own), "answer": None})
             continue
         top1, _, _ = judge(diag, case.kind, case.wanted, case.cause)
-        samples.append((features(diag.top, diag.matches), int(top1), diag.top.entry.id))
+        samples.append((features(diag.top, diag.matches, None, diag.signals), int(top1), diag.top.entry.id))
         records.append({"id": case.id, "thread": case.thread or case.id, "left_out": sorted(own), "answer": diag.top.entry.id, "score": diag.top.confidence, "right": top1})
     return samples, records
