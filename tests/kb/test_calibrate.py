@@ -13,7 +13,7 @@ from .conftest import LORA_TRACE
 
 def _x(score: float, **over) -> list[float]:
     base = dict(score_logit=math.log(score / (1 - score)), items_hit=math.log1p(1), competitors=0.0, structured=0.0,
-                max_weight=0.9, agree=0.0, disagree=0.0, conj=0.0, exception=1.0, codes=0.0, hit_weight=0.9, bias=1.0)
+                agree=0.0, disagree=0.0, conj=0.0, exception=1.0, codes=0.0, bias=1.0)
     base.update(over)
     return [base[f] for f in FEATURES]
 
@@ -162,7 +162,8 @@ def test_features_carry_across_threads_not_per_entry():
     f = dict(zip(FEATURES, features(top, [top, same, other], None, NS(exceptions=[1], codes=[]))))
     assert "entry_record" not in FEATURES
     assert f["agree"] == math.log1p(1) and f["disagree"] == math.log1p(1) and f["competitors"] == math.log1p(2)
-    assert f["conj"] == 1.0 and f["structured"] == 1.0 and f["hit_weight"] == 0.4 and f["max_weight"] == 0.4
+    assert f["conj"] == 1.0 and f["structured"] == 1.0
+    assert not {"entry_record", "max_weight", "hit_weight"} & set(FEATURES)  # no authored weight beyond the score
     assert f["exception"] == 1.0 and f["codes"] == 0.0
     # the same evidence from another entry id gives the same features
     renamed = match("Z-9", ["drift"], top.entry.signatures, [0, 1], how="all")
