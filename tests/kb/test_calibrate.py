@@ -13,7 +13,7 @@ from .conftest import LORA_TRACE
 
 def _x(score: float, **over) -> list[float]:
     base = dict(score_logit=math.log(score / (1 - score)), items_hit=math.log1p(1), competitors=0.0, structured=0.0,
-                agree=0.0, disagree=0.0, conj=0.0, exception=1.0, codes=0.0, bias=1.0)
+                agree=0.0, disagree=0.0, conj=0.0, bias=1.0)
     base.update(over)
     return [base[f] for f in FEATURES]
 
@@ -143,8 +143,8 @@ def test_out_of_fold_confidence_comes_from_models_that_never_saw_the_thread():
 
 
 def test_features_carry_across_threads_not_per_entry():
-    """No feature names an entry: agreement between entries on the cause, co-occurring required
-    items and the log's own evidence (an exception, a code) are what the model sees."""
+    """No feature names an entry: agreement between entries on the cause and co-occurring required
+    items are what the model sees."""
     from types import SimpleNamespace as NS
 
     from porter.kb.calibrate import features
@@ -164,14 +164,13 @@ def test_features_carry_across_threads_not_per_entry():
     assert f["agree"] == math.log1p(1) and f["disagree"] == math.log1p(1) and f["competitors"] == math.log1p(2)
     assert f["conj"] == 1.0 and f["structured"] == 1.0
     assert not {"entry_record", "max_weight", "hit_weight"} & set(FEATURES)  # no authored weight beyond the score
-    assert f["exception"] == 1.0 and f["codes"] == 0.0
     # the same evidence from another entry id gives the same features
     renamed = match("Z-9", ["drift"], top.entry.signatures, [0, 1], how="all")
     assert features(renamed, [renamed, same, other], None, NS(exceptions=[1], codes=[])) == list(f.values())
     # one required item alone is no conjunction; without signals the log-level features are 0
     lone = match("A-1", ["drift"], top.entry.signatures, [1], how="all")
     g = dict(zip(FEATURES, features(lone, [lone])))
-    assert g["conj"] == 0.0 and g["agree"] == 0.0 and g["exception"] == 0.0
+    assert g["conj"] == 0.0 and g["agree"] == 0.0
 
 
 def test_calibrate_command_reports_cross_validated_reliability(cli, small_kb, tmp_path, monkeypatch):
