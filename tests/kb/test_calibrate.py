@@ -12,8 +12,8 @@ from .conftest import LORA_TRACE
 
 
 def _x(score: float, **over) -> list[float]:
-    base = dict(score_logit=math.log(score / (1 - score)), items_hit=math.log1p(1), matched_chars=0.4, competitors=0.0,
-                margin=0.3, structured=0.0, max_weight=0.9, entry_record=0.0, bias=1.0)
+    base = dict(score_logit=math.log(score / (1 - score)), items_hit=math.log1p(1), competitors=0.0, structured=0.0,
+                agree=0.0, disagree=0.0, conj=0.0, bias=1.0)
     base.update(over)
     return [base[f] for f in FEATURES]
 
@@ -124,10 +124,10 @@ def test_calibration_file_keeps_the_chosen_penalty(tmp_path):
 
 
 def test_out_of_fold_confidence_comes_from_models_that_never_saw_the_thread():
-    from porter.kb.calibrate import fit_model, fold_of, out_of_fold, reliability
+    from porter.kb.calibrate import fold_of, out_of_fold, reliability
 
-    # each entry answers one thread only and its record is all the evidence there is: in sample the
-    # records separate right from wrong perfectly, on an unseen thread they say nothing
+    # the outcome is a coin per thread and the evidence is the same everywhere: a fold's model can only
+    # learn its training folds' base rate, so each held-out fold gets one confidence
     rng = random.Random(7)
     samples, groups = [], []
     for i in range(60):
@@ -137,14 +137,40 @@ def test_out_of_fold_confidence_comes_from_models_that_never_saw_the_thread():
             groups.append(f"github.com/example/t/issues/{i}")
     held = out_of_fold(samples, groups, l2=0.001, steps=200)
     assert len(held) == len(samples)
-    # a held-out sample's entry was never seen by its fold's model: one confidence for all of them
     assert len({round(p, 6) for p, _ in held}) == len({fold_of(g) for g in groups})
-    model = fit_model(samples, "synthetic")
-    idx = FEATURES.index("entry_record")
-    in_sample = {y: model.probability([*x[:idx], model.record_of(e), *x[idx + 1:]]) for x, y, e in samples}
-    assert in_sample[1] > 0.6 > in_sample[0]  # the records look decisive in sample
     rows = reliability(held)
     assert sum(r["answers"] for r in rows) == len(samples) and rows[0]["bucket"] == "0.0-0.5"
+
+
+def test_features_carry_across_threads_not_per_entry():
+    """No feature names an entry: agreement between entries on the cause and co-occurring required
+    items are what the model sees."""
+    from types import SimpleNamespace as NS
+
+    from porter.kb.calibrate import features
+
+    def sig(form="regex", weight=0.5, required=False):
+        return NS(form=form, weight=weight, required=required)
+
+    def match(eid, causes, sigs, hit, conf=0.7, how="any"):
+        entry = NS(id=eid, causes=tuple(causes), signatures=sigs, match=how)
+        return NS(entry=entry, confidence=conf, explain={"hit": hit})
+
+    top = match("A-1", ["drift"], [sig(weight=0.3, required=True), sig("template", 0.4, True)], [0, 1], how="all")
+    same = match("B-2", ["drift"], [sig()], [0])
+    other = match("C-3", ["oom"], [sig()], [0])
+    f = dict(zip(FEATURES, features(top, [top, same, other], None, NS(exceptions=[1], codes=[]))))
+    assert "entry_record" not in FEATURES
+    assert f["agree"] == math.log1p(1) and f["disagree"] == math.log1p(1) and f["competitors"] == math.log1p(2)
+    assert f["conj"] == 1.0 and f["structured"] == 1.0
+    assert not {"entry_record", "max_weight", "hit_weight"} & set(FEATURES)  # no authored weight beyond the score
+    # the same evidence from another entry id gives the same features
+    renamed = match("Z-9", ["drift"], top.entry.signatures, [0, 1], how="all")
+    assert features(renamed, [renamed, same, other], None, NS(exceptions=[1], codes=[])) == list(f.values())
+    # one required item alone is no conjunction; without signals the log-level features are 0
+    lone = match("A-1", ["drift"], top.entry.signatures, [1], how="all")
+    g = dict(zip(FEATURES, features(lone, [lone])))
+    assert g["conj"] == 0.0 and g["agree"] == 0.0
 
 
 def test_calibrate_command_reports_cross_validated_reliability(cli, small_kb, tmp_path, monkeypatch):
