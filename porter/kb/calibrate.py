@@ -80,9 +80,9 @@ class Calibration:
                 "entry_records": {eid: [right, answers] for eid, right, answers in self.records}}
 
 
-def features(match, firm: list, calibration: "Calibration | None" = None, signals=None) -> list[float]:
-    """Evidence features of `match` among the firm candidates `firm` (best first). `signals` (the log's
-    extracted signals) is accepted for callers that have them; no feature reads the log itself (see FEATURES)."""
+def features(match, firm: list) -> list[float]:
+    """Evidence features of `match` among the firm candidates `firm` (best first). No feature reads the log
+    itself or the entry's own record (see FEATURES): what carries across threads is how the evidence looks."""
     raw = min(max(match.confidence, 1e-3), 0.999)
     entry = match.entry
     hit = match.explain.get("hit") or []
@@ -294,6 +294,6 @@ def leave_source_out_samples(entries: list, cases: list) -> tuple[list[tuple[lis
             records.append({"id": case.id, "thread": case.thread or case.id, "left_out": sorted(own), "answer": None})
             continue
         top1, _, _ = judge(diag, case.kind, case.wanted, case.cause)
-        samples.append((features(diag.top, diag.matches, None, diag.signals), int(top1), diag.top.entry.id))
+        samples.append((features(diag.top, diag.matches), int(top1), diag.top.entry.id))
         records.append({"id": case.id, "thread": case.thread or case.id, "left_out": sorted(own), "answer": diag.top.entry.id, "score": diag.top.confidence, "right": top1})
     return samples, records

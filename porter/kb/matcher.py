@@ -689,7 +689,7 @@ def decide(kb: CompiledKB, hits, signals: Signals, env: Mapping[str, str] | None
 
     firm = causal_order(firm, _effective)
     if kb.calibration is not None and firm:
-        firm, abstained = _calibrated(kb.calibration, firm, signals)
+        firm, abstained = _calibrated(kb.calibration, firm)
         near = sorted(near + abstained, key=_rank_key)
     matches = firm[: max(1, top)]
     close = len(firm) >= 2 and abs(firm[0].confidence - firm[1].confidence) <= CLOSE_MARGIN
@@ -702,7 +702,7 @@ def decide(kb: CompiledKB, hits, signals: Signals, env: Mapping[str, str] | None
     )
 
 
-def _calibrated(calibration, firm: list[Match], signals: Signals | None = None) -> tuple[list[Match], list[Match]]:
+def _calibrated(calibration, firm: list[Match]) -> tuple[list[Match], list[Match]]:
     """Replace the weight-based score by the calibrated probability of being right; answers
     below ABSTAIN_BELOW become near misses (the evidence is too generic to assert a cause)."""
     from porter.kb.calibrate import ABSTAIN_BELOW, MIN_SAMPLES_TO_ABSTAIN, features
@@ -710,7 +710,7 @@ def _calibrated(calibration, firm: list[Match], signals: Signals | None = None) 
     floor = ABSTAIN_BELOW if calibration.samples >= MIN_SAMPLES_TO_ABSTAIN else 0.0
 
     kept, dropped = [], []
-    probabilities = [calibration.probability(features(m, firm, calibration, signals)) for m in firm]  # before any score changes
+    probabilities = [calibration.probability(features(m, firm)) for m in firm]  # before any score changes
     for m, p in zip(firm, probabilities):
         p = round(min(p, 0.99), 4)
         m.explain["score"] = m.confidence

@@ -159,14 +159,14 @@ def test_features_carry_across_threads_not_per_entry():
     top = match("A-1", ["drift"], [sig(weight=0.3, required=True), sig("template", 0.4, True)], [0, 1], how="all")
     same = match("B-2", ["drift"], [sig()], [0])
     other = match("C-3", ["oom"], [sig()], [0])
-    f = dict(zip(FEATURES, features(top, [top, same, other], None, NS(exceptions=[1], codes=[]))))
+    f = dict(zip(FEATURES, features(top, [top, same, other])))
     assert "entry_record" not in FEATURES
     assert f["agree"] == math.log1p(1) and f["disagree"] == math.log1p(1) and f["competitors"] == math.log1p(2)
     assert f["conj"] == 1.0 and f["structured"] == 1.0
     assert not {"entry_record", "max_weight", "hit_weight"} & set(FEATURES)  # no authored weight beyond the score
     # the same evidence from another entry id gives the same features
     renamed = match("Z-9", ["drift"], top.entry.signatures, [0, 1], how="all")
-    assert features(renamed, [renamed, same, other], None, NS(exceptions=[1], codes=[])) == list(f.values())
+    assert features(renamed, [renamed, same, other]) == list(f.values())
     # one required item alone is no conjunction; without signals the log-level features are 0
     lone = match("A-1", ["drift"], top.entry.signatures, [1], how="all")
     g = dict(zip(FEATURES, features(lone, [lone])))
