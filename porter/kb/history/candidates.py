@@ -331,10 +331,16 @@ def _other_funcs(others: Sequence[OtherFrame]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(o.function for o in others if len(o.function) >= 8 and not o.function.startswith("__")))[:4]
 
 
+def _longest_first(word: str) -> tuple[int, str]:
+    return -len(word), word
+
+
 def _keys(message: str) -> tuple[str, ...]:
-    words = sorted({w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]{3,}", _QUOTED.sub(" ", message))}, key=len, reverse=True)
+    """The message's three longest words, ties in alphabetical order: sorted from a set by length alone, which
+    three were kept changed with the interpreter's hash seed (and with them whether a commit's text holds one)."""
+    words = sorted({w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]{3,}", _QUOTED.sub(" ", message))}, key=_longest_first)
     if not words:  # a message of quoted values only: its values are the words
-        words = sorted({w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]{3,}", message)}, key=len, reverse=True)
+        words = sorted({w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]{3,}", message)}, key=_longest_first)
     return tuple(words[:3])
 
 
