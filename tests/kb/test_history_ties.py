@@ -67,7 +67,8 @@ def test_the_messages_longest_words_do_not_depend_on_the_hash_seed():
     from porter.kb.history.candidates import _keys
 
     message = "ascend config is not initialized. please call init_ascend_config first"
-    assert _keys(message) == ("init_ascend_config", "initialized", "ascend")
+    # the three longest and every word as long as the third: a tie at the cut is kept whole
+    assert _keys(message) == ("init_ascend_config", "initialized", "ascend", "config", "please")
     code = f"from porter.kb.history.candidates import _keys; print(_keys({message!r}))"
     seen = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in (1, 2, 3, 4, 5)}

@@ -105,6 +105,9 @@ def test_a_prose_title_over_an_error_that_names_no_code_is_restated_by_the_fix()
     # the title is the error line itself (a one-line paste): its words are the error's, for the quote rules only
     line = "AttributeError: 'constexpr' object has no attribute 'scalar' on bitcast dtype"
     assert not rank(commits, facts, {}, None, {}, report=line, error_text=line)[0]
+    # a short paste's first line that is trace or log output is no title
+    for first in ("Traceback: bitcast dtype constexpr", "ERROR 02:12:55 bitcast constexpr dtype"):
+        assert not rank(commits, facts, {}, None, {}, report=first)[0]
     # the error names code: those names are the evidence, not the title's words
     coded = TraceFacts((), "AttributeError", "'constexpr' object has no attribute 'scalar_type'")
     assert not any("restates the report" in e for c in rank(commits, coded, {}, None, {}, report=report)[0] for e in c.evidence)

@@ -70,6 +70,7 @@ GUESSED_VERSION_PENALTY = 1.5  # a commit the version guessed from the frames al
 GUESSED_WORK_FACTOR = 0.5  # the same for a commit that is no bug fix: it most likely wrote the code the trace shows
 QUOTE_MIN = 90.0
 TEMPLATE_MIN = 90.0
+KEY_WORDS = 6  # the message's longest words, one of which a commit's text must hold before a fuzzy quote is tried
 MIN_TEMPLATE_WORDS = 4  # a template of fewer real words ("Q object has no attribute Q") is too common
 GENERIC_TYPES = frozenset({"RuntimeError", "Exception", "ValueError", "Error"})
 # Python's own classes (`'NoneType' object`, `UserWarning`) name no code of the plugin. Its
@@ -321,12 +322,21 @@ def _query(facts: TraceFacts, extra_text: str = "", report: str = "", quoted: Se
                   () if frames else tuple(sites))
 
 
+# a short paste's first line that is output, not a title: a traceback's header or frame, a log record (level, `pid=`,
+# a clock time), a test runner's verdict, an import statement
+_TRACE_LINE = re.compile(
+    r"^\s*(?:Traceback\b|File \"|During handling\b|The above exception\b|FAILED\b|PASSED\b|ERROR\b|\[\s*(?:RUN|OK|FAILED)\b"
+    r"|\[?\s*(?:ERROR|WARNING|WARN|INFO|DEBUG|CRITICAL)\b|from\s+[\w.]+\s+import\b|import\s+\w)"
+    r"|\bpid=\d|\b\d\d:\d\d:\d\d\b")
+
+
 def prose_title(report: str, facts: TraceFacts, names: Sequence[str]) -> bool:
     """A report's title in its own words above an error that names no code (`tl.cast(bitcast=True) errors on dtype
     passed as tl.constexpr` over `AttributeError: 'constexpr' object has no attribute 'scalar'`): the title says what
     failed, and a fix's title may restate it. Not when the title is the error line itself (a one-line paste: its
-    words are the error's, which the quote rules read) or when the error names code (those names are the evidence)."""
-    if names or distinctive_names(where_free(facts.exception_message)):
+    words are the error's, which the quote rules read), a line of the trace or log (`Traceback (most recent call
+    last):`, `(Worker pid=1) ERROR ...`: no title at all), or when the error names code (those names are the evidence)."""
+    if names or distinctive_names(where_free(facts.exception_message)) or _TRACE_LINE.search(report):
         return False
     exc = facts.exception_type.rsplit(".", 1)[-1]
     head = " ".join(facts.exception_message.split())[:40].lower()
@@ -358,12 +368,15 @@ def _longest_first(word: str) -> tuple[int, str]:
 
 
 def _keys(message: str) -> tuple[str, ...]:
-    """The message's three longest words, ties in alphabetical order: sorted from a set by length alone, which
-    three were kept changed with the interpreter's hash seed (and with them whether a commit's text holds one)."""
+    """The message's longest words: the three longest and every word as long as the third (at most KEY_WORDS, ties
+    in alphabetical order). A set sorted by length alone and cut at three kept a different tie from one interpreter
+    run to the next (the hash seed), and with it whether a commit's text held one."""
     words = sorted({w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]{3,}", _QUOTED.sub(" ", message))}, key=_longest_first)
     if not words:  # a message of quoted values only: its values are the words
         words = sorted({w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]{3,}", message)}, key=_longest_first)
-    return tuple(words[:3])
+    if len(words) <= 3:
+        return tuple(words)
+    return tuple(w for w in words if len(w) >= len(words[2]))[:KEY_WORDS]
 
 
 def _places(frames: Sequence[Frame]) -> tuple[str, ...]:
