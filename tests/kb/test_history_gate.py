@@ -156,5 +156,6 @@ def test_a_fix_whose_title_restates_a_short_report_is_a_candidate():
     facts = TraceFacts((), "", "")
     ranked = rank([fix, other, *noise], facts, {}, None, {}, report="V1 structured outputs can crash on mixed auto backends")[0]
     assert [c.sha for c in ranked] == [fix.sha] and ranked[0].evidence[0].startswith("its title restates the report")
-    # an exception line is matched by its message instead; the title rule stays out
-    assert rank([fix], TraceFacts((), "KeyError", "'x'"), {}, None, {}, report="mixed structured output backends")[0] == []
+    # a title that is the exception line is matched by its message instead; the title rule stays out
+    assert rank([fix], TraceFacts((), "KeyError", "'x'"), {}, None, {},
+                report="KeyError: 'x' with mixed structured output backends")[0] == []

@@ -55,3 +55,21 @@ def test_a_title_that_holds_the_reports_phrase_outranks_one_that_shares_its_word
     # both share the same four words; only the one that writes them as the report's phrase is proposed
     assert [c.sha[0] for c in cands] == ["c"]
     assert any("phrase `low mtp acceptance rate`" in e for e in cands[0].evidence)
+
+
+def test_the_messages_longest_words_do_not_depend_on_the_hash_seed():
+    """Equal-length words are kept in alphabetical order: sorted from a set by length alone, which three were kept
+    (the pre-test for a fuzzy quote of the message) changed from one interpreter run to the next."""
+    import os
+    import subprocess
+    import sys
+
+    from porter.kb.history.candidates import _keys
+
+    message = "ascend config is not initialized. please call init_ascend_config first"
+    # the three longest and every word as long as the third: a tie at the cut is kept whole
+    assert _keys(message) == ("init_ascend_config", "initialized", "ascend", "config", "please")
+    code = f"from porter.kb.history.candidates import _keys; print(_keys({message!r}))"
+    seen = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in (1, 2, 3, 4, 5)}
+    assert len(seen) == 1

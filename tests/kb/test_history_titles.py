@@ -11,7 +11,7 @@ from porter.kb.history.models import CommitRecord, FileChange, TraceFacts
 
 def test_dotted_names_and_compounds():
     assert title_sequence("tl.cast(bitcast=True) errors on dtype passed as tl.constexpr") == (
-        "cast", "bitcast", "true", "dtype", "pass", "constexpr")
+        "cast", "bitcast", "dtype", "pass", "constexpr")  # `True`: a Python literal, no word of the failure
     assert "workerv1.py" in title_words("crash in worker_v1.py at v0.9.1")
     assert "v0.9.1" in title_words("crash in worker_v1.py at v0.9.1")
     assert "externelementwise" in title_compounds("[FRONTEND] Fix mismatched type for extern elementwise (#7930)")
@@ -75,3 +75,39 @@ def test_a_fix_title_holding_five_words_of_a_long_report_is_proposed():
     assert [c.sha for c in found] == [fix.sha]
     assert any("its title holds 5 of the report's words" in e for e in found[0].evidence)
     assert rank([four, *others], TraceFacts((), "", ""), {}, None, {}, report=report, error_text=report)[0] == []
+
+
+def test_a_joined_pair_must_be_most_of_the_name_it_sits_in():
+    # `torch npu` is 8 of `is_torch_npu_available`'s 19 folded letters: another function, not the title's words
+    report = title_words("cannot import name 'is_torch_npu_available' from 'transformers'")
+    assert title_match(report, "[Bugfix] fix torch npu for the worker (#1)")[1] == 0
+    # the same pair as the bulk of an option's name still counts (`fused kernels` in `use_fused_kernels`)
+    assert title_match(title_words("use_fused_kernels breaks"), "fix: fused kernels labels (#2)")[1] == 2
+
+
+def _titled_history(fix_title: str) -> list[CommitRecord]:
+    fix = CommitRecord("f" * 40, 100, fix_title, None, True, (),
+                       (FileChange("python/triton/language/semantic.py", "python/triton/language/semantic.py", ("bitcast",), " "),), "")
+    # `cast` and `pass` are common title words of the history, `bitcast`, `dtype`, `constexpr` rare ones
+    others = [CommitRecord(f"{i}" * 40, 10 + i, f"[Feature] {w} (#{i})", None, False, (), (), "")
+              for i, w in enumerate(("cast fp8 inputs", "pass the options", "cast int args", "a new pass", "pass manager",
+                                     "cast rounding", "rollout", "reward"), 1)]
+    return [fix, *others]
+
+
+def test_a_prose_title_over_an_error_that_names_no_code_is_restated_by_the_fix():
+    commits = _titled_history("[FRONTEND] Fix bitcast with constexpr dtype (#5382)")
+    facts = TraceFacts((), "AttributeError", "'constexpr' object has no attribute 'scalar'")
+    report = "tl.cast(bitcast=True) errors on dtype passed as tl.constexpr"
+    found = rank(commits, facts, {}, None, {}, report=report, error_text="AttributeError: 'constexpr' object has no attribute 'scalar'")[0]
+    assert [c.sha for c in found] == ["f" * 40]
+    assert any("its title restates the report" in e for e in found[0].evidence)
+    # the title is the error line itself (a one-line paste): its words are the error's, for the quote rules only
+    line = "AttributeError: 'constexpr' object has no attribute 'scalar' on bitcast dtype"
+    assert not rank(commits, facts, {}, None, {}, report=line, error_text=line)[0]
+    # a short paste's first line that is trace or log output is no title
+    for first in ("Traceback: bitcast dtype constexpr", "ERROR 02:12:55 bitcast constexpr dtype"):
+        assert not rank(commits, facts, {}, None, {}, report=first)[0]
+    # the error names code: those names are the evidence, not the title's words
+    coded = TraceFacts((), "AttributeError", "'constexpr' object has no attribute 'scalar_type'")
+    assert not any("restates the report" in e for c in rank(commits, coded, {}, None, {}, report=report)[0] for e in c.evidence)

@@ -58,6 +58,9 @@ QUOTED_LINE_POINTS = LINE_POINTS  # rewrote a code line the report quotes in bac
 NAMED_POINTS = FUNC_POINTS  # changed a function the report names as code (a trace without plugin frames); scaled like FUNC_POINTS
 NAMED_CAP = FUNC_POINTS
 MIN_NAME_COMPOUND = 8  # a shorter joined pair (`tpsize`) sits inside unrelated names by chance
+# a joined pair inside a longer name stands for it only when it is most of it (`fusedkernel` is 11 of
+# `usefusedkernel`'s 14 letters; `torchnpu` 8 of `istorchnpuavailable`'s 19, another function that mentions torch_npu)
+COMPOUND_SHARE = 0.6
 BODY_WORD_WEIGHT = 0.5  # a report word the commit's description (not its title) holds counts this much towards the coverage
 SITE_POINTS = 2.5  # changed the function whose string prints the trace's error (raise_site.py; no plugin frame): damped like FUNC_POINTS
 SITE_LINE_POINTS = 1.0  # and rewrote the very line that prints it
@@ -67,6 +70,7 @@ GUESSED_VERSION_PENALTY = 1.5  # a commit the version guessed from the frames al
 GUESSED_WORK_FACTOR = 0.5  # the same for a commit that is no bug fix: it most likely wrote the code the trace shows
 QUOTE_MIN = 90.0
 TEMPLATE_MIN = 90.0
+KEY_WORDS = 6  # the message's longest words, one of which a commit's text must hold before a fuzzy quote is tried
 MIN_TEMPLATE_WORDS = 4  # a template of fewer real words ("Q object has no attribute Q") is too common
 GENERIC_TYPES = frozenset({"RuntimeError", "Exception", "ValueError", "Error"})
 # Python's own classes (`'NoneType' object`, `UserWarning`) name no code of the plugin. Its
@@ -162,7 +166,10 @@ _PR_REF = re.compile(r"\(#\d+\)\s*$")
 _REPORT_STOP = frozenset(
     "the and for with from when that this into not are was were has have had can could cannot does doesn "
     "after before while during use using used fix fixes fixed bug bugfix issue error errors fail fails failed "
-    "failure crash crashes support add adds added update make makes run runs running how why what which".split()
+    "failure crash crashes support add adds added update make makes run runs running how why what which "
+    # keyword values (`bitcast=True`; not `None`: `x is None` is a symptom) and the reporter's stance or version (`weird`,
+    # `triton latest`): no words of the failure
+    "true false weird strange unexpected unexpectedly latest".split()
 )
 
 
@@ -231,7 +238,9 @@ def title_match(report: frozenset[str], title: str) -> tuple[frozenset[str], int
     # a report's option or code name holds the title's two words with more around them (`use_fused_kernels`,
     # folded `usefusedkernel`, for a title's `fused kernels`): the same name with its prefix or suffix
     inside = [j for j in joined if len(j) >= MIN_NAME_COMPOUND]
-    compounds = {w for w in report - words if w in joined or any(j in w for j in inside)}
+    # ... and the two words must be most of that name: `torch npu` is no spelling of `is_torch_npu_available`
+    compounds = {w for w in report - words
+                 if w in joined or any(j in w and len(j) >= COMPOUND_SHARE * len(w) for j in inside)}
     return words | compounds, len(words) + 2 * len(compounds)
 
 
@@ -298,6 +307,7 @@ def _query(facts: TraceFacts, extra_text: str = "", report: str = "", quoted: Se
     exc_name = facts.exception_type.rsplit(".", 1)[-1]
     names = tuple(distinctive_names(where_free(facts.exception_message))
                   or [n for n in distinctive_names(_LOG_FIELD.sub(" ", where_free(extra_text))) if n != exc_name])
+    titled = bool(report) and (not facts.exception_message or prose_title(report, facts, names))
     return _Query(frames, tuple(line_key(f.source) if f.source else None for f in frames),
                   facts.exception_type.rsplit(".", 1)[-1], " ".join(facts.exception_message.lower().split()),
                   tpl if len(words) >= MIN_TEMPLATE_WORDS else "",
@@ -305,11 +315,33 @@ def _query(facts: TraceFacts, extra_text: str = "", report: str = "", quoted: Se
                   _diff_names(names, [f.source for f in frames[:2]]), _other_funcs(facts.other_frames),
                   _literals(facts.exception_message or extra_text),
                   _diff_names((), [o.source for o in facts.other_frames[:1]]), specific_tokens(facts.exception_message),
-                  title_words(report) if report and not facts.exception_message else frozenset(),
+                  title_words(report) if titled else frozenset(),
                   tuple((line, key) for line in quoted if (key := line_key(line))),
-                  title_sequence(report) if report and not facts.exception_message else (),
+                  title_sequence(report) if titled else (),
                   () if frames else tuple(named),  # a frame says where it failed better than the prose does
                   () if frames else tuple(sites))
+
+
+# a short paste's first line that is output, not a title: a traceback's header or frame, a log record (level, `pid=`,
+# a clock time), a test runner's verdict, an import statement
+_TRACE_LINE = re.compile(
+    r"^\s*(?:Traceback\b|File \"|During handling\b|The above exception\b|FAILED\b|PASSED\b|ERROR\b|\[\s*(?:RUN|OK|FAILED)\b"
+    r"|\[?\s*(?:ERROR|WARNING|WARN|INFO|DEBUG|CRITICAL)\b|from\s+[\w.]+\s+import\b|import\s+\w)"
+    r"|\bpid=\d|\b\d\d:\d\d:\d\d\b")
+
+
+def prose_title(report: str, facts: TraceFacts, names: Sequence[str]) -> bool:
+    """A report's title in its own words above an error that names no code (`tl.cast(bitcast=True) errors on dtype
+    passed as tl.constexpr` over `AttributeError: 'constexpr' object has no attribute 'scalar'`): the title says what
+    failed, and a fix's title may restate it. Not when the title is the error line itself (a one-line paste: its
+    words are the error's, which the quote rules read), a line of the trace or log (`Traceback (most recent call
+    last):`, `(Worker pid=1) ERROR ...`: no title at all), or when the error names code (those names are the evidence)."""
+    if names or distinctive_names(where_free(facts.exception_message)) or _TRACE_LINE.search(report):
+        return False
+    exc = facts.exception_type.rsplit(".", 1)[-1]
+    head = " ".join(facts.exception_message.split())[:40].lower()
+    low = " ".join(report.split()).lower()
+    return not (exc and exc in report) and not (head and head in low)
 
 
 def _literals(text: str) -> tuple[tuple[str, str], ...]:
@@ -331,11 +363,20 @@ def _other_funcs(others: Sequence[OtherFrame]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(o.function for o in others if len(o.function) >= 8 and not o.function.startswith("__")))[:4]
 
 
+def _longest_first(word: str) -> tuple[int, str]:
+    return -len(word), word
+
+
 def _keys(message: str) -> tuple[str, ...]:
-    words = sorted({w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]{3,}", _QUOTED.sub(" ", message))}, key=len, reverse=True)
+    """The message's longest words: the three longest and every word as long as the third (at most KEY_WORDS, ties
+    in alphabetical order). A set sorted by length alone and cut at three kept a different tie from one interpreter
+    run to the next (the hash seed), and with it whether a commit's text held one."""
+    words = sorted({w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]{3,}", _QUOTED.sub(" ", message))}, key=_longest_first)
     if not words:  # a message of quoted values only: its values are the words
-        words = sorted({w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]{3,}", message)}, key=len, reverse=True)
-    return tuple(words[:3])
+        words = sorted({w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]{3,}", message)}, key=_longest_first)
+    if len(words) <= 3:
+        return tuple(words)
+    return tuple(w for w in words if len(w) >= len(words[2]))[:KEY_WORDS]
 
 
 def _places(frames: Sequence[Frame]) -> tuple[str, ...]:
