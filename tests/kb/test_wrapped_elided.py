@@ -1,17 +1,22 @@
 """Wording that generalises: an exception message wrapped onto the next line is matched joined
-(evidence split over two lines)."""
+(evidence split over two lines), and a template's value elided as `...` in a quoted message
+still matches the template."""
 
 from __future__ import annotations
 
 import os
 import random
+import re
 
 import pytest
 
 import porter.kb.matcher as matcher
 import porter.kb.normalize as normalize
 import porter.kb.split as split
+from porter.kb.families import template_regex
 from porter.kb.matcher import diagnose_text, scan, wrapped_rest
+from porter.kb.regexsafety import check_regex
+from porter.kb.render import diagnose_payload
 
 from .conftest import entry
 
@@ -98,3 +103,35 @@ def test_two_processes_join_the_same_way(fixture_kb, tmp_path, monkeypatch):
     assert [(ei, list(s.items())) for ei, s in one[0].items()] == [(ei, list(s.items())) for ei, s in two[0].items()]
     assert one[0]  # the joined message was found
     assert one[1].to_dict() == two[1].to_dict()
+
+
+ELIDED_ENTRY = entry(
+    "VASC-001", "vllm-ascend",
+    [{"template": "Current device type: {current} does not match the installed version's device type: {installed}",
+      "captures": {"current": r"[\w.]{1,60}", "installed": r"[\w.]{1,60}"}, "weight": 0.9}],
+    fix=["Install the build for {current} (installed: {installed})."],
+)
+
+
+def test_an_elided_value_still_matches_the_template(fixture_kb):
+    fixture_kb.add(ELIDED_ENTRY, "Current device type: A3 does not match the installed version's device type: A2\n")
+    kb = fixture_kb.compiled()
+    full = diagnose_text(kb, "RuntimeError: Current device type: A3 does not match the installed version's device type: A2\n")
+    assert full.top.captures == {"current": "A3", "installed": "A2"}
+    quoted = "If the error says `Current device type ... does not match the installed version's device type ...`, reinstall\n"
+    diag = diagnose_text(kb, quoted)
+    assert diag.top.entry.id == "VASC-001" and diag.top.captures == {}
+    payload = diagnose_payload(diag, "-", {})
+    assert "<current>" in payload["matches"][0]["fix"][0]  # the elided capture shows as a placeholder
+    assert diagnose_text(kb, "Current device type does not match the installed version's device type\n").status == "unknown"
+
+
+def test_elision_forms_and_limits():
+    rx = re.compile(template_regex("cannot import name '{symbol}' from '{module}'"))
+    assert rx.search("cannot import name '...' from 'vllm.config'")
+    assert rx.search("cannot import name '\u2026' from '\u2026'")
+    assert not rx.search("cannot import name '' from 'vllm'")
+    # a capture checked against an upstream's symbols is the evidence itself: never elided
+    constrained = template_regex("'{api}' object has no attribute '{attribute}'", defined_in={"api": "vllm"})
+    assert "'(?P<api__in_vllm>" in constrained and "(?:(?P<attribute>" in constrained
+    assert check_regex(template_regex("type: {a} and {b}={c} end")).ok
