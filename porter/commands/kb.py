@@ -212,6 +212,9 @@ def _render_splits(console, payload: dict, show_cases: bool) -> None:
                 f"entries written from them; {reach['none']} by no entry",
                 soft_wrap=True,
             )
+            why = reach.get("named_misses") or {}
+            if any(why.values()):
+                console.print("  named misses: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in why.items()), soft_wrap=True)
         table = Table(title=f"{name}: reliability per confidence bucket", title_justify="left")
         for col in ("confidence", "answers", "right", "accuracy", "mean confidence"):
             table.add_column(col)

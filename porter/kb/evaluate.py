@@ -17,6 +17,13 @@ case, `named` when an entry of the KB it was diagnosed with names it (its expect
 ids or its cause), `own` when only the entries written from it do (leave-source-out dropped
 them: nothing else in the KB knows that cause), `none` when no entry does. Top-1 over the
 `named` cases is the matcher's share; the others bound top-1 whatever the matcher does.
+
+A `named` miss also says why the matcher missed it (`miss`, counted per split in
+`reach.named_misses`, so a split whose cases must not be read still says which class to work
+on): `no_signature` (no signature of a naming entry hit: the trace words it differently, or the
+entry describes another symptom of the cause), `weak` (one hit, below the match threshold or an
+`all` entry's partial or advice-only match), `abstained` (a firm match the calibrated confidence
+put below the floor), `outranked` (a firm answer, behind another entry).
 """
 
 from __future__ import annotations
@@ -26,9 +33,10 @@ from pathlib import Path
 
 from porter.kb.corpus import CorpusCase, canonical_thread, load_corpus, split_problems
 from porter.kb.index import CompiledKB
-from porter.kb.matcher import Diagnosis, Match, diagnose_stream
+from porter.kb.matcher import Diagnosis, Match
 
 HIGH_CONFIDENCE = 0.9
+MISS_CLASSES = ("no_signature", "weak", "abstained", "outranked")
 BUCKETS = ((0.0, 0.5), (0.5, 0.6), (0.6, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 1.01))
 
 
@@ -45,6 +53,7 @@ class CaseResult:
     cause: str = ""
     judged_by: str = ""  # expected | cause | unknown (how a right answer was recognised)
     reach: str = ""  # positives: named | own | none (see the module doc); "" for the other kinds
+    miss: str = ""  # a named positive that is not right at top-1: one of MISS_CLASSES (see the module doc)
 
     @property
     def answered(self) -> bool:
@@ -53,7 +62,7 @@ class CaseResult:
     def to_dict(self) -> dict:
         return {"id": self.file, "split": self.split, "kind": self.kind, "cause": self.cause,
                 "expected": list(self.expected), "got": list(self.got), "top1": self.top1, "top3": self.top3,
-                "confidence": self.confidence, "judged_by": self.judged_by, "reach": self.reach}
+                "confidence": self.confidence, "judged_by": self.judged_by, "reach": self.reach, "miss": self.miss}
 
 
 @dataclass
@@ -110,7 +119,8 @@ class EvalReport:
         named = [c for c in pos if c.reach == "named"]
         right = sum(c.top1 for c in named)
         return {"named": len(named), "own": sum(c.reach == "own" for c in pos), "none": sum(c.reach == "none" for c in pos),
-                "top1_named_correct": right, "top1_named": round(right / len(named), 4) if named else None}
+                "top1_named_correct": right, "top1_named": round(right / len(named), 4) if named else None,
+                "named_misses": {k: sum(c.miss == k for c in named) for k in MISS_CLASSES}}
 
     def to_dict(self) -> dict:
         pos = self._positives()
@@ -214,15 +224,35 @@ def _without_own(kb: CompiledKB, case: CorpusCase, own: set[str] | None = None) 
     return reduced
 
 
+def miss_class(kb: CompiledKB, hits, diag: Diagnosis, case: CorpusCase) -> str:
+    """Why a named positive missed top-1 (MISS_CLASSES); `hits`: the scan's signature hits."""
+    naming = naming_entries(kb.entries, case)
+    if any(m.entry.id in naming for m in diag.matches[1:]):
+        return "outranked"
+    if any(m.entry.id in naming and "calibrated" in m.explain for m in diag.near_misses):
+        return "abstained"
+    fired = {kb.entries[ei].id for ei in hits}
+    if naming & fired:
+        return "weak"  # (a firm match the calibration dropped, shown past the near misses, counts here too)
+    return "no_signature"
+
+
 def run_case(kb: CompiledKB, case: CorpusCase, env: dict[str, str] | None = None,
              reach: str | None = None) -> tuple[CaseResult, Diagnosis]:
-    """`reach`: the case's reach when the caller dropped entries from `kb` (default: computed on `kb`)."""
+    """`reach`: the case's reach when the caller dropped entries from `kb` (default: computed on `kb`).
+    Diagnosed as `diagnose_stream` does for a stream (one process), keeping the signature hits
+    for the miss class."""
+    from porter.kb.matcher import _without_private_keys, decide, scan
+    from porter.kb.normalize import iter_batches
+
     with case.trace.open("rb") as fh:
-        diag = diagnose_stream(kb, fh, env, top=3)
+        hits, signals = scan(kb, _without_private_keys(iter_batches(fh)))
+    diag = decide(kb, hits, signals, env, 3)
     top1, top3, how = judge(diag, case.kind, case.wanted, case.cause)
+    reach = reach_of(kb.entries, case) if reach is None else reach
+    miss = miss_class(kb, hits, diag, case) if reach == "named" and not top1 else ""
     result = CaseResult(case.id, case.kind, case.expected, tuple(m.entry.id for m in diag.matches), top1, top3,
-                        diag.matches[0].confidence if diag.matches else 0.0, case.split, case.cause, how,
-                        reach_of(kb.entries, case) if reach is None else reach)
+                        diag.matches[0].confidence if diag.matches else 0.0, case.split, case.cause, how, reach, miss)
     return result, diag
 
 

@@ -37,6 +37,9 @@ CAPTURE_PATTERNS: dict[str, str] = {
     "device": r"[\w:.-]{1,40}",
 }
 DEFAULT_CAPTURE = r"[^\s'\"]{1,200}"
+# what a quoted message puts where it left a value out: an ellipsis, after at most one space
+ELIDED = r"[ \t]?(?:\.\.\.|\u2026)"
+_ELISION_LEAD = rxcache.compile(r"[:=][ \t]*$")  # the separator before a value, elided with it
 _PLACEHOLDER = rxcache.compile(r"\{(\*|[A-Za-z_]\w{0,40})\}")
 _CODE_RANGE = rxcache.compile(r"^(?P<prefix>[A-Za-z_]{0,6})(?P<lo>\d{1,8})(?:-(?P=prefix)?(?P<hi>\d{1,8}))?$")
 _FRAME_PACKAGE = rxcache.compile(r"^[A-Za-z_][\w.]{0,80}$")
@@ -129,16 +132,28 @@ def template_regex(template: str, captures: dict[str, str] | None = None, define
     pos = 0
     seen: set[str] = set()
     for m in _PLACEHOLDER.finditer(template):
-        out.append(_literal(template[pos : m.start()]))
+        before = template[pos : m.start()]
         name = m.group(1)
         if name == "*":
+            out.append(_literal(before))
             out.append(r".{0,200}?")
         elif name in seen:
+            out.append(_literal(before))
             out.append(f"(?P={name}{IN_TABLE}{defined_in[name]})" if name in defined_in else f"(?P={name})")
         else:
             seen.add(name)
             group = f"{name}{IN_TABLE}{defined_in[name]}" if name in defined_in else name
-            out.append(f"(?P<{group}>{captures.get(name) or CAPTURE_PATTERNS.get(name, DEFAULT_CAPTURE)})")
+            value = f"(?P<{group}>{captures.get(name) or CAPTURE_PATTERNS.get(name, DEFAULT_CAPTURE)})"
+            if name in defined_in:  # the evidence is the name itself: an elided one says nothing
+                out.append(_literal(before))
+                out.append(value)
+            else:
+                # a report that quotes the message with the value elided ("Current device type ... does
+                # not match"): `...` or `…` stands for the value and the `: ` / `=` that introduced it
+                lead = _ELISION_LEAD.search(before) if before else None
+                cut = lead.start() if lead and lead.start() > 0 else len(before)
+                out.append(_literal(before[:cut]))
+                out.append(f"(?:{_literal(before[cut:])}{value}|{ELIDED})")
         pos = m.end()
     out.append(_literal(template[pos:]))
     unused = sorted(set(captures) - seen)

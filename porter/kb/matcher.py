@@ -66,6 +66,13 @@ _CONTINUATION = LazyPattern(r"^(?:[ \t]+(?!File \"|Traceback\b|[\w.]{0,80}(?:Err
 # another prefix (`(pid=3) W0501 12:00:01.000 123 x.cc:1] `)
 _WARNING_PREFIX = LazyPattern(r"(?i:\bwarn(?:ing)?\b)|(?:^|[\s)\]])\[?W\d{0,6}[\s\]]")
 CONTINUATION_LINES = 3
+MAX_JOINED_CHARS = 2048  # a wrapped message joined to its first line: longer pairs are not joined
+# a line that carries an exception message (`TypeError: ...`, `` `AttributeError: ...``, `raised ValueError: ...`)
+_EXCEPTION_HEAD = LazyPattern(r"(?<![\w.])(?:[A-Za-z_]\w{0,60}\.){0,6}[A-Za-z_]\w{0,80}(?:Error|Exception):")
+# the start of a wrapped message's rest: lower-case text (not a `label:` of its own such as "hint:" or "error:"),
+# an opening parenthesis, or a quoted name (`'weight_loader'`)
+_WRAPPED_REST = LazyPattern(r"^(?:[a-z(](?![\w.-]{0,30}:(?:\s|$))|['\"`][\w.<])")
+_SENTENCE_END = ".!?`\u3002"  # a first line ending so is complete: the next line is a new sentence
 WARNING_LINES_MAX = 1 << 16  # how far back a wrapped message's first (labelled) line may be
 
 
@@ -236,13 +243,14 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
     chunk_zeroed: list[str] = []
 
     def match_line(clean: str, at: int) -> tuple[str, list[str], list[int]]:
-        """`at`: the line's index in the current chunk."""
+        """`at`: the line's index in the current chunk (-1: `clean` is no line of it, such as a
+        wrapped message joined to its first line: tokenized on its own)."""
         nonlocal matched_lines
         matched_lines += 1
         if matched_lines == widen_at:
             widen_index()
         text = strip_prefix(clean)
-        if chunk_words is not None:
+        if chunk_words is not None and at >= 0:
             tokens = chunk_words[at].split()
         else:
             tokens = ascii_words(clean) if clean.isascii() else findall(clean)
@@ -250,7 +258,7 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
         present = keys & tokens  # the line's vocabulary tokens, intersected in C
         candidates.update(*map(vocab.__getitem__, present))  # one call for all of their signatures
         if len(always_now) <= FEW_KEYLESS or matched_lines <= TOKEN_MEMO_AFTER_LINES or not keyless_by_tokens(
-                clean, chunk_zeroed[at].split() if chunk_words is not None else tokens, candidates):
+                clean, chunk_zeroed[at].split() if chunk_words is not None and at >= 0 else tokens, candidates):
             for needle, pos in always_now:  # keyless signatures: a substring test first
                 if needle in clean:
                     candidates.add(pos)
@@ -286,16 +294,40 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
                 if len(slot) == MAX_HITS_PER_SIGNATURE:
                     full.add(pos)
 
-    def known_line(clean: str, at: int) -> tuple[str, list[str], list[int]]:
+    def known_line(clean: str, at: int, key: str | None = None) -> tuple[str, list[str], list[int]]:
+        """`key`: the memo key when it is not `clean` itself (a joined wrapped message)."""
         nonlocal memo_chars
-        known = seen_lines.get(clean)
+        if key is None:
+            key = clean
+        known = seen_lines.get(key)
         if known is None:
             memo_chars += 3 * len(clean) + 100
             if memo_chars > memo_bytes:
                 seen_lines.clear()
                 memo_chars = 3 * len(clean) + 100
-            known = seen_lines[clean] = match_line(clean, at)
+            known = seen_lines[key] = match_line(clean, at)
         return known
+
+    def wrapped_hits(clean: str, text: str, matched: list[int] | None, at: int) -> tuple[list[int], str]:
+        """An exception message wrapped onto the next line (a pasted report, a terminal, a
+        logger splitting a long message): the signatures that hit the two lines joined and
+        neither line alone, with the joined de-prefixed text. Only lines in this chunk: a wrap
+        across a chunk boundary is not joined (the same in a two-process scan, whose batches
+        are these chunks)."""
+        if at + 1 >= len(lines):
+            return [], text
+        nxt = lines[at + 1].rstrip()
+        rest = wrapped_rest(clean, text, nxt)
+        if rest is None:
+            return [], text
+        joined = clean + " " + rest
+        if len(joined) > MAX_JOINED_CHARS:
+            return [], text
+        joined_text, _, both = known_line(joined, -1, "\0" + joined)  # (NUL: no clean line holds one)
+        if not both:
+            return [], joined_text
+        alone = set(matched or ()) | set(known_line(nxt, at + 1)[2])
+        return [pos for pos in both if pos not in alone], joined_text
 
     warning_lines: set[int] = set()  # bounded: past WARNING_LINES_MAX, lines are no longer noted (the gate then errs to a diagnosis)
     tail: list[str] = []  # the previous batch's last lines (a wrapped message may span two batches)
@@ -343,6 +375,10 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
                 matched = prep.matches.get(at)
                 if matched:
                     record_hits(matched, number, text)
+                if ("Error:" in text or "Exception:" in text):  # the helper does not join: its batches end where ours do
+                    joined, joined_text = wrapped_hits(clean, text, matched, at)
+                    if joined:
+                        record_hits(joined, number, joined_text)
                 if cut and prefix_warns(clean, text) or matched and continues_warning(text, at):
                     note_warning(number)
                 feed(number, text, None, prep.errorish[slot] == 1)
@@ -350,6 +386,10 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
         text, tokens, matched = known_line(clean, at)
         if matched:
             record_hits(matched, number, text)
+        if "Error:" in text or "Exception:" in text:  # (one C-level test on most lines: the wrap check is rare)
+            joined, joined_text = wrapped_hits(clean, text, matched, at)
+            if joined:
+                record_hits(joined, number, joined_text)
         if prefix_warns(clean, text) or matched and continues_warning(text, at):
             note_warning(number)
         feed(number, text, tokens)
@@ -442,6 +482,23 @@ def scan(kb: CompiledKB, batches: Iterable[list[str]], prepared: Callable[[list[
     signals = extractor.signals()
     signals.warning_lines = warning_lines
     return hits, signals
+
+
+def wrapped_rest(clean: str, text: str, nxt: str) -> str | None:
+    """The rest of an exception message that `nxt`, the line after `clean`, continues (its text,
+    stripped), or None. `text`: `clean` without its log prefix. The first line holds an
+    exception message and does not end a sentence; the next is not blank, not a new log record
+    (a log prefix of its own that `clean` does not share), not a traceback frame, and starts
+    the way a wrapped sentence goes on (lower case, a parenthesis, a quoted name)."""
+    if not nxt or clean[-1:] in _SENTENCE_END or not _EXCEPTION_HEAD.search(text):
+        return None
+    rest = strip_prefix(nxt)
+    if len(rest) != len(nxt) and nxt[: len(nxt) - len(rest)] != clean[: len(clean) - len(text)]:
+        return None  # a record of its own
+    rest = rest.strip()
+    if not rest or rest.startswith('File "') or not _WRAPPED_REST.match(rest):
+        return None
+    return rest
 
 
 # Every ASCII character that is not a word character (`[A-Za-z0-9_]`, what `\w` is on ASCII)

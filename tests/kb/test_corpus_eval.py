@@ -162,12 +162,14 @@ def test_reach_separates_misses_an_entry_could_fix_from_missing_knowledge(tmp_pa
     inside = evaluate_splits(kb, root, splits=("dev",))["splits"]["dev"]
     reach = {c["id"]: c["reach"] for c in inside["cases"]}
     assert reach == {"dev-own": "named", "dev-sibling": "named", "dev-unknown-cause": "none", "dev-healthy": ""}
-    assert inside["reach"] == {"named": 2, "own": 0, "none": 1, "top1_named_correct": 1, "top1_named": 0.5}
+    assert inside["reach"] == {"named": 2, "own": 0, "none": 1, "top1_named_correct": 1, "top1_named": 0.5,
+                               "named_misses": {"no_signature": 1, "weak": 0, "abstained": 0, "outranked": 0}}
     lso = evaluate_splits(kb, root, splits=("dev",), leave_source_out=True)["splits"]["dev"]
     reach = {c["id"]: c["reach"] for c in lso["cases"]}
     # the only entry that knows the cause was written from dev-own: without it nothing names that case
     assert reach["dev-own"] == "own" and reach["dev-sibling"] == "named" and reach["dev-unknown-cause"] == "none"
-    assert lso["reach"] == {"named": 1, "own": 1, "none": 1, "top1_named_correct": 0, "top1_named": 0.0}
+    assert lso["reach"] == {"named": 1, "own": 1, "none": 1, "top1_named_correct": 0, "top1_named": 0.0,
+                            "named_misses": {"no_signature": 1, "weak": 0, "abstained": 0, "outranked": 0}}
 
 
 def test_cli_eval_text_reports_reach(corpus, small_kb, cli):
