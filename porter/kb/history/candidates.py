@@ -641,7 +641,9 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
     low = text.lower()
     # the longest words of the message must be in the commit's text before a fuzzy quote can match
     quotable = use_message and any(w in low for w in q.words)
-    quoted = [t for t in (*commit.error_strings, commit.subject) if len(t) >= 10] if quotable else []
+    # under the quote mask, an error string or title that quotes the trace is left out like the message lines
+    quoted = [t for t in (*commit.error_strings, commit.subject)
+              if len(t) >= 10 and (mask is None or mask.keeps(t))] if quotable else []
     if q.message and len(q.message) >= 12 and quoted:
         best, best_text = max((_quote_ratio(q.message, " ".join(t.lower().split())), t) for t in quoted)
         # a near quote that lacks the trace's library, name or code quotes another error of the same form
@@ -663,7 +665,8 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
         shared, matched = title_match(q.report, commit.subject)
         if matched >= TITLE_MIN_WORDS:
             # the rest of the report's words in the description count too, less than in the title
-            described = (q.report - shared) & title_words(commit.body) if commit.body else frozenset()
+            body = commit.body if mask is None else "\n".join(x for x in commit.body.split("\n") if mask.keeps(x))
+            described = (q.report - shared) & title_words(body) if body else frozenset()
             coverage = (sum(freq.idf(w) for w in shared) + BODY_WORD_WEIGHT * sum(freq.idf(w) for w in described)) \
                 / sum(freq.idf(w) for w in q.report)
             if coverage >= TITLE_MIN_COVERAGE:
@@ -694,7 +697,8 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
             evidence.append(f"message names `{where}`, where the trace failed")
     if not code and msg < QUOTE_POINTS * 0.5:
         return 0.0, []  # neither the code of the trace nor its error: unrelated
-    if msg and use_message and any(n in commit.subject for n in (*q.names, *q.places, q.exc_type) if n):
+    if msg and use_message and (mask is None or mask.keeps(commit.subject)) \
+            and any(n in commit.subject for n in (*q.names, *q.places, q.exc_type) if n):
         msg += SUBJECT_POINTS
         evidence.append("its title names it")
     total = code + msg
