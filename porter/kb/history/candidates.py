@@ -53,6 +53,8 @@ PHRASE_POINTS = 1.0  # (`low MTP acceptance rate` in both): the title names the 
 # many of its words (a compound counts two) restates it whatever the share; few titles of a history hold five
 TITLE_MANY_WORDS = 5
 TITLE_MANY_POINTS = 1.0
+ERROR_TITLE_MIN_WORDS = 3  # content words of the exception's message the fix's title holds (`tensor`, `same`, `device`)
+ERROR_TITLE_POINTS = 2.5  # ... while its diff changes a failing frame's file: with a bug-fix title (3.5) a candidate on that alone
 MASK_MIN = 20  # a message line this long that the trace contains (or one holding a trace line) is a quote
 QUOTED_LINE_POINTS = LINE_POINTS  # rewrote a code line the report quotes in backticks (`x[i] = y[j]`): the failing line
 NAMED_POINTS = FUNC_POINTS  # changed a function the report names as code (a trace without plugin frames); scaled like FUNC_POINTS
@@ -600,6 +602,7 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
             code += best
             if why not in evidence:
                 evidence.append(why)
+    frame_code = code  # evidence from the failing frames' own files
     if not mechanical:
         line = next((line for line, key in q.quoted if any(ch.removes(key) for ch in commit.changes)), None)
         if line:
@@ -679,6 +682,13 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
                 if matched >= TITLE_MANY_WORDS:
                     msg += TITLE_MANY_POINTS
                     evidence.append(f"its title holds {matched} of the report's words")
+    # the title restates the exception's message in its own words (`fix tensor not same device in X` for `Expected all
+    # tensors to be on the same device`) and the diff changes a failing frame's file: no quote, the same failure there
+    if frame_code and q.message and use_message and not mechanical and (mask is None or mask.keeps(commit.subject)):
+        said = title_words(q.message) & title_words(commit.subject)
+        if len(said) >= ERROR_TITLE_MIN_WORDS:
+            msg += ERROR_TITLE_POINTS
+            evidence.append(f"its title restates the error ({', '.join(sorted(said)[:5])}) and it changes the failing file")
     # the fix's description pastes the traceback it fixes (below the sections the body keeps): the same
     # failing function with the same source line is this trace's frame, not another error of its kind.
     # Not under the quote mask: a pasted frame is a quote of the trace.
