@@ -443,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split", default="dev", choices=["dev", "test", "all"])
     ap.add_argument("--no-message", action="store_true", help="rank on code evidence only (ablation)")
     ap.add_argument("--mask-quotes", action="store_true",
-                    help="leave out commit-message lines that quote the trace (scores what a never-quoted trace would get)")
+                    help="leave out the parts of each commit message that quote the trace: lines, mined error strings, title (scores what a never-quoted trace would get)")
     ap.add_argument("--issue-given", action="store_true",
                     help="pass each issue-thread case's issue number (`diagnose --issue N`): checks that mechanism; "
                          "no headline figure, the issue cases were collected by the very references it reads")

@@ -59,6 +59,7 @@ MASK_MIN = 20  # a message line this long that the trace contains (or one holdin
 QUOTED_LINE_POINTS = LINE_POINTS  # rewrote a code line the report quotes in backticks (`x[i] = y[j]`): the failing line
 NAMED_POINTS = FUNC_POINTS  # changed a function the report names as code (a trace without plugin frames); scaled like FUNC_POINTS
 NAMED_CAP = FUNC_POINTS
+NAMED_FILE_POINTS = 1.0  # ... and the change is in a file the report names by path: the function and its file, a frame in prose
 MIN_NAME_COMPOUND = 8  # a shorter joined pair (`tpsize`) sits inside unrelated names by chance
 # a joined pair inside a longer name stands for it only when it is most of it (`fusedkernel` is 11 of
 # `usefusedkernel`'s 14 letters; `torchnpu` 8 of `istorchnpuavailable`'s 19, another function that mentions torch_npu)
@@ -298,10 +299,11 @@ class _Query:
     report_words: tuple[str, ...] = ()  # title_sequence() of the same report
     named: tuple[str, ...] = ()  # functions the report names as code (named.named_functions), when no frame is the plugin's
     sites: tuple[RaiseSite, ...] = ()  # where the plugin prints the error's text (raise_site.raise_sites), when no frame is the plugin's
+    named_files: frozenset[str] = frozenset()  # repository files the report names by path, when it names functions too
 
 
 def _query(facts: TraceFacts, extra_text: str = "", report: str = "", quoted: Sequence[str] = (),
-           named: Sequence[str] = (), sites: Sequence[RaiseSite] = ()) -> _Query:
+           named: Sequence[str] = (), sites: Sequence[RaiseSite] = (), named_files: Sequence[str] = ()) -> _Query:
     frames = facts.frames
     tpl = template(facts.exception_message)
     words = [w for w in tpl.split() if w not in ("q", "n") and len(w) > 2]
@@ -321,7 +323,8 @@ def _query(facts: TraceFacts, extra_text: str = "", report: str = "", quoted: Se
                   tuple((line, key) for line in quoted if (key := line_key(line))),
                   title_sequence(report) if titled else (),
                   () if frames else tuple(named),  # a frame says where it failed better than the prose does
-                  () if frames else tuple(sites))
+                  () if frames else tuple(sites),
+                  frozenset() if frames or not named else frozenset(named_files))
 
 
 # a short paste's first line that is output, not a title: a traceback's header or frame, a log record (level, `pid=`,
@@ -613,6 +616,11 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
         # where the report says the bug is: weighed like a failing frame's function, by how many commits change one
         code += min(sum(_damped(NAMED_POINTS, freq.functions.get(n, 1)) for n in named), NAMED_CAP)
         evidence.append("its diff changes " + ", ".join(f"`{n}`" for n in named[:3]) + ", which the report names")
+        # ... in the very file the report names (`Error Location: verl/utils/debug/metrics.py`): a frame in prose
+        where = next((ch.path for ch in commit.changes if ch.path in q.named_files and any(n in ch.functions for n in named)), None)
+        if where:
+            code += NAMED_FILE_POINTS
+            evidence.append(f"it changes that function in {where}, the file the report names")
     code += _site_points(commit, q.sites, popularity, paths, mechanical, evidence)
     overrides = False
     for depth, fn in enumerate(q.other_funcs):
@@ -770,7 +778,7 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
          mask: QuoteMask | None = None, report: str = "", quoted: Sequence[str] = (),
          issue: tuple[int, frozenset[str]] | None = None, named: Sequence[str] = (),
          sites: Sequence[RaiseSite] = (), line: tuple[str | None, frozenset[str]] = (None, frozenset()),
-         ) -> tuple[list[Candidate], list[Candidate]]:
+         named_files: Sequence[str] = ()) -> tuple[list[Candidate], list[Candidate]]:
     """(candidates after the installed version, best fixes already contained in it), each best first.
     `use_message=False` ranks on code evidence alone (an ablation for the benchmark). `error_text`:
     the trace's error lines, whose code names count when the exception carries no message.
@@ -787,6 +795,8 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
     that changed one gains up to NAMED_CAP (not anchored: the report's blame is no failing frame).
     `sites`: where the plugin's source prints the error's text (raise_site.raise_sites): without plugin frames,
     a commit that changed one of those functions gains up to SITE_POINTS (not anchored).
+    `named_files`: repository files the report names by path: a change to a `named` function in one of them gains
+    NAMED_FILE_POINTS more.
     `line`: (branch, shas) of the installed version's release line after it (release_line.release_line_commits):
     a commit there with any evidence gains RELEASE_LINE_POINTS (the fix the user's next patch release ships).
     `strict`: the trace looks like an environment fault (lookup.environment_verdict): only
@@ -794,7 +804,7 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
 
     `commits` newest first; `contained` the shas the installed version has (None: unknown, so every
     commit counts as after it); `paths` maps a repository path to all names it had."""
-    q = _query(facts, error_text, report, quoted, named, sites)
+    q = _query(facts, error_text, report, quoted, named, sites, named_files)
     if not (q.frames or q.message or q.other_funcs or q.names or q.literals or q.report or q.quoted or issue or q.named or q.sites):
         return [], []
     after = [c for c in commits if contained is None or c.sha not in contained]
