@@ -202,6 +202,11 @@ OWN_CASES = [
         (13863, 13865, "the issue's title, environment and description of the symptom, no trace (the fix, on releases/v0.23.0, says Fixes #13863)"),
         (13501, 13518, "the issue's title, environment and summary, no trace (the fix, on releases/v0.23.0, names #13501)"),
     ]),
+    # Session 16: verl issue threads found in the `issues` corpus for commits of the mirror that say `fix #N`; the issue's
+    # own text as the search excerpt showed it. The split of each thread was computed from its URL before its text was read.
+    *_issue_cases("issues-s16", [
+        (1534, 1536, "the issue's title, description and worker frames, cut before the error line (the fix says fix #1534)"),
+    ], repo="verl"),
     {"id": "triton-6176", "trace": "bench/known_fixes/traces/triton-6176.txt", "repo": "triton-ascend",
      "thread": "github.com/triton-lang/triton/issues/6176", "fixed_by": "1748b81063da6e0dbc42e6e9d9dff51b35c99d31",
      "batch": "issues-s10", "note": "the issue title; its excerpt held a later comment only (the fix says Fix #6176)"},
@@ -438,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split", default="dev", choices=["dev", "test", "all"])
     ap.add_argument("--no-message", action="store_true", help="rank on code evidence only (ablation)")
     ap.add_argument("--mask-quotes", action="store_true",
-                    help="leave out commit-message lines that quote the trace (scores what a never-quoted trace would get)")
+                    help="leave out the parts of each commit message that quote the trace: lines, mined error strings, title (scores what a never-quoted trace would get)")
     ap.add_argument("--issue-given", action="store_true",
                     help="pass each issue-thread case's issue number (`diagnose --issue N`): checks that mechanism; "
                          "no headline figure, the issue cases were collected by the very references it reads")

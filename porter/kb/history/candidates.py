@@ -53,10 +53,13 @@ PHRASE_POINTS = 1.0  # (`low MTP acceptance rate` in both): the title names the 
 # many of its words (a compound counts two) restates it whatever the share; few titles of a history hold five
 TITLE_MANY_WORDS = 5
 TITLE_MANY_POINTS = 1.0
+ERROR_TITLE_MIN_WORDS = 3  # content words of the exception's message the fix's title holds (`tensor`, `same`, `device`)
+ERROR_TITLE_POINTS = 2.5  # ... while its diff changes a failing frame's file: with a bug-fix title (3.5) a candidate on that alone
 MASK_MIN = 20  # a message line this long that the trace contains (or one holding a trace line) is a quote
 QUOTED_LINE_POINTS = LINE_POINTS  # rewrote a code line the report quotes in backticks (`x[i] = y[j]`): the failing line
 NAMED_POINTS = FUNC_POINTS  # changed a function the report names as code (a trace without plugin frames); scaled like FUNC_POINTS
 NAMED_CAP = FUNC_POINTS
+NAMED_FILE_POINTS = 1.0  # ... and the change is in a file the report names by path: the function and its file, a frame in prose
 MIN_NAME_COMPOUND = 8  # a shorter joined pair (`tpsize`) sits inside unrelated names by chance
 # a joined pair inside a longer name stands for it only when it is most of it (`fusedkernel` is 11 of
 # `usefusedkernel`'s 14 letters; `torchnpu` 8 of `istorchnpuavailable`'s 19, another function that mentions torch_npu)
@@ -296,10 +299,11 @@ class _Query:
     report_words: tuple[str, ...] = ()  # title_sequence() of the same report
     named: tuple[str, ...] = ()  # functions the report names as code (named.named_functions), when no frame is the plugin's
     sites: tuple[RaiseSite, ...] = ()  # where the plugin prints the error's text (raise_site.raise_sites), when no frame is the plugin's
+    named_files: frozenset[str] = frozenset()  # repository files the report names by path, when it names functions too
 
 
 def _query(facts: TraceFacts, extra_text: str = "", report: str = "", quoted: Sequence[str] = (),
-           named: Sequence[str] = (), sites: Sequence[RaiseSite] = ()) -> _Query:
+           named: Sequence[str] = (), sites: Sequence[RaiseSite] = (), named_files: Sequence[str] = ()) -> _Query:
     frames = facts.frames
     tpl = template(facts.exception_message)
     words = [w for w in tpl.split() if w not in ("q", "n") and len(w) > 2]
@@ -319,7 +323,8 @@ def _query(facts: TraceFacts, extra_text: str = "", report: str = "", quoted: Se
                   tuple((line, key) for line in quoted if (key := line_key(line))),
                   title_sequence(report) if titled else (),
                   () if frames else tuple(named),  # a frame says where it failed better than the prose does
-                  () if frames else tuple(sites))
+                  () if frames else tuple(sites),
+                  frozenset() if frames or not named else frozenset(named_files))
 
 
 # a short paste's first line that is output, not a title: a traceback's header or frame, a log record (level, `pid=`,
@@ -600,6 +605,7 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
             code += best
             if why not in evidence:
                 evidence.append(why)
+    frame_code = code  # evidence from the failing frames' own files
     if not mechanical:
         line = next((line for line, key in q.quoted if any(ch.removes(key) for ch in commit.changes)), None)
         if line:
@@ -610,6 +616,11 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
         # where the report says the bug is: weighed like a failing frame's function, by how many commits change one
         code += min(sum(_damped(NAMED_POINTS, freq.functions.get(n, 1)) for n in named), NAMED_CAP)
         evidence.append("its diff changes " + ", ".join(f"`{n}`" for n in named[:3]) + ", which the report names")
+        # ... in the very file the report names (`Error Location: verl/utils/debug/metrics.py`): a frame in prose
+        where = next((ch.path for ch in commit.changes if ch.path in q.named_files and any(n in ch.functions for n in named)), None)
+        if where:
+            code += NAMED_FILE_POINTS
+            evidence.append(f"it changes that function in {where}, the file the report names")
     code += _site_points(commit, q.sites, popularity, paths, mechanical, evidence)
     overrides = False
     for depth, fn in enumerate(q.other_funcs):
@@ -641,7 +652,9 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
     low = text.lower()
     # the longest words of the message must be in the commit's text before a fuzzy quote can match
     quotable = use_message and any(w in low for w in q.words)
-    quoted = [t for t in (*commit.error_strings, commit.subject) if len(t) >= 10] if quotable else []
+    # under the quote mask, an error string or title that quotes the trace is left out like the message lines
+    quoted = [t for t in (*commit.error_strings, commit.subject)
+              if len(t) >= 10 and (mask is None or mask.keeps(t))] if quotable else []
     if q.message and len(q.message) >= 12 and quoted:
         best, best_text = max((_quote_ratio(q.message, " ".join(t.lower().split())), t) for t in quoted)
         # a near quote that lacks the trace's library, name or code quotes another error of the same form
@@ -663,7 +676,8 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
         shared, matched = title_match(q.report, commit.subject)
         if matched >= TITLE_MIN_WORDS:
             # the rest of the report's words in the description count too, less than in the title
-            described = (q.report - shared) & title_words(commit.body) if commit.body else frozenset()
+            body = commit.body if mask is None else "\n".join(x for x in commit.body.split("\n") if mask.keeps(x))
+            described = (q.report - shared) & title_words(body) if body else frozenset()
             coverage = (sum(freq.idf(w) for w in shared) + BODY_WORD_WEIGHT * sum(freq.idf(w) for w in described)) \
                 / sum(freq.idf(w) for w in q.report)
             if coverage >= TITLE_MIN_COVERAGE:
@@ -676,6 +690,13 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
                 if matched >= TITLE_MANY_WORDS:
                     msg += TITLE_MANY_POINTS
                     evidence.append(f"its title holds {matched} of the report's words")
+    # the title restates the exception's message in its own words (`fix tensor not same device in X` for `Expected all
+    # tensors to be on the same device`) and the diff changes a failing frame's file: no quote, the same failure there
+    if frame_code and q.message and use_message and not mechanical and (mask is None or mask.keeps(commit.subject)):
+        said = title_words(q.message) & title_words(commit.subject)
+        if len(said) >= ERROR_TITLE_MIN_WORDS:
+            msg += ERROR_TITLE_POINTS
+            evidence.append(f"its title restates the error ({', '.join(sorted(said)[:5])}) and it changes the failing file")
     # the fix's description pastes the traceback it fixes (below the sections the body keeps): the same
     # failing function with the same source line is this trace's frame, not another error of its kind.
     # Not under the quote mask: a pasted frame is a quote of the trace.
@@ -694,7 +715,8 @@ def score(commit: CommitRecord, q: _Query, popularity: Mapping[tuple[str, str], 
             evidence.append(f"message names `{where}`, where the trace failed")
     if not code and msg < QUOTE_POINTS * 0.5:
         return 0.0, []  # neither the code of the trace nor its error: unrelated
-    if msg and use_message and any(n in commit.subject for n in (*q.names, *q.places, q.exc_type) if n):
+    if msg and use_message and (mask is None or mask.keeps(commit.subject)) \
+            and any(n in commit.subject for n in (*q.names, *q.places, q.exc_type) if n):
         msg += SUBJECT_POINTS
         evidence.append("its title names it")
     total = code + msg
@@ -756,7 +778,7 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
          mask: QuoteMask | None = None, report: str = "", quoted: Sequence[str] = (),
          issue: tuple[int, frozenset[str]] | None = None, named: Sequence[str] = (),
          sites: Sequence[RaiseSite] = (), line: tuple[str | None, frozenset[str]] = (None, frozenset()),
-         ) -> tuple[list[Candidate], list[Candidate]]:
+         named_files: Sequence[str] = ()) -> tuple[list[Candidate], list[Candidate]]:
     """(candidates after the installed version, best fixes already contained in it), each best first.
     `use_message=False` ranks on code evidence alone (an ablation for the benchmark). `error_text`:
     the trace's error lines, whose code names count when the exception carries no message.
@@ -773,6 +795,8 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
     that changed one gains up to NAMED_CAP (not anchored: the report's blame is no failing frame).
     `sites`: where the plugin's source prints the error's text (raise_site.raise_sites): without plugin frames,
     a commit that changed one of those functions gains up to SITE_POINTS (not anchored).
+    `named_files`: repository files the report names by path: a change to a `named` function in one of them gains
+    NAMED_FILE_POINTS more.
     `line`: (branch, shas) of the installed version's release line after it (release_line.release_line_commits):
     a commit there with any evidence gains RELEASE_LINE_POINTS (the fix the user's next patch release ships).
     `strict`: the trace looks like an environment fault (lookup.environment_verdict): only
@@ -780,7 +804,7 @@ def rank(commits: Sequence[CommitRecord], facts: TraceFacts, first_tag: Mapping[
 
     `commits` newest first; `contained` the shas the installed version has (None: unknown, so every
     commit counts as after it); `paths` maps a repository path to all names it had."""
-    q = _query(facts, error_text, report, quoted, named, sites)
+    q = _query(facts, error_text, report, quoted, named, sites, named_files)
     if not (q.frames or q.message or q.other_funcs or q.names or q.literals or q.report or q.quoted or issue or q.named or q.sites):
         return [], []
     after = [c for c in commits if contained is None or c.sha not in contained]

@@ -16,7 +16,7 @@ from porter.kb.history.candidates import QuoteMask, distinctive_names, quoted_co
 from porter.kb.history.frames import PathMapper, first_exception, trace_facts, versions_in_text
 from porter.kb.history.issues import fixing_commits, repo_names
 from porter.kb.history.models import CommitRecord, HistoryIndex, HistoryReport, Installed, TraceFacts
-from porter.kb.history.named import named_functions
+from porter.kb.history.named import named_functions, named_paths
 from porter.kb.history.raise_site import raise_sites, report_texts, search_literals
 from porter.kb.history.release_line import release_line_commits
 from porter.kb.history.snippets import fenced_code_lines
@@ -167,7 +167,9 @@ def analyse(
                                  mask=QuoteMask.of(text) if mask_quotes else None, report=title_line, quoted=quoted,
                                  issue=(issue, fixing_commits(source.repo, issue, repo_names(source.label, source.remote)))
                                  if issue is not None else None, named=named, sites=sites,
-                                 line=release_line_commits(source.repo, installed.ref) if installed.ref else (None, frozenset()))
+                                 line=release_line_commits(source.repo, installed.ref) if installed.ref else (None, frozenset()),
+                                 named_files=tuple(dict.fromkeys(p for p in map(mapper, named_paths(text[:EMBEDDED_SCAN_CHARS]))
+                                                                 if p)) if named and not facts.frames else ())
     if not index:
         from dataclasses import replace
 

@@ -16,6 +16,7 @@ from porter.kb.history.mine import is_code_name
 _SPAN = re.compile(r"`([^`\n]{2,200})`")  # one backtick span (a fenced block's ``` opens none: the line ends first)
 _DEF = re.compile(r"^[ \t>]*(?:async\s+)?def\s+(\w+)|^[ \t>]*class\s+(\w+)", re.M)  # a pasted snippet's definitions
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{7,80}")  # 8+ characters: `forward`, `_run`, `step` name every module's code
+_PATH = re.compile(r"(?<![\w.-])/?((?:[\w.-]+/)+[\w.-]+\.py)\b")  # `verl/utils/debug/metrics.py`: a file the report names
 MAX_NAMED = 8
 _BUILTINS = frozenset(dir(builtins))
 
@@ -35,3 +36,9 @@ def named_functions(text: str) -> tuple[str, ...]:
     for m in _DEF.finditer(text):
         add(m.group(1) or m.group(2))
     return tuple(list(out)[:MAX_NAMED])
+
+
+def named_paths(text: str) -> tuple[str, ...]:
+    """The Python files the report names by path (`verl/utils/debug/metrics.py`, a traceback's or a link's path
+    included), in the order written; the caller keeps those that are files of the repository."""
+    return tuple(list(dict.fromkeys(m.group(1) for m in _PATH.finditer(text)))[:4 * MAX_NAMED])
