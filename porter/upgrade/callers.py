@@ -14,7 +14,7 @@ from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from porter.upgrade.index import _PARALLEL_THRESHOLD, Signature, TreeIndex, _annotated, walk
 
@@ -59,6 +59,15 @@ def call_shapes_many(requests: list[tuple[TreeIndex, Iterable[str], Iterable[str
     files are searched and their matched functions parsed in the run's pool (every request's chunks
     are submitted before any answer is awaited), else here; the answers are the same either way
     (the same job function runs on the same files in the same order)."""
+    return start_call_shapes_many(requests)()
+
+
+def start_call_shapes_many(requests: list[tuple[TreeIndex, Iterable[str], Iterable[str]]]) -> Callable[[], list[CallSites]]:
+    """call_shapes_many() in two steps: the jobs are submitted to the run's pool now (computed here
+    without one); the returned function collects the answers. Each request's answer depends only on
+    its own names and tree (a file's text is searched per request), not on the other requests of the
+    batch, so a caller can start the searches it will likely ask for early and check later that it
+    asks for the same names."""
     queries: dict[int, tuple[TreeIndex, list[tuple[bytes, tuple[str, ...], tuple[str, ...]]]]] = {}
     slots: list[tuple[int, int] | None] = []  # per request: (index id, position among its queries)
     for index, methods, constructors in requests:
@@ -71,19 +80,23 @@ def call_shapes_many(requests: list[tuple[TreeIndex, Iterable[str], Iterable[str
         slots.append((id(index), len(own)))
         own.append((pattern.pattern, tuple(sorted(methods)), tuple(sorted(constructors))))
     pending = [(index, todo, _start_calls(index, todo)) for index, todo in queries.values()]
-    answers: dict[tuple[int, int], CallSites] = {}
-    for index, todo, chunks in pending:
-        files = [path for _, path in index._module_files()]
-        per_query: list[list[tuple[int, list[Call] | None]]] = [[] for _ in todo]
-        offset = 0
-        for size, chunk in chunks:
-            found = chunk.result() if hasattr(chunk, "result") else chunk
-            for position, hits in enumerate(found):
-                per_query[position].extend((offset + i, calls) for i, calls in hits)
-            offset += size
-        for position, hits in enumerate(per_query):
-            answers[(id(index), position)] = _sites(index, [(files[i], calls) for i, calls in hits])
-    return [answers[slot] if slot is not None else CallSites({}, {}) for slot in slots]
+
+    def collect() -> list[CallSites]:
+        answers: dict[tuple[int, int], CallSites] = {}
+        for index, todo, chunks in pending:
+            files = [path for _, path in index._module_files()]
+            per_query: list[list[tuple[int, list[Call] | None]]] = [[] for _ in todo]
+            offset = 0
+            for size, chunk in chunks:
+                found = chunk.result() if hasattr(chunk, "result") else chunk
+                for position, hits in enumerate(found):
+                    per_query[position].extend((offset + i, calls) for i, calls in hits)
+                offset += size
+            for position, hits in enumerate(per_query):
+                answers[(id(index), position)] = _sites(index, [(files[i], calls) for i, calls in hits])
+        return [answers[slot] if slot is not None else CallSites({}, {}) for slot in slots]
+
+    return collect
 
 
 def _start_calls(index: TreeIndex, todo: list) -> list[tuple[int, object]]:
