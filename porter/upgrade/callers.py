@@ -14,9 +14,9 @@ from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
-from porter.upgrade.index import _PARALLEL_THRESHOLD, Signature, TreeIndex, _annotated
+from porter.upgrade.index import _PARALLEL_THRESHOLD, Signature, TreeIndex, _annotated, walk
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,15 @@ def call_shapes_many(requests: list[tuple[TreeIndex, Iterable[str], Iterable[str
     files are searched and their matched functions parsed in the run's pool (every request's chunks
     are submitted before any answer is awaited), else here; the answers are the same either way
     (the same job function runs on the same files in the same order)."""
+    return start_call_shapes_many(requests)()
+
+
+def start_call_shapes_many(requests: list[tuple[TreeIndex, Iterable[str], Iterable[str]]]) -> Callable[[], list[CallSites]]:
+    """call_shapes_many() in two steps: the jobs are submitted to the run's pool now (computed here
+    without one); the returned function collects the answers. Each request's answer depends only on
+    its own names and tree (a file's text is searched per request), not on the other requests of the
+    batch, so a caller can start the searches it will likely ask for early and check later that it
+    asks for the same names."""
     queries: dict[int, tuple[TreeIndex, list[tuple[bytes, tuple[str, ...], tuple[str, ...]]]]] = {}
     slots: list[tuple[int, int] | None] = []  # per request: (index id, position among its queries)
     for index, methods, constructors in requests:
@@ -71,19 +80,23 @@ def call_shapes_many(requests: list[tuple[TreeIndex, Iterable[str], Iterable[str
         slots.append((id(index), len(own)))
         own.append((pattern.pattern, tuple(sorted(methods)), tuple(sorted(constructors))))
     pending = [(index, todo, _start_calls(index, todo)) for index, todo in queries.values()]
-    answers: dict[tuple[int, int], CallSites] = {}
-    for index, todo, chunks in pending:
-        files = [path for _, path in index._module_files()]
-        per_query: list[list[tuple[int, list[Call] | None]]] = [[] for _ in todo]
-        offset = 0
-        for size, chunk in chunks:
-            found = chunk.result() if hasattr(chunk, "result") else chunk
-            for position, hits in enumerate(found):
-                per_query[position].extend((offset + i, calls) for i, calls in hits)
-            offset += size
-        for position, hits in enumerate(per_query):
-            answers[(id(index), position)] = _sites(index, [(files[i], calls) for i, calls in hits])
-    return [answers[slot] if slot is not None else CallSites({}, {}) for slot in slots]
+
+    def collect() -> list[CallSites]:
+        answers: dict[tuple[int, int], CallSites] = {}
+        for index, todo, chunks in pending:
+            files = [path for _, path in index._module_files()]
+            per_query: list[list[tuple[int, list[Call] | None]]] = [[] for _ in todo]
+            offset = 0
+            for size, chunk in chunks:
+                found = chunk.result() if hasattr(chunk, "result") else chunk
+                for position, hits in enumerate(found):
+                    per_query[position].extend((offset + i, calls) for i, calls in hits)
+                offset += size
+            for position, hits in enumerate(per_query):
+                answers[(id(index), position)] = _sites(index, [(files[i], calls) for i, calls in hits])
+        return [answers[slot] if slot is not None else CallSites({}, {}) for slot in slots]
+
+    return collect
 
 
 def _start_calls(index: TreeIndex, todo: list) -> list[tuple[int, object]]:
@@ -175,6 +188,7 @@ def _file_calls(text: bytes, pattern: re.Pattern[bytes], methods: set[str], cons
 def _calls_in(tree: ast.AST, lines: list[int], methods: set[str], constructors: set[str]) -> list[Call]:
     out: list[Call] = []
     functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []  # breadth first: an inner one after its outer one
+    names: dict[int, tuple[dict[str, ast.expr | None], dict[str, ast.expr], set[str]]] = {}  # per function (_bindings)
     for node in _nodes_on_lines(tree, lines):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions.append(node)
@@ -192,30 +206,50 @@ def _calls_in(tree: ast.AST, lines: list[int], methods: set[str], constructors: 
         receiver = "plain"  # `C(...)`, `f(...)`: no receiver
         if isinstance(func, ast.Attribute):
             around = [f for f in functions if f.lineno <= node.lineno <= (f.end_lineno or f.lineno)]
-            receiver = _receiver(func.value, around)
+            receiver = _receiver(func.value, around, names)
         out.append((node.lineno, name, -1 if star else len(node.args),
                     frozenset(k.arg for k in node.keywords if k.arg), receiver))
     return out
 
 
-def _receiver(value: ast.expr, functions: list[ast.FunctionDef | ast.AsyncFunctionDef]) -> str:
+def _bindings(function: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[dict[str, ast.expr | None], dict[str, ast.expr], set[str]]:
+    """(parameters -> annotation or None, locals -> the annotation of their first `x: Cls = ...` in
+    ast.walk's order, every name the function's nodes store) of one function: one walk of it (index.walk:
+    ast.walk's order without contexts and operators), which
+    _receiver() reads for each call site inside it instead of walking the function per site."""
+    params: dict[str, ast.expr | None] = {
+        a.arg: a.annotation for a in [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]}
+    for star in (function.args.vararg, function.args.kwarg):
+        if star is not None:
+            params[star.arg] = None
+    annotated: dict[str, ast.expr] = {}
+    stored: set[str] = set()
+    for node in walk(function):  # ast.walk's order: a local annotated (`x: Cls = ...`) or bound some other way
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            annotated.setdefault(node.target.id, node.annotation)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            stored.add(node.id)
+    return params, annotated, stored
+
+
+def _receiver(value: ast.expr, functions: list[ast.FunctionDef | ast.AsyncFunctionDef],
+              memo: dict[int, tuple[dict[str, ast.expr | None], dict[str, ast.expr], set[str]]] | None = None) -> str:
     """CallShape.receiver of a call `value.m(...)` made inside `functions` (outermost first; empty: at
     module or class level). A name is looked up from the innermost function out: the first that takes
-    or binds it decides; `self` bound by none (a closure parsed on its own) is the method's."""
+    or binds it decides; `self` bound by none (a closure parsed on its own) is the method's. `memo`:
+    each function's _bindings() by id, kept by the caller while the syntax tree lives."""
     head = value.value if isinstance(value, ast.Attribute) else value
     if not isinstance(head, ast.Name) or (head is not value and head.id != "self"):
         return f"expr:{ast.unparse(value)}"[:200]  # untyped; the text still tells one receiver from another
     for function in reversed(functions):
-        params = {a.arg: a.annotation for a in [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]}
-        for star in (function.args.vararg, function.args.kwarg):
-            if star is not None:
-                params[star.arg] = None
-        annotation, bound = params.get(head.id), head.id in params
-        for node in ast.walk(function):  # a local: annotated (`x: Cls = ...`) or bound some other way
-            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == head.id:
-                annotation, bound = annotation or node.annotation, True
-            elif isinstance(node, ast.Name) and node.id == head.id and isinstance(node.ctx, ast.Store):
-                bound = True
+        known = memo.get(id(function)) if memo is not None else None
+        if known is None:
+            known = _bindings(function)
+            if memo is not None:
+                memo[id(function)] = known
+        params, annotated, stored = known
+        annotation = params.get(head.id) or annotated.get(head.id)
+        bound = head.id in params or head.id in annotated or head.id in stored
         if not bound:
             continue
         positional = [*function.args.posonlyargs, *function.args.args]

@@ -13,7 +13,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
-from porter.upgrade.callers import CallShape, binds, bound, call_shapes, call_shapes_many, fits_base_calls, narrower
+from porter.upgrade.callers import (CallShape, CallSites, binds, bound, call_shapes, call_shapes_many, fits_base_calls, narrower,
+                                    start_call_shapes_many)
 from porter.upgrade.deprecations import deprecated_homes
 from porter.upgrade.guards import GuardConventions, TargetVersions, combine
 from porter.upgrade.lanes import GuardVerdict, Lanes, guard_verdicts, innermost_version_block, lane_of
@@ -200,6 +201,13 @@ class DriftAnalyzer:
         self._use_lane: dict[int, tuple[str, Any]] = {}
         verdicts: dict[str, Verdict] = {}
         unresolved: set[str] = set()
+        # The subclass checks first (they read and write nothing the other kinds' checks touch: no
+        # verdict, no unresolved name, no per-file state), so the call-shape searches their findings
+        # lead to run in the pool while the parent checks the rest, instead of after every check.
+        early = {id(use): self.check(use, verdicts, unresolved) for usage in files for use in usage.uses
+                 if use.kind == "subclass"}
+        self._start_call_searches([(use, None, early[id(use)][0], False) for usage in files for use in usage.uses
+                                   if id(use) in early])
         for usage in files:
             evaluated: list[tuple[Use, Guard, list[Finding], bool]] = []
             self._imported = {u.symbol for u in usage.uses if u.kind in ("import", "module")}
@@ -219,7 +227,7 @@ class DriftAnalyzer:
                     guard = Guard(GuardKind.VERSION, dead_classes[use.detail["cls"]], False)
                 lane = lane_of(use.conditions, self.conventions, self.lanes, usage.aliases) if self.lanes else "both"
                 self._use_lane[id(use)] = (lane, innermost_version_block(use.conditions, self.conventions))
-                findings, broken = self.check(use, verdicts, unresolved)
+                findings, broken = early.pop(id(use)) if id(use) in early else self.check(use, verdicts, unresolved)
                 findings = [self._target_absolute(f, lane, guard) for f in findings]
                 evaluated.append((use, guard, findings, broken))
             broken_tries = {c.try_id for use, _, _, broken in evaluated if broken for c in use.conditions if c.kind == "try"}
@@ -1375,16 +1383,83 @@ class DriftAnalyzer:
                 return other
         return member
 
+    def _optional_callees(self, per_use: list) -> tuple[frozenset[str], frozenset[str]]:
+        """(methods, constructors) whose upstream callers _drop_uncalled_optional asks about."""
+        pending = {(f.detail.get("callee", f.detail["method"]), bool(f.detail.get("constructor")))
+                   for _, _, fs, _ in per_use for f in fs if f.detail.get("optional_only") and f.detail.get("added")}
+        return frozenset(c for c, ctor in pending if not ctor), frozenset(c for c, ctor in pending if ctor)
+
+    def _override_mismatches(self, per_use: list) -> tuple[dict[str, list[Finding]], dict[int, tuple[Signature, Signature, tuple[Definition, str], Signature | None]]]:
+        """_unreached_overrides' findings by method, and per finding (override, base, base class, the
+        baseline's base signature), all bound."""
+        pending: dict[str, list[Finding]] = defaultdict(list)
+        by_finding: dict[int, tuple[Signature, Signature, tuple[Definition, str], Signature | None]] = {}
+        for use, _, findings, _ in per_use:
+            for f in findings:
+                method = str(f.detail.get("method", ""))
+                if (f.detail.get("change") != "override_mismatch" or f.detail.get("optional_only") or method == "__init__"
+                        or method in IMPLICITLY_CALLED or f.severity not in (Severity.BREAKING, Severity.RISKY)):
+                    continue
+                base = self.target.class_of(use.symbol) or self._relocated_class(use.symbol)
+                override = use.detail.get("methods", {}).get(method)
+                member = self.target.class_member(*base, method) if base is not None else None
+                if base is None or override is None or member is None or member.signature is None:
+                    continue
+                base_cls = self.baseline.class_of(use.symbol) if self.baseline is not None else None
+                old_member = self.baseline.class_member(*base_cls, method) if base_cls is not None else None  # type: ignore[union-attr]
+                old_sig = bound(old_member.signature) if old_member is not None and old_member.signature is not None else None
+                by_finding[id(f)] = (bound(override), bound(member.signature), base, old_sig)
+                pending[method].append(f)
+        return pending, by_finding
+
+    def _start_call_searches(self, checked: list) -> None:
+        """Start, in the run's pool, the call-shape searches the passes after the checks will likely
+        ask for, from the subclass checks' findings (`checked`: (use, _, findings, _)): the callers of
+        new optional parameters (_drop_uncalled_optional), of mismatched overrides
+        (_unreached_overrides) and of narrow overrides (_new_call_shapes), all in one read of each
+        tree. A pass takes the started answer only when it asks for exactly the names started (each
+        request's answer depends only on its names and tree), else it searches itself."""
+        self._call_searches: dict[str, tuple[Any, int, int]] = {}  # kind -> (names, first slot, slot count)
+        self._call_answers: tuple[Callable[[], list[CallSites]], list[CallSites] | None] | None = None
+        if self.target.pool is None:
+            return
+        requests: list[tuple[TreeIndex, Any, Any]] = []
+        methods, constructors = self._optional_callees(checked)
+        if methods or constructors:
+            self._call_searches["optional"] = ((methods, constructors), len(requests), 1)
+            requests.append((self.target, methods, constructors))
+        trees = [index for index in (self.target, self.baseline) if index is not None]
+        mismatched = frozenset(self._override_mismatches(checked)[0])
+        if mismatched:
+            self._call_searches["unreached"] = (mismatched, len(requests), len(trees))
+            requests.extend((index, mismatched, ()) for index in trees)
+        narrow = frozenset(name for _, name, *_ in self._narrow_overrides)
+        if narrow and self.baseline is not None:
+            self._call_searches["narrow"] = (narrow, len(requests), 2)
+            requests.extend((index, narrow, ()) for index in (self.target, self.baseline))
+        if requests:
+            self._call_answers = (start_call_shapes_many(requests), None)
+
+    def _started_sites(self, kind: str, names: Any) -> list[CallSites] | None:
+        """The started answers (_start_call_searches) for `kind` when they were started for `names`."""
+        started = getattr(self, "_call_searches", {}).get(kind)
+        if started is None or started[0] != names or self._call_answers is None:
+            return None
+        collect, answers = self._call_answers
+        if answers is None:
+            answers = collect()
+            self._call_answers = (collect, answers)
+        return answers[started[1]: started[1] + started[2]]
+
     def _drop_uncalled_optional(self, per_use: list[tuple[Use, Guard, list[Finding], bool]]) -> list[tuple[Use, Guard, list[Finding], bool]]:
         """An override that lacks a parameter the base gained *with a default* breaks only when an
         upstream caller passes it: keep those findings only where the target's code does. A constructor's
         callers are the calls of the upstream class by name."""
-        pending = {(f.detail.get("callee", f.detail["method"]), bool(f.detail.get("constructor")), p,
-                    f.detail.get("positions", {}).get(p))
-                   for _, _, fs, _ in per_use for f in fs if f.detail.get("optional_only") for p in f.detail.get("added", [])}
-        if not pending:
+        methods, constructors = self._optional_callees(per_use)
+        if not methods and not constructors:
             return per_use
-        sites = call_shapes(self.target, {c for c, ctor, _, _ in pending if not ctor}, {c for c, ctor, _, _ in pending if ctor})
+        started = self._started_sites("optional", (methods, constructors))
+        sites = started[0] if started is not None else call_shapes(self.target, methods, constructors)
         out = []
         for use, guard, findings, broken in per_use:
             kept = []
@@ -1413,27 +1488,13 @@ class DriftAnalyzer:
         Where the target calls the method by name and no such call remains, nothing upstream reaches
         the override: a note (`MoE quant methods' apply`, called in ~50 files, only from the
         FusedMoE.forward_impl the plugin's own FusedMoE overrides)."""
-        pending: dict[str, list[Finding]] = defaultdict(list)
-        by_finding: dict[int, tuple[Signature, Signature, tuple[Definition, str], Signature | None]] = {}
-        for use, _, findings, _ in per_use:
-            for f in findings:
-                method = str(f.detail.get("method", ""))
-                if (f.detail.get("change") != "override_mismatch" or f.detail.get("optional_only") or method == "__init__"
-                        or method in IMPLICITLY_CALLED or f.severity not in (Severity.BREAKING, Severity.RISKY)):
-                    continue
-                base = self.target.class_of(use.symbol) or self._relocated_class(use.symbol)
-                override = use.detail.get("methods", {}).get(method)
-                member = self.target.class_member(*base, method) if base is not None else None
-                if base is None or override is None or member is None or member.signature is None:
-                    continue
-                base_cls = self.baseline.class_of(use.symbol) if self.baseline is not None else None
-                old_member = self.baseline.class_member(*base_cls, method) if base_cls is not None else None  # type: ignore[union-attr]
-                old_sig = bound(old_member.signature) if old_member is not None and old_member.signature is not None else None
-                by_finding[id(f)] = (bound(override), bound(member.signature), base, old_sig)
-                pending[method].append(f)
+        pending, by_finding = self._override_mismatches(per_use)
         if not pending:
             return per_use
-        if self.baseline is not None:
+        started = self._started_sites("unreached", frozenset(pending))
+        if started is not None:
+            sites, old_sites = started if self.baseline is not None else (started[0], None)
+        elif self.baseline is not None:
             sites, old_sites = call_shapes_many([(self.target, set(pending), ()), (self.baseline, set(pending), ())])
         else:
             sites, old_sites = call_shapes(self.target, set(pending)), None
@@ -1542,7 +1603,9 @@ class DriftAnalyzer:
         if not self._narrow_overrides or self.baseline is None:
             return per_use
         names = {name for _, name, *_ in self._narrow_overrides}
-        new_sites, old_sites = call_shapes_many([(self.target, names, ()), (self.baseline, names, ())])  # both trees at once
+        started = self._started_sites("narrow", frozenset(names))
+        new_sites, old_sites = started if started is not None else \
+            call_shapes_many([(self.target, names, ()), (self.baseline, names, ())])  # both trees at once
         overridden = self._overridden_upstream(per_use)
         extra: dict[int, list[Finding]] = {}
         for use, name, plugin_cls, plugin_sig, base_sig, loc in self._narrow_overrides:

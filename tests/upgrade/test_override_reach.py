@@ -162,3 +162,41 @@ def test_receivers_are_described_from_the_calling_function():
     """)
     assert found == {5: "self", 6: "self.a", 7: "ann:pkg.T", 8: "", 9: "ann:U", 10: "name:re", 12: "ann:V",
                      14: "", 15: "expr:self.a.b", 18: "self", 19: "", 20: "ann:pkg.T"}
+
+
+def test_receivers_with_a_shared_memo_match_one_walk_per_site():
+    """_receiver's per-function memo (one walk of each function for all its call sites) gives what a
+    fresh walk per site gives, on locals annotated twice, rebound, bound in loops/withs and closures."""
+    source = textwrap.dedent("""
+        class C:
+            def f(self, p: "pkg.T", *args, **kw):
+                a: A = make()
+                a: B = other()
+                for b in args:
+                    b.m()
+                with open(p) as c:
+                    c.m()
+                a.m()
+                kw.m()
+                args.m()
+                p.m()
+
+                def inner(q: Q):
+                    r: R = q
+                    a.m()
+                    q.m()
+                    r.m()
+                    p.m()
+                    self.x.m()
+                return inner
+    """)
+    tree = ast.parse(source)
+    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+    memo: dict = {}
+    sites = 0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "m":
+            around = sorted((f for f in functions if f.lineno <= node.lineno <= f.end_lineno), key=lambda f: f.lineno)
+            assert _receiver(node.func.value, around, memo) == _receiver(node.func.value, around), node.lineno
+            sites += 1
+    assert sites == 11 and len(memo) == 2

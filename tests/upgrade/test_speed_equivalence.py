@@ -140,6 +140,40 @@ def test_pooled_caller_search_equals_the_serial_one_and_a_batch_equals_each_sear
     assert alone[2].shapes == {} and alone[2].files == {}
 
 
+
+def test_call_searches_started_early_are_taken_only_for_the_same_names(tmp_path):
+    """DriftAnalyzer starts the caller searches of the passes after the checks while it checks the
+    rest (one batch for both trees); a pass takes a started answer only when it asks for exactly the
+    names started, and that answer equals the pass's own search."""
+    from types import SimpleNamespace
+
+    from porter.upgrade.drift import DriftAnalyzer
+    from porter.upgrade.guards import GuardConventions, TargetVersions
+
+    root = _caller_tree(tmp_path)
+    serial = TreeIndex(root, ["pkg"])
+    optional = call_shapes(serial, {"forward"}, {"Builder"})
+    narrow = call_shapes_many([(serial, {"forward"}, ()), (serial, {"forward"}, ())])
+    checked = [(None, None, [SimpleNamespace(detail={"optional_only": True, "method": "forward", "added": ["scale"]}),
+                             SimpleNamespace(detail={"optional_only": True, "method": "__init__", "callee": "Builder",
+                                                     "constructor": True, "added": ["name"]})], False)]
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        target, baseline = TreeIndex(root, ["pkg"], pool=pool), TreeIndex(root, ["pkg"], pool=pool)
+        analyzer = DriftAnalyzer(target, baseline, GuardConventions(), TargetVersions())
+        analyzer._narrow_overrides = [(None, "forward", "P", None, None, None)]
+        analyzer._start_call_searches(checked)
+        assert analyzer._optional_callees(checked) == (frozenset({"forward"}), frozenset({"Builder"}))
+        assert analyzer._started_sites("optional", (frozenset({"forward"}), frozenset({"Builder"}))) == [optional]
+        assert analyzer._started_sites("narrow", frozenset({"forward"})) == narrow
+        assert analyzer._started_sites("narrow", frozenset({"forward", "other"})) is None  # other names: searched anew
+        assert analyzer._started_sites("optional", (frozenset({"forward"}), frozenset())) is None
+        assert analyzer._started_sites("unreached", frozenset({"forward"})) is None  # nothing started for it
+    serial_analyzer = DriftAnalyzer(serial, serial, GuardConventions(), TargetVersions())
+    serial_analyzer._narrow_overrides = []
+    serial_analyzer._start_call_searches(checked)  # no pool: nothing is started ahead
+    assert serial_analyzer._started_sites("optional", (frozenset({"forward"}), frozenset({"Builder"}))) is None
+
+
 _INIT_SOURCE = '''
 import torch
 from pkg.cfg import Config as Cfg
