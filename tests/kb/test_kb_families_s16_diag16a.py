@@ -83,3 +83,33 @@ def test_hccl_002_does_not_read_other_init_codes(bundled_kb, code):
     line = ("RuntimeError: create_config:x.cpp:148 HCCL function error: hcclCommInitRootInfoConfig(numRanks, &rootInfo, "
             f"rank, config, &(comm->hcclComm_)), error code is {code}\n")
     assert "HCCL-002" not in _ids(bundled_kb, line)
+
+
+@pytest.mark.parametrize("backend", ["NPU", "PrivateUse1"])
+def test_tnpu_042_reads_any_aten_op_without_an_npu_kernel(bundled_kb, backend):
+    line = (f"NotImplementedError: Could not run 'aten::_scaled_dot_product_flash_attention' with arguments from the "
+            f"'{backend}' backend. This could be because the operator doesn't exist for this backend\n")
+    diag = diagnose_text(bundled_kb, line)
+    assert [m.entry.id for m in diag.matches][:1] == ["TNPU-042"]
+    assert diag.matches[0].captures["op"] == "_scaled_dot_product_flash_attention"
+
+
+def test_tnpu_042_leaves_npu_ops_on_cpu_tensors_to_tnpu_013(bundled_kb):
+    line = "NotImplementedError: Could not run 'npu::npu_rms_norm' with arguments from the 'CPU' backend.\n"
+    ids = _ids(bundled_kb, line)
+    assert "TNPU-042" not in ids and ids[:1] == ["TNPU-013"]
+
+
+def test_tnpu_042_does_not_read_a_cpu_backend_aten_failure(bundled_kb):
+    line = "NotImplementedError: Could not run 'aten::empty_strided' with arguments from the 'CPU' backend.\n"
+    assert "TNPU-042" not in _ids(bundled_kb, line)
+
+
+def test_drv_003_reads_507901_under_another_wording(bundled_kb):
+    line = "[ERROR] RUNTIME(1,python): rtStreamSynchronize:[EXEC][DEFAULT]ErrCode=507901, desc=[socket close]\n"
+    assert _ids(bundled_kb, line)[:1] == ["DRV-003"]
+
+
+def test_hccl_009_reads_ei0005_under_another_wording(bundled_kb):
+    line = "EI0005: [PID: 7] 2025-01-01: The tag and parameters of the collective differ between ranks.\n"
+    assert _ids(bundled_kb, line)[:1] == ["HCCL-009"]
