@@ -113,3 +113,22 @@ def test_drv_003_reads_507901_under_another_wording(bundled_kb):
 def test_hccl_009_reads_ei0005_under_another_wording(bundled_kb):
     line = "EI0005: [PID: 7] 2025-01-01: The tag and parameters of the collective differ between ranks.\n"
     assert _ids(bundled_kb, line)[:1] == ["HCCL-009"]
+
+
+@pytest.mark.parametrize("line", [
+    "/x/csrc/op.cpp:3:10: fatal error: aclnnop/aclnn_add.h: No such file or directory\n",
+    "/x/kernel/add_custom.cpp:1:10: fatal error: 'kernel_operator.h' file not found\n",
+    "/usr/bin/ld: cannot find -lascendcl: No such file or directory\n",
+    "/usr/bin/ld: cannot find -lhccl\n",
+])
+def test_build_004_reads_any_cann_header_or_library_missing_at_build_time(bundled_kb, line):
+    assert _ids(bundled_kb, line)[:1] == ["BUILD-004"]
+
+
+@pytest.mark.parametrize("line", [
+    "/x/op.cpp:1:10: fatal error: Python.h: No such file or directory\n",
+    "/usr/bin/ld: cannot find -lstdc++fs\n",
+    "/usr/bin/ld: cannot find -lz\n",
+])
+def test_build_004_leaves_other_headers_and_libraries_alone(bundled_kb, line):
+    assert "BUILD-004" not in _ids(bundled_kb, line)
