@@ -132,3 +132,16 @@ def test_build_004_reads_any_cann_header_or_library_missing_at_build_time(bundle
 ])
 def test_build_004_leaves_other_headers_and_libraries_alone(bundled_kb, line):
     assert "BUILD-004" not in _ids(bundled_kb, line)
+
+
+def test_hccl_024_reads_a_tcpstore_rendezvous_that_not_every_rank_joined(bundled_kb):
+    line = "torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. 1/4 clients joined.\n"
+    diag = diagnose_text(bundled_kb, line)
+    assert [m.entry.id for m in diag.matches][:1] == ["HCCL-024"]
+    assert diag.matches[0].captures == {"number": "601", "joined": "1", "world": "4"}
+
+
+def test_hccl_003_reads_the_process_group_watchdog_timeout(bundled_kb):
+    line = ("[Rank 3] Watchdog caught collective operation timeout: WorkHCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=1, "
+            "NumelOut=1, Timeout(ms)=1800000) ran for 1800102 milliseconds before timing out.\n")
+    assert _ids(bundled_kb, line)[:1] == ["HCCL-003"]
