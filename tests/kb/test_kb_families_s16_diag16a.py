@@ -145,3 +145,16 @@ def test_hccl_003_reads_the_process_group_watchdog_timeout(bundled_kb):
     line = ("[Rank 3] Watchdog caught collective operation timeout: WorkHCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=1, "
             "NumelOut=1, Timeout(ms)=1800000) ran for 1800102 milliseconds before timing out.\n")
     assert _ids(bundled_kb, line)[:1] == ["HCCL-003"]
+
+
+@pytest.mark.parametrize("line", [
+    "rtStreamSynchronize:[EXEC][DEFAULT]ErrCode=507017, desc=[aicpu timeout], InnerCode=0x715002a\n",
+    "NPU function error: AclrtSynchronizeDevice, error code is 507017\n",
+])
+def test_cann_033_reads_an_ai_cpu_timeout(bundled_kb, line):
+    assert _ids(bundled_kb, line)[:1] == ["CANN-033"]
+
+
+def test_cann_033_leaves_an_ai_cpu_exception_to_cann_012(bundled_kb):
+    line = "PreCheckTaskErr:Kernel task happen error, retCode=0x2a, [aicpu exception].\n"
+    assert "CANN-033" not in _ids(bundled_kb, line)
