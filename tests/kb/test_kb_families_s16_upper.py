@@ -78,6 +78,8 @@ def test_abstract_class_of_an_unrelated_project_is_not_vllm_drift(bundled_kb):
     ("ImportError: cannot import name 'MultiprocessingSerializer' from 'sglang.srt.utils' (/x/utils/__init__.py)\n",
      "SGL-019", ("module", "sglang.srt.utils")),
     ("ModuleNotFoundError: No module named 'megatron'\n", "MSPEED-012", ("module", "megatron")),
+    ("llamafactory 0.9.2 requires transformers<=4.49.0,>=4.41.2, but you have transformers 4.52.4 which is "
+     "incompatible.\n", "LMF-001", ("installed", "4.52.4")),
 ])
 def test_family_answers_the_general_form_and_fills_its_captures(bundled_kb, text, entry, capture):
     diag = diagnose_text(bundled_kb, text)
@@ -97,6 +99,8 @@ def test_family_answers_the_general_form_and_fills_its_captures(bundled_kb, text
     ("ModuleNotFoundError: No module named 'sgl_kernel_npu'\n", "SGL-019"),
     # a transformers helper, not a model class: the general import drift answers it
     ("ImportError: cannot import name 'is_flash_attn_greater_or_equal_2_10' from 'transformers.utils'\n", "HF-011"),
+    # a serving engine's pin is not a trainer's version check
+    ("vllm 0.9.1 requires transformers>=4.51.1, but you have transformers 4.46.0 which is incompatible.\n", "LMF-001"),
 ])
 def test_family_leaves_its_look_alikes_alone(bundled_kb, text, entry):
     assert entry not in _ids(bundled_kb, text)
