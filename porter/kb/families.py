@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 
 from porter import rxcache
+from porter.kb.regexsafety import structural_problem
 
 # Capture name -> the bounded pattern it matches by default (an item's `captures:` overrides).
 CAPTURE_PATTERNS: dict[str, str] = {
@@ -118,11 +119,14 @@ class FamilyError(ValueError):
     """A structured signature that cannot be compiled; the message says what to change."""
 
 
-def template_regex(template: str, captures: dict[str, str] | None = None, defined_in: dict[str, str] | None = None) -> str:
+def template_regex(template: str, captures: dict[str, str] | None = None, defined_in: dict[str, str] | None = None,
+                   elide: bool = True, prefix: str = "") -> str:
     """A message template -> a regex with one named group per `{name}`; `{*}` is a bounded gap.
     Whitespace in the template matches any run of spaces or tabs. `defined_in` maps a capture to
     an upstream's symbol table (knowledge/symbols/<upstream>.txt): its group is named
-    `<name>__in_<upstream>` and a line hits only when the captured name is in that table."""
+    `<name>__in_<upstream>` and a line hits only when the captured name is in that table.
+    `elide`: a value may be left out as `...` (below); when those alternatives would make `prefix` + the
+    pattern fail the regex-safety check (too many backtracking paths), the template compiles without them."""
     captures = captures or {}
     defined_in = defined_in or {}
     template = template.strip()
@@ -144,7 +148,7 @@ def template_regex(template: str, captures: dict[str, str] | None = None, define
             seen.add(name)
             group = f"{name}{IN_TABLE}{defined_in[name]}" if name in defined_in else name
             value = f"(?P<{group}>{captures.get(name) or CAPTURE_PATTERNS.get(name, DEFAULT_CAPTURE)})"
-            if name in defined_in:  # the evidence is the name itself: an elided one says nothing
+            if name in defined_in or not elide:  # the evidence is the name itself: an elided one says nothing
                 out.append(_literal(before))
                 out.append(value)
             else:
@@ -170,6 +174,10 @@ def template_regex(template: str, captures: dict[str, str] | None = None, define
         pattern = r"(?<![\w.+-])" + pattern  # a leading capture starts at a word start: no retry inside words
     if len(_PLACEHOLDER.sub("", template).strip()) < 4:
         raise FamilyError("the template has no literal text (4+ characters besides placeholders): it would match almost any line")
+    if elide and seen and structural_problem(prefix + pattern):
+        # the elision alternatives multiply the paths of a template with many values and gaps: matching the
+        # elided quote is a nicety, a pattern the safety check refuses would cost the entry itself
+        return template_regex(template, captures, defined_in, elide=False)
     return pattern
 
 
@@ -190,7 +198,8 @@ def exception_regex(exc_type: str, template: str | None, captures: dict[str, str
     prefix = re.escape(head) + r"(?<!\w" + re.escape(head) + ")"
     if template is None:
         return prefix + r"(?::|$)"
-    return prefix + r":[ \t]{0,4}" + template_regex(template, captures, defined_in)
+    head_rx = prefix + r":[ \t]{0,4}"
+    return head_rx + template_regex(template, captures, defined_in, prefix=head_rx)
 
 
 def frame_regex(package: str) -> str:

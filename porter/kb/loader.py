@@ -20,7 +20,7 @@ from pathlib import Path
 from porter.kb.schema import SCHEMA_VERSION, KBEntry, Problem, parse_entry
 from porter.record import field, record
 
-ENGINE_VERSION = f"{SCHEMA_VERSION}.15-py{sys.version_info[0]}.{sys.version_info[1]}"  # bump when the cached representation changes
+ENGINE_VERSION = f"{SCHEMA_VERSION}.16-py{sys.version_info[0]}.{sys.version_info[1]}"  # bump when the cached representation changes
 
 
 @record

@@ -135,3 +135,23 @@ def test_elision_forms_and_limits():
     constrained = template_regex("'{api}' object has no attribute '{attribute}'", defined_in={"api": "vllm"})
     assert "'(?P<api__in_vllm>" in constrained and "(?:(?P<attribute>" in constrained
     assert check_regex(template_regex("type: {a} and {b}={c} end")).ok
+
+
+def test_template_whose_elision_alternatives_are_unsafe_compiles_without_them():
+    # many values with gaps: the `...` alternatives multiply the backtracking paths past the safety bound
+    template = ("{trainer} {version} requires {package}{spec}, but you have {package2} {installed} which is "
+                "incompatible{*}{extra} {more} {again}")
+    caps = {"trainer": "(?:llamafactory|trl|peft|verl)", "version": r"[\w.+-]{1,40}", "spec": r"[<>=!~][\w.,<>=!~*]{1,80}",
+            "installed": r"[\w.+]{1,40}"}
+    elided = template_regex(template, caps, elide=True, prefix="")
+    plain = template_regex(template, caps, elide=False)
+    assert elided == plain  # fell back: the elided form would fail the check
+    assert check_regex(elided).ok
+    line = "verl 0.4.0 requires transformers<4.52, but you have transformers 4.53.0 which is incompatible. x y z w"
+    assert re.search(elided, line)
+
+
+def test_template_with_few_values_keeps_its_elision():
+    rx = template_regex("Current device type {device} does not match {other}", elide=True)
+    assert rx != template_regex("Current device type {device} does not match {other}", elide=False)
+    assert re.search(rx, "Current device type ... does not match ...")
