@@ -358,14 +358,6 @@ def _raises_not_implemented(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return dotted_name(target) in ("NotImplementedError", "builtins.NotImplementedError")
 
 
-def _is_abstract(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    for dec in fn.decorator_list:
-        name = dotted_name(dec)
-        if name and name.rsplit(".", 1)[-1] in ("abstractmethod", "abstractproperty"):
-            return True
-    return _raises_not_implemented(fn)
-
-
 def _is_property(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     for dec in fn.decorator_list:
         name = dotted_name(dec) or ""
