@@ -1313,6 +1313,7 @@ class DriftAnalyzer:
                     evidence=(f"target: {called.signature.render()}",)
                     + ((f"baseline: {old_def.signature.render()}",) if old_def is not None and old_def.signature else ()),
                     detail={"change": "patch_signature", "problems": fresh, "replacement_signature": repl.render(),
+                            **({"replacement_site": use.detail["replacement_site"]} if use.detail.get("replacement_site") else {}),
                             "new_signature": called.signature.render(), **({"unreached": True} if unreached else {})},
                     subject="patch_signature"))
         if use.detail.get("replacement_kind") == "class" and definition is not None and definition.kind == "class":
@@ -1914,7 +1915,12 @@ class DriftAnalyzer:
         notes: list[DriftRecord] = []
         for (is_note, family, symbol), items in groups.items():
             use, guard, finding = items[0]
-            sites = tuple(sorted({(u.site.path, u.site.line): u.site for u, _, _ in items}.values(), key=lambda s: (s.path, s.line)))
+            at = {(u.site.path, u.site.line): u.site for u, _, _ in items}
+            for _, _, f in items:  # a patch's replacement defined in the plugin: the fix goes to its `def` too
+                extra = f.detail.get("replacement_site") if f.detail.get("change") == "patch_signature" else None
+                if extra:
+                    at.setdefault((extra["path"], extra["line"]), Site(extra["path"], extra["line"], extra.get("code", "")))
+            sites = tuple(sorted(at.values(), key=lambda s: (s.path, s.line)))
             best = finding.candidates[0] if finding.candidates else None
             distinct: dict[str, Finding] = {}
             for _, _, f in items:
