@@ -17,7 +17,10 @@ word in a log message of the same name is not a definition):
     base outside the tree or a class `__getattr__`: unjudged) -> real; present -> false. A member the
     class lacked at OLD too -> false (the object is a subclass at run time; nothing was removed);
   * an override lacks a parameter the base gained: some call of that method in the NEW tree passes it
-    by keyword (or more positionals than the override takes) -> real; none does -> false. An override
+    by keyword (or more positionals than the override takes), or a `self.m(...)` call in the base's own
+    module does not bind to the override (a positional now fills the slot a keyword names) -> real; the
+    method passed by reference somewhere (`capture_graphs(self.capture_graph, **kwargs)`: its arguments
+    are not seen) -> unjudged; none of these -> false. An override
     requires a parameter the base dropped: some NEW call of the method does not bind to the
     override's parameters -> real; all bind, or none exists -> false. `forward` / `__call__` are
     also reached through `module(...)`, which no call by name shows: only a call that does not fit
@@ -381,6 +384,23 @@ def _exists(tree: Tree, rel: str, qual: list[str]) -> tuple[str, str] | None:
     return "known_real", f"{PREFIX}{qual[0]} ({_where(found[0], found[1].lineno)}) and its bases have no member {qual[1]} at NEW"
 
 
+def _referenced(tree: "Tree", method: str) -> str | None:
+    """`file:line` of a NEW use of `.method` as a value, not called (`capture_graphs(self.capture_graph, **kw)`,
+    `cb = obj.method`): the arguments it is called with are not in the calls table; None when there is none."""
+    needle = re.compile(rf"\.{re.escape(method)}\b(?!\s*\()")
+    for rel in tree.files():
+        text = tree.text(rel)
+        if f".{method}" not in text:
+            continue
+        for m in needle.finditer(text):
+            line_start = text.rfind("\n", 0, m.start()) + 1
+            head = text[line_start:m.start()]
+            if re.match(r"\s*(?:def|class|from|import)\b", head) or "#" in head:
+                continue
+            return f"{rel}:{text.count(chr(10), 0, m.start()) + 1}"
+    return None
+
+
 def _binds(positional: list[str], names: set[str], required: set[str], varargs: bool, varkw: bool,
            n_pos: int, keywords: frozenset[str]) -> bool:
     """Whether a call with n_pos positionals and these keywords binds to a def's parameters."""
@@ -518,6 +538,22 @@ def judge(record: dict, tree: Tree, old: Tree | None = None, plugin=None) -> tup
                 hit = next(((f, l) for f, l, _, kws in tree.calls().get(method, []) if param in kws), None)
                 if hit:
                     return "known_real", f"{PREFIX}the NEW tree calls {method}(..., {param}=...) at {_where(*hit)}; the override does not accept it"
+            both = re.search(r"dropped parameter\(s\)", msg)  # decided below, from every call
+            if override and rel is not None and not both:
+                # the base's own module calling `self.m(...)` (the base's code reaching the override; `super().m`
+                # there is another class's)
+                # with a call written for the new signature that does not bind at all: a positional now fills the
+                # slot a keyword names (calls elsewhere may be another class's method of that name)
+                shape = _override_shape(override.group(1))
+                lines = tree.text(rel).split("\n")
+                self_call = lambda l: bool(re.search(rf"\bself\s*\.\s*{re.escape(method)}\s*\(", lines[l - 1] if 0 < l <= len(lines) else ""))
+                hit = next(((f, l, n, k) for f, l, n, k in tree.calls().get(method, [])
+                            if f == rel and self_call(l) and not _binds(*shape, n, k)), None)
+                if hit:
+                    return "known_real", (f"{PREFIX}the base's module calls {method} at {_where(hit[0], hit[1])} with {hit[2]} positional "
+                                          f"argument(s) and keywords {sorted(hit[3])}, which do not bind to the override")
+            if not both and _referenced(tree, method):
+                return None  # passed as a value (`f(self.m, **kwargs)`): the arguments it is called with are not seen
         dropped = re.search(r"dropped parameter\(s\) ([\w, ]+?) that the override requires", msg)
         if dropped and override:
             # a NEW call of the method that does not bind to the override's parameters fails when it reaches the plugin's class

@@ -19,7 +19,7 @@ from porter.upgrade.deprecations import deprecated_homes
 from porter.upgrade.guards import GuardConventions, TargetVersions, combine
 from porter.upgrade.lanes import GuardVerdict, Lanes, guard_verdicts, innermost_version_block, lane_of
 from porter.upgrade.index import (KNOWN_OUTSIDE_BASES, PLAIN_BASES, Definition, Resolution, Signature, TreeIndex,
-                                  prefetch_reach, qualify, walk)
+                                  _annotated, dotted_name, prefetch_reach, qualify, walk)
 from porter.upgrade.models import (
     Candidate,
     DriftFamily,
@@ -546,9 +546,7 @@ class DriftAnalyzer:
             return dotted, 0
         cls, where, i = res.definition, res.defined_in or res.module, 1
         while i < len(rest) - 1:
-            hit = next(((k.member(rest[i]), km) for k, km in index.mro(cls, where) if k.member(rest[i]) is not None), None)
-            # a class-body field or property, else what an __init__ of the ancestry assigns to self.<attr>
-            field_cls = self._annotated_class(index, *hit) if hit else index.attribute_class(cls, where, rest[i])
+            field_cls = self._field_class(index, cls, where, rest[i])
             if field_cls is None:
                 break
             cls, where = field_cls
@@ -595,25 +593,39 @@ class DriftAnalyzer:
         m = re.match(rf"\s*{re.escape(member.name)}\s*:\s*([^=]+?)\s*(?:=.*)?$", line)
         return m.group(1).strip() if m else None
 
+    def _field_class(self, index: TreeIndex, cls: Definition, where: str, attr: str) -> tuple[Definition, str] | None:
+        """The class of `instance.attr` for an instance of `cls`: the annotation of the first class-body
+        field or property named `attr` in the ancestry, else (no such member, or a class-body field
+        without a class annotation: `attr = None`) what an `__init__` of the ancestry assigns to
+        `self.<attr>` (`self.attr = Cls(...)`, `self.attr: Cls = ...`)."""
+        hit = next(((k.member(attr), km) for k, km in index.mro(cls, where) if k.member(attr) is not None), None)
+        if hit is not None:
+            typed = self._annotated_class(index, *hit)
+            if typed is not None or hit[0].kind != "variable":
+                return typed
+        return index.attribute_class(cls, where, attr)
+
     def _annotated_class(self, index: TreeIndex, member: Definition, module: str) -> tuple[Definition, str] | None:
-        """The class a class-body field (`x: Cls = ...`) or a property (`-> Cls`) is annotated with."""
-        text = None
-        if member.kind in ("property", "function") and member.signature is not None:
-            text = member.signature.returns if member.kind == "property" else None
+        """The class a class-body field (`x: Cls = ...`) or a property (`-> Cls`) is annotated with
+        (`"Cls"`, `Cls | None`, `Optional[Cls]` unwrapped as index._annotated does for `__init__` fields)."""
+        if member.kind == "property" and member.signature is not None:
+            text = member.signature.returns
         elif member.kind == "variable":
-            lines = self._module_lines(index, module)
-            line = lines[member.line - 1] if 0 < member.line <= len(lines) else ""
-            m = re.match(rf"\s*{re.escape(member.name)}\s*:\s*([^=]+?)\s*(?:=.*)?$", line)
-            text = m.group(1) if m else None
+            text = self._field_annotation(index, member, module)
+        else:
+            return None
         if not text:
             return None
-        text = text.strip().strip("\"'")
-        text = re.sub(r"^(?:Optional|typing\.Optional)\[(.*)\]$", r"\1", text)
-        head = next((part.strip().strip("\"'") for part in text.split("|") if part.strip() not in ("None", "")), "")
-        if not re.fullmatch(r"[A-Za-z_][\w.]*", head):
+        import ast as _ast
+
+        try:
+            expr = _annotated(_ast.parse(text.strip(), mode="eval").body)
+        except SyntaxError:
             return None
-        name_module, _, name = head.rpartition(".")
-        res = index.resolve(module, head) if not name_module else index.resolve_dotted(f"{module}.{head}")
+        head = dotted_name(expr) if expr is not None else None
+        if not head:
+            return None
+        res = index.resolve(module, head) if "." not in head else index.resolve_dotted(f"{module}.{head}")
         if res.status != "found" or res.definition is None or res.definition.kind != "class":
             return None
         return res.definition, res.defined_in or res.module
@@ -1309,6 +1321,7 @@ class DriftAnalyzer:
                     evidence=(f"target: {called.signature.render()}",)
                     + ((f"baseline: {old_def.signature.render()}",) if old_def is not None and old_def.signature else ()),
                     detail={"change": "patch_signature", "problems": fresh, "replacement_signature": repl.render(),
+                            **({"replacement_site": use.detail["replacement_site"]} if use.detail.get("replacement_site") else {}),
                             "new_signature": called.signature.render(), **({"unreached": True} if unreached else {})},
                     subject="patch_signature"))
         if use.detail.get("replacement_kind") == "class" and definition is not None and definition.kind == "class":
@@ -1580,12 +1593,7 @@ class DriftAnalyzer:
         own = self._enclosing_class(self.target, site)
         if own is None or site.receiver == "self":
             return own
-        attr = site.receiver.split(".", 1)[1]
-        for klass, where in self.target.mro(*own):
-            member = klass.member(attr)
-            if member is not None:
-                return self._annotated_class(self.target, member, where)
-        return self.target.attribute_class(*own, attr)
+        return self._field_class(self.target, *own, site.receiver.split(".", 1)[1])
 
     def _may_hold(self, site: CallShape, base: tuple[Definition, str]) -> bool:
         """Whether the receiver of a call site may be an instance of a plugin subclass of `base`: its
@@ -1970,7 +1978,12 @@ class DriftAnalyzer:
         notes: list[DriftRecord] = []
         for (is_note, family, symbol), items in groups.items():
             use, guard, finding = items[0]
-            sites = tuple(sorted({(u.site.path, u.site.line): u.site for u, _, _ in items}.values(), key=lambda s: (s.path, s.line)))
+            at = {(u.site.path, u.site.line): u.site for u, _, _ in items}
+            for _, _, f in items:  # a patch's replacement defined in the plugin: the fix goes to its `def` too
+                extra = f.detail.get("replacement_site") if f.detail.get("change") == "patch_signature" else None
+                if extra:
+                    at.setdefault((extra["path"], extra["line"]), Site(extra["path"], extra["line"], extra.get("code", "")))
+            sites = tuple(sorted(at.values(), key=lambda s: (s.path, s.line)))
             best = finding.candidates[0] if finding.candidates else None
             distinct: dict[str, Finding] = {}
             for _, _, f in items:

@@ -189,8 +189,13 @@ _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}  # per node type: the fields wal
 _NODE_FIELDS: dict[type, tuple[str, ...]] = {}  # per node type: the fields that may hold a node (leaves too)
 
 
+# Fields of those names that do hold a node: TypeAlias.name (`type X = ...`, Python 3.12) is a Name.
+_NODE_NAMED = frozenset({("TypeAlias", "name")})
+
+
 def _fields_for(kind: type) -> tuple[str, ...]:
-    fields = tuple(f for f in kind._fields if f not in _PLAIN_FIELDS and not (kind is ast.Constant and f == "value"))
+    fields = tuple(f for f in kind._fields if (f not in _PLAIN_FIELDS or (kind.__name__, f) in _NODE_NAMED)
+                   and not (kind is ast.Constant and f == "value"))
     _NODE_FIELDS[kind] = fields
     _CHILD_FIELDS[kind] = child = tuple(f for f in fields if f not in _LEAF_FIELDS)
     return child
@@ -351,14 +356,6 @@ def _raises_not_implemented(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     exc = body[0].exc
     target = exc.func if isinstance(exc, ast.Call) else exc
     return dotted_name(target) in ("NotImplementedError", "builtins.NotImplementedError")
-
-
-def _is_abstract(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    for dec in fn.decorator_list:
-        name = dotted_name(dec)
-        if name and name.rsplit(".", 1)[-1] in ("abstractmethod", "abstractproperty"):
-            return True
-    return _raises_not_implemented(fn)
 
 
 def _is_property(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

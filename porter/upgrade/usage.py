@@ -710,14 +710,21 @@ class _UseVisitor(FastVisitor):
             return
         name = value.id if isinstance(value, ast.Name) else None
         detail: dict[str, Any] = {}
-        if isinstance(value, ast.Lambda):
+        method = self.class_method(value)
+        if method is not None:  # `Upstream.m = PluginCls.m`: the plugin class's own function replaces it
+            detail = {"replacement": f"{value.value.id}.{method.name}", "replacement_signature": signature_of(method),  # type: ignore[attr-defined]
+                      "replacement_body": body_text(self.lines, body_span(method)),
+                      "replacement_decorators": [dotted_name(d) or "" for d in method.decorator_list],
+                      "replacement_site": self.site(method).to_dict()}
+        elif isinstance(value, ast.Lambda):
             from types import SimpleNamespace
 
             detail = {"replacement": "<lambda>", "replacement_signature": signature_of(SimpleNamespace(args=value.args, returns=None))}  # type: ignore[arg-type]
         elif name and name in self.functions:
             fn = self.functions[name]
             detail = {"replacement": name, "replacement_signature": signature_of(fn), "replacement_body": body_text(self.lines, body_span(fn)),
-                      "replacement_decorators": [dotted_name(d) or "" for d in fn.decorator_list]}
+                      "replacement_decorators": [dotted_name(d) or "" for d in fn.decorator_list],
+                      "replacement_site": self.site(fn).to_dict()}  # where a fix of the replacement goes
         elif name and name in self.classes:
             cls = self.classes[name]
             bases = [self.upstream_dotted(b) or (dotted_name(b) or "") for b in cls.bases]
@@ -725,6 +732,13 @@ class _UseVisitor(FastVisitor):
             detail = {"replacement": name, "replacement_kind": "class", "replacement_bases": bases, "replacement_members": members}
         if detail:
             self.add("patch", dotted, node, **detail)
+
+    def class_method(self, value: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The function `PluginCls.m` names: `m` defined in the body of a class of this module (None for
+        anything else, an inherited member included: its definition is not in this file's class body)."""
+        if not (isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id in self.classes):
+            return None
+        return next((f for f in _function_defs(self.classes[value.value.id].body) if f.name == value.attr), None)
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         for dec in node.decorator_list:

@@ -136,3 +136,10 @@ def test_alias_collector_walks_statements_only_with_the_visit_order(text):
     visited.visit(tree)
     collected.collect(tree)
     assert list(collected.aliases.items()) == list(visited.aliases.items()) and visited.aliases
+
+
+@pytest.mark.skipif(not hasattr(ast, "TypeAlias"), reason="`type X = ...` is Python 3.12+")
+def test_walk_visits_a_type_alias_name():
+    tree = ast.parse("type X = int\n")  # TypeAlias.name is a Name: the field table keeps that `name` field
+    assert [type(n).__name__ for n in walk(tree)] == [type(n).__name__ for n in ast.walk(tree)
+                                                     if not isinstance(n, (ast.expr_context,))]

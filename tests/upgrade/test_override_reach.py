@@ -200,3 +200,36 @@ def test_receivers_with_a_shared_memo_match_one_walk_per_site():
             assert _receiver(node.func.value, around, memo) == _receiver(node.func.value, around), node.lineno
             sites += 1
     assert sites == 11 and len(memo) == 2
+
+
+HOLDERS = """
+    from typing import Optional
+
+    from upkg.quant import LinearMethod
+
+
+    class Holder:
+        quant_method = None  # a class-body default: the instance's class comes from __init__
+
+        def __init__(self):
+            self.quant_method = LinearMethod()
+
+        def run(self, layer, x):
+            return self.quant_method.apply(layer, x, None)
+
+
+    class Annotated:
+        quant_method: Optional["LinearMethod"] = None  # quoted inside Optional
+
+        def run(self, layer, x):
+            return self.quant_method.apply(layer, x, None)
+"""
+
+
+def test_a_class_body_default_does_not_hide_the_class_init_assigns(project, tmp_path):
+    # Holder.quant_method is an unannotated class-body field: the receiver's class is what __init__ assigns
+    # (LinearMethod, no MethodBase), not unknown; Annotated's field is typed through Optional["..."].
+    new = {**NEW, "upkg/holders.py": HOLDERS}
+    records, notes = _apply(project, tmp_path, {"myplug/method.py": PLUGIN_METHOD, "myplug/layer.py": PLUGIN_LAYER}, new)
+    assert records == []
+    assert len(notes) == 1 and notes[0].detail["unreached_by_calls"] == 5

@@ -97,7 +97,8 @@ def test_a_forward_oot_replacement_must_take_what_the_concrete_forward_takes_at_
     found = [r for r in report.records if r.symbol == "upkg.moe.MoEMethod.forward_oot" and r.detail.get("change") == "patch_signature"]
     assert len(found) == 1 and found[0].severity is Severity.BREAKING
     assert found[0].detail["problems"] == ["does not accept 'scaling_factor'"]
-    assert [(s.path, s.line) for s in found[0].sites] == [("myplug/patch_moe.py", 12)]
+    # the patch statement and the replacement's def (where the fix goes)
+    assert [(s.path, s.line) for s in found[0].sites] == [("myplug/patch_moe.py", 4), ("myplug/patch_moe.py", 12)]
 
 
 def test_a_replacement_that_still_fits_says_nothing(report):
